@@ -1,0 +1,49 @@
+# kafka-replay-audit: every target sets up what it needs from PyPI and Maven Central.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+# Downloaded jars (Kafka broker, Delta through Ivy) live outside the repository.
+export KRA_CACHE ?= $(HOME)/.cache/kafka-replay-audit
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test unit integration demo bench lint kafka-jars broker clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py kafka_log_decoder/_native.c
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q -e '.[local,dev]'
+	touch $(STAMP)
+
+kafka-jars: setup
+	$(PY) -m kafka_harness.jars
+
+test: setup kafka-jars
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+unit: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+integration: setup kafka-jars
+	$(PY) -m pytest -q -p no:cacheprovider tests/integration
+
+demo: setup
+	$(VENV)/bin/replay-audit dump --summary ../shared/fixtures/real/codecrafters-kraft-3x/foo-0 \
+	    ../shared/fixtures/real/donaldy-zk-2.7.1/myTopic-0 ../shared/fixtures/real/induswargods-kraft/test-topic-0
+
+bench: setup kafka-jars
+	$(PY) -m bench.decode_throughput
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy kafka_log_decoder jobs audit_rules schemas kafka_harness
+
+# A single-node KRaft broker on 127.0.0.1 in the foreground (Ctrl-C stops it).
+broker: setup kafka-jars
+	$(PY) -m kafka_harness.broker
+
+clean:
+	rm -rf build *.egg-info kafka_log_decoder/*.so

@@ -1,0 +1,88 @@
+"""Protocol constants, named as Kafka names them (clients/.../common/record/*.java)."""
+
+from __future__ import annotations
+
+# RecordBatch.java / Records.java
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+MAGIC_VALUE_V0 = 0
+MAGIC_VALUE_V1 = 1
+MAGIC_VALUE_V2 = 2
+INT32_MAX = 2**31 - 1
+
+# Records.java: every log entry starts with offset int64 + size int32.
+OFFSET_OFFSET = 0
+SIZE_OFFSET = 8
+LOG_OVERHEAD = 12
+MAGIC_OFFSET = 16
+# The 17 bytes up to and including the magic byte decide which layout follows.
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
+
+# DefaultRecordBatch.java
+PARTITION_LEADER_EPOCH_OFFSET = 12
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORDS_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+RECORD_BATCH_OVERHEAD = RECORDS_OFFSET
+# batchLength counts the bytes after the length field: an empty batch has 49.
+MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+TIMESTAMP_TYPE_NAMES = {0: "CreateTime", 1: "LogAppendTime"}
+NO_TIMESTAMP_TYPE = "NoTimestampType"
+
+# LegacyRecord.java: crc(4) magic(1) attributes(1) [timestamp(8)] keyLength(4) ...
+LEGACY_CRC_OFFSET = 0
+LEGACY_MAGIC_OFFSET = 4
+LEGACY_ATTRIBUTES_OFFSET = 5
+RECORD_OVERHEAD_V0 = 14
+RECORD_OVERHEAD_V1 = 22
+LEGACY_TIMESTAMP_TYPE_MASK = 0x08
+
+# ControlRecordType.java
+CONTROL_TYPE_NAMES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+CONTROL_TYPE_UNKNOWN = "UNKNOWN"
+END_TXN_MARKER_TYPES = frozenset({"ABORT", "COMMIT"})
+CONTROL_KEY_SIZE = 4
+END_TXN_MARKER_VALUE_SIZE = 6
+
+# ProducerSnapshot.json: version int16 | crc uint32 | count int32 | 46-byte entries.
+PRODUCER_SNAPSHOT_VERSION = 1
+PRODUCER_SNAPSHOT_HEADER_SIZE = 10
+PRODUCER_SNAPSHOT_ENTRY_SIZE = 46
+
+# OffsetIndex.java / TimeIndex.java / AbortedTxn.java
+OFFSET_INDEX_ENTRY_SIZE = 8
+TIME_INDEX_ENTRY_SIZE = 12
+TXN_INDEX_ENTRY_SIZE = 34
+
+# ProducerStateEntry.NUM_BATCHES_TO_RETAIN: the broker's duplicate window.
+NUM_BATCHES_TO_RETAIN = 5
+
+# A declared batch larger than this is treated as garbage rather than allocated
+# (the broker's own limit, message.max.bytes, is an int32; real batches are far smaller).
+MAX_SANE_BATCH_LENGTH = 1 << 30

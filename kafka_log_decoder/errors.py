@@ -1,0 +1,47 @@
+"""Typed decode errors: every malformed input becomes one of these, carrying file and byte position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class CorruptionKind(str, Enum):
+    """The corruption and consistency finding kinds of audit-contract §4."""
+
+    CRC_MISMATCH = "CRC_MISMATCH"
+    TRUNCATED_TAIL = "TRUNCATED_TAIL"
+    UNREADABLE_BATCH = "UNREADABLE_BATCH"
+    OFFSET_OVERLAP = "OFFSET_OVERLAP"
+    INDEX_MISMATCH = "INDEX_MISMATCH"
+    SNAPSHOT_CORRUPT = "SNAPSHOT_CORRUPT"
+    SNAPSHOT_MISMATCH = "SNAPSHOT_MISMATCH"
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeError:
+    """A corrupt region: the file, where it starts, how long it is (when known) and why.
+
+    Decoders yield these as items (decoding goes on); `DecodeFailure` raises one.
+    """
+
+    file: str
+    position: int
+    kind: CorruptionKind
+    message: str
+    length: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}: byte {self.position}: {self.kind.value}: {self.message}"
+
+
+class DecodeFailure(Exception):
+    """Raised where decoding of a unit (one batch's records, one snapshot) cannot go on."""
+
+    def __init__(self, error: DecodeError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class NotAKafkaArtifact(ValueError):
+    """A path given directly that is not a Kafka log artifact (a usage error, exit status 2)."""
