@@ -11,6 +11,7 @@ class BatchHeader:
     """One v2 record batch, or one legacy (magic 0/1) log entry, as stored in a `.log` file.
 
     For a legacy entry `base_offset` is the first inner offset and the producer fields are -1.
+    `base_timestamp` is None only where the source does not carry it (dump-log text).
     """
 
     file: str
@@ -27,7 +28,7 @@ class BatchHeader:
     is_transactional: bool
     is_control: bool
     partition_leader_epoch: int
-    base_timestamp: int
+    base_timestamp: int | None
     max_timestamp: int
     producer_id: int
     producer_epoch: int
@@ -43,31 +44,24 @@ class BatchHeader:
 
 
 @dataclass(slots=True)
-class Header:
-    key: str
-    value: bytes | None
-
-
-@dataclass(slots=True)
 class Record:
-    """One record of a batch (record-level mode)."""
+    """One record of a batch (record-level mode).
+
+    Sizes are -1 for a null key or value. The bytes themselves are present when decoded from a
+    binary segment and absent (None) when parsed from `kafka-dump-log.sh` text.
+    """
 
     file: str
     batch_position: int
     offset: int
     timestamp: int
     sequence: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[Header] = field(default_factory=list)
-
-    @property
-    def key_size(self) -> int:
-        return -1 if self.key is None else len(self.key)
-
-    @property
-    def value_size(self) -> int:
-        return -1 if self.value is None else len(self.value)
+    key_size: int
+    value_size: int
+    header_keys: list[str] = field(default_factory=list)
+    key: bytes | None = None
+    value: bytes | None = None
+    header_values: list[bytes | None] | None = None
 
 
 @dataclass(slots=True)
