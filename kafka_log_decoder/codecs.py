@@ -1,0 +1,127 @@
+"""Decompression of batch payloads for the four Kafka codecs (kafka-formats §1.8).
+
+One entry point, `decompress`, raises `CodecError` with a plain reason on any corrupt stream.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+
+# Java producers frame snappy the xerial way; librdkafka writes one raw block (rdkafka_msgset_writer.c).
+XERIAL_SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER_SIZE = 16
+LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+
+_PRIME32_1 = 0x9E3779B1
+_PRIME32_2 = 0x85EBCA77
+_PRIME32_3 = 0xC2B2AE3D
+_PRIME32_4 = 0x27D4EB2F
+_PRIME32_5 = 0x165667B1
+_MASK32 = 0xFFFFFFFF
+
+
+class CodecError(ValueError):
+    """A compressed payload that cannot be decompressed."""
+
+
+def decompress(codec: str, payload: bytes | memoryview, *, magic: int = 2) -> bytes:
+    """The plain bytes of a compressed batch payload (v2 records, or a legacy inner message set)."""
+    try:
+        if codec == "gzip":
+            # GZIPInputStream reads concatenated members; cramjam does too.
+            return bytes(cramjam.gzip.decompress(payload))
+        if codec == "snappy":
+            return _snappy_decompress(payload)
+        if codec == "lz4":
+            if magic == 0:
+                payload = fix_broken_lz4_header_checksum(payload)
+            return bytes(cramjam.lz4.decompress(payload))
+        if codec == "zstd":
+            # zstd-jni streams frames without a content size; cramjam decodes them (and concatenations).
+            return bytes(cramjam.zstd.decompress(payload))
+    except (cramjam.DecompressionError, ValueError, OSError) as exc:
+        raise CodecError(f"corrupt {codec} payload: {_first_line(exc)}") from None
+    raise CodecError(f"unknown compression codec {codec!r}")
+
+
+def _snappy_decompress(payload: bytes | memoryview) -> bytes:
+    view = memoryview(payload)
+    if bytes(view[:8]) != XERIAL_SNAPPY_MAGIC:
+        return bytes(cramjam.snappy.decompress_raw(view))
+    # xerial: magic(8) version(4) compatible(4), then repeated [int32 BE length][raw block].
+    out = bytearray()
+    pos = XERIAL_HEADER_SIZE
+    while pos < len(view):
+        if pos + 4 > len(view):
+            raise CodecError(f"truncated xerial snappy block length at {pos}")
+        (length,) = struct.unpack_from(">i", view, pos)
+        pos += 4
+        if length < 0 or pos + length > len(view):
+            raise CodecError(f"xerial snappy block of {length} bytes at {pos - 4} overruns the payload")
+        out += cramjam.snappy.decompress_raw(view[pos : pos + length])
+        pos += length
+    return bytes(out)
+
+
+def fix_broken_lz4_header_checksum(payload: bytes | memoryview) -> bytes:
+    """Rewrite the LZ4 frame-descriptor checksum that magic-0 Kafka clients computed wrongly.
+
+    Old clients hashed magic+FLG+BD instead of FLG+BD (Java's `useBrokenFlagDescriptorChecksum`);
+    the fix matches kafka-python's `lz4_decode_old_kafka` and librdkafka's
+    `rd_kafka_lz4_decompress_fixup_bad_framing`.
+    """
+    data = bytearray(payload)
+    if len(data) < 7 or bytes(data[:4]) != LZ4_FRAME_MAGIC:
+        return bytes(data)
+    flg = data[4]
+    descriptor_end = 6 + (8 if flg & 0x08 else 0)  # FLG, BD and the optional 8-byte content size
+    if len(data) <= descriptor_end:
+        return bytes(data)
+    data[descriptor_end] = (xxh32(bytes(data[4:descriptor_end])) >> 8) & 0xFF
+    return bytes(data)
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 for the few bytes of an LZ4 frame descriptor."""
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & _MASK32
+
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [
+            (seed + _PRIME32_1 + _PRIME32_2) & _MASK32,
+            (seed + _PRIME32_2) & _MASK32,
+            seed & _MASK32,
+            (seed - _PRIME32_1) & _MASK32,
+        ]
+        while pos + 16 <= n:
+            for i in range(4):
+                (lane,) = struct.unpack_from("<I", data, pos)
+                v[i] = (rotl((v[i] + lane * _PRIME32_2) & _MASK32, 13) * _PRIME32_1) & _MASK32
+                pos += 4
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & _MASK32
+    else:
+        h = (seed + _PRIME32_5) & _MASK32
+    h = (h + n) & _MASK32
+    while pos + 4 <= n:
+        (lane,) = struct.unpack_from("<I", data, pos)
+        h = (rotl((h + lane * _PRIME32_3) & _MASK32, 17) * _PRIME32_4) & _MASK32
+        pos += 4
+    while pos < n:
+        h = (rotl((h + data[pos] * _PRIME32_5) & _MASK32, 11) * _PRIME32_1) & _MASK32
+        pos += 1
+    h ^= h >> 15
+    h = (h * _PRIME32_2) & _MASK32
+    h ^= h >> 13
+    h = (h * _PRIME32_3) & _MASK32
+    h ^= h >> 16
+    return h
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,112 @@
+"""Typed access to the C batch walker (`_native.c`): column names, widths and stop reasons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka_log_decoder import _native
+
+# Why `walk_batches` stopped.
+REACHED_STOP = 0
+NEED_MORE_DATA = 1
+NOT_V2 = 2
+BAD_LENGTH = 3
+FULL = 4
+
+# records_decoded per batch
+RECORDS_NOT_DECODED = 0
+RECORDS_DECODED = 1
+RECORDS_FRAMING_ERROR = 2
+
+# control_type of a batch that is not a control batch; -1 = a control batch of unknown type.
+NOT_CONTROL = -2
+
+BATCH_COLUMNS: dict[str, str] = {
+    "position": "q",
+    "base_offset": "q",
+    "last_offset": "q",
+    "size_bytes": "i",
+    "partition_leader_epoch": "i",
+    "magic": "b",
+    "crc": "I",
+    "crc_valid": "B",
+    "attributes": "h",
+    "last_offset_delta": "i",
+    "base_timestamp": "q",
+    "max_timestamp": "q",
+    "producer_id": "q",
+    "producer_epoch": "h",
+    "base_sequence": "i",
+    "last_sequence": "i",
+    "count": "i",
+    "control_type": "h",
+    "coordinator_epoch": "i",
+    "records_decoded": "B",
+    "err_offset": "i",
+}
+
+RECORD_COLUMNS: dict[str, str] = {
+    "batch_index": "i",
+    "offset": "q",
+    "timestamp": "q",
+    "sequence": "i",
+    "key_pos": "q",
+    "key_len": "i",
+    "value_pos": "q",
+    "value_len": "i",
+    "headers_count": "i",
+    "key_hash": "Q",
+    "value_hash": "Q",
+    "hdr_record_index": "i",
+    "hdr_key_pos": "q",
+    "hdr_key_len": "i",
+    "hdr_value_pos": "q",
+    "hdr_value_len": "i",
+}
+
+crc32c = _native.crc32c
+
+
+@dataclass(slots=True)
+class WalkResult:
+    n: int
+    batches: dict[str, memoryview]
+    next_pos: int
+    reason: int
+    records: dict[str, memoryview] | None
+
+
+def _cast(raw: dict[str, bytes], types: dict[str, str]) -> dict[str, memoryview]:
+    return {name: memoryview(raw[name]).cast(code) for name, code in types.items() if name in raw}
+
+
+def walk_batches(
+    buf: bytes | bytearray | memoryview, start: int, stop: int, *, decode_records: bool, max_batches: int
+) -> WalkResult:
+    n, columns, next_pos, reason, record_columns = _native.walk_batches(
+        buf, start, stop, decode_records, max_batches
+    )
+    return WalkResult(
+        n,
+        _cast(columns, BATCH_COLUMNS),
+        next_pos,
+        reason,
+        None if record_columns is None else _cast(record_columns, RECORD_COLUMNS),
+    )
+
+
+def decode_records(
+    data: bytes | memoryview,
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    log_append_time: bool,
+    base_sequence: int,
+    count: int,
+) -> tuple[dict[str, memoryview], int]:
+    """Decode a plain (decompressed) records blob; the int is -1, or where framing failed."""
+    columns, error_position = _native.decode_records(
+        data, base_offset, base_timestamp, max_timestamp, log_append_time, base_sequence, count
+    )
+    return _cast(columns, RECORD_COLUMNS), error_position

@@ -1,0 +1,494 @@
+"""Streaming decoder of one `.log` segment with bounded memory.
+
+The file is read in windows (`chunk_size`, default 8 MiB, grown only to hold one whole batch);
+runs of v2 batches are decoded by the native walker into columns, legacy entries and corrupt
+regions by Python. Decoding may start at any batch boundary (`start_position`) and stops at the
+first batch that starts at or after `end_position`, so a large segment can be split into tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka_log_decoder import native
+from kafka_log_decoder.codecs import CodecError, decompress
+from kafka_log_decoder.constants import (
+    COMPRESSION_CODEC_MASK,
+    COMPRESSION_NAMES,
+    CONTROL_KEY_SIZE,
+    CONTROL_TYPE_NAMES,
+    CONTROL_TYPE_UNKNOWN,
+    DELETE_HORIZON_FLAG_MASK,
+    END_TXN_MARKER_TYPES,
+    END_TXN_MARKER_VALUE_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V0,
+    MAGIC_VALUE_V1,
+    MAGIC_VALUE_V2,
+    MAX_SANE_BATCH_LENGTH,
+    MIN_BATCH_LENGTH,
+    RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TIMESTAMP_TYPE_NAMES,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.legacy import LegacyFormatError, decode_legacy_entry, minimum_message_size
+from kafka_log_decoder.rows import BatchHeader, Record
+
+DEFAULT_CHUNK_SIZE = 8 << 20
+_ZERO_SCAN_SIZE = 1 << 20
+
+LogItem = BatchHeader | Record | DecodeError
+
+
+@dataclass(slots=True)
+class RecordRun:
+    """Record columns whose key/value/header positions index into `source`.
+
+    `batch_index` is None when the columns carry their own batch_index column (records decoded
+    by the walker in place); otherwise every record belongs to that one (decompressed) batch.
+    """
+
+    source: bytes | bytearray
+    columns: dict[str, memoryview]
+    batch_index: int | None
+
+
+@dataclass(slots=True)
+class BatchRun:
+    """Consecutive v2 batches decoded from one window: columns indexed 0..n-1.
+
+    `position` values index into `buffer`; add `file_offset` for the position in the file.
+    """
+
+    file: str
+    buffer: bytearray
+    file_offset: int
+    n: int
+    batches: dict[str, memoryview]
+    records: list[RecordRun] = field(default_factory=list)
+    errors: dict[int, list[DecodeError]] = field(default_factory=dict)
+
+    def file_position(self, i: int) -> int:
+        return self.file_offset + self.batches["position"][i]
+
+    def header(self, i: int) -> BatchHeader:
+        c = self.batches
+        attributes = c["attributes"][i]
+        base_timestamp = c["base_timestamp"][i]
+        control = c["control_type"][i]
+        control_type = None if control == native.NOT_CONTROL else CONTROL_TYPE_NAMES.get(control)
+        if control != native.NOT_CONTROL and control_type is None:
+            control_type = CONTROL_TYPE_UNKNOWN
+        coordinator_epoch = c["coordinator_epoch"][i] if control_type in END_TXN_MARKER_TYPES else None
+        return BatchHeader(
+            file=self.file,
+            position=self.file_offset + c["position"][i],
+            base_offset=c["base_offset"][i],
+            last_offset=c["last_offset"][i],
+            count=c["count"][i],
+            magic=c["magic"][i],
+            crc=c["crc"][i],
+            crc_valid=bool(c["crc_valid"][i]),
+            attributes=attributes,
+            compression=compression_name(attributes),
+            timestamp_type=TIMESTAMP_TYPE_NAMES[(attributes & TIMESTAMP_TYPE_MASK) >> 3],
+            is_transactional=bool(attributes & TRANSACTIONAL_FLAG_MASK),
+            is_control=control != native.NOT_CONTROL,
+            partition_leader_epoch=c["partition_leader_epoch"][i],
+            base_timestamp=base_timestamp,
+            max_timestamp=c["max_timestamp"][i],
+            producer_id=c["producer_id"][i],
+            producer_epoch=c["producer_epoch"][i],
+            base_sequence=c["base_sequence"][i],
+            last_sequence=c["last_sequence"][i],
+            size_bytes=c["size_bytes"][i],
+            delete_horizon_ms=base_timestamp if attributes & DELETE_HORIZON_FLAG_MASK else None,
+            control_type=control_type,
+            coordinator_epoch=coordinator_epoch,
+        )
+
+    def items(self, *, with_records: bool) -> Iterator[LogItem]:
+        """Rows in file order: each batch header, its CRC error if any, then its records."""
+        records_by_batch = self._records_by_batch() if with_records else {}
+        for i in range(self.n):
+            header = self.header(i)
+            yield header
+            if not header.crc_valid:
+                yield crc_mismatch(
+                    self.file, header.position, header.size_bytes, header.crc, self._computed_crc(i)
+                )
+            yield from self.errors.get(i, ())
+            yield from records_by_batch.get(i, ())
+
+    def _computed_crc(self, i: int) -> int:
+        start = self.batches["position"][i]
+        return native.crc32c(memoryview(self.buffer)[start + 21 : start + self.batches["size_bytes"][i]])
+
+    def _records_by_batch(self) -> dict[int, list[Record]]:
+        by_batch: dict[int, list[Record]] = {}
+        for run in self.records:
+            c = run.columns
+            headers_start = 0
+            for r in range(len(c["offset"])):
+                i = run.batch_index if run.batch_index is not None else c["batch_index"][r]
+                n_headers = c["headers_count"][r]
+                keys, values = _headers(run, headers_start, n_headers)
+                headers_start += n_headers
+                by_batch.setdefault(i, []).append(
+                    Record(
+                        file=self.file,
+                        batch_position=self.file_position(i),
+                        offset=c["offset"][r],
+                        timestamp=c["timestamp"][r],
+                        sequence=c["sequence"][r],
+                        key_size=c["key_len"][r],
+                        value_size=c["value_len"][r],
+                        header_keys=keys,
+                        key=_slice(run.source, c["key_pos"][r], c["key_len"][r]),
+                        value=_slice(run.source, c["value_pos"][r], c["value_len"][r]),
+                        header_values=values,
+                    )
+                )
+        return by_batch
+
+
+def _slice(source: bytes | bytearray, pos: int, length: int) -> bytes | None:
+    return None if length < 0 else bytes(source[pos : pos + length])
+
+
+def _headers(run: RecordRun, start: int, count: int) -> tuple[list[str], list[bytes | None]]:
+    c = run.columns
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    for h in range(start, start + count):
+        raw_key = _slice(run.source, c["hdr_key_pos"][h], c["hdr_key_len"][h]) or b""
+        keys.append(raw_key.decode("utf-8", errors="replace"))
+        values.append(_slice(run.source, c["hdr_value_pos"][h], c["hdr_value_len"][h]))
+    return keys, values
+
+
+def compression_name(attributes: int) -> str:
+    codec = attributes & COMPRESSION_CODEC_MASK
+    return COMPRESSION_NAMES.get(codec, f"unknown({codec})")
+
+
+def crc_mismatch(file: str, position: int, size: int, stored: int, computed: int) -> DecodeError:
+    return DecodeError(
+        file,
+        position,
+        CorruptionKind.CRC_MISMATCH,
+        f"stored CRC {stored} differs from computed {computed}",
+        size,
+    )
+
+
+class _Window:
+    """A read-only view of `[start, start + len(buf))` of the file, refilled on demand."""
+
+    def __init__(self, fd: int, size: int, chunk_size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self.chunk_size = chunk_size
+        self.buf = bytearray()
+        self.start = 0
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.buf)
+
+    def ensure(self, pos: int, need: int) -> None:
+        """Make the window start at or before `pos` and hold `need` bytes from it (file permitting)."""
+        need = min(need, self.size - pos)
+        if self.start <= pos and pos + need <= self.end:
+            return
+        want = min(max(self.chunk_size, need), self.size - pos)
+        # A fresh buffer each refill: earlier runs keep referencing theirs, and nothing is mutated.
+        new = bytearray(want)
+        keep = 0
+        if self.start <= pos < self.end:
+            keep = self.end - pos
+            new[:keep] = memoryview(self.buf)[pos - self.start :]
+        view = memoryview(new)
+        got = keep
+        while got < want:
+            n = os.preadv(self.fd, [view[got:]], pos + got)
+            if n <= 0:
+                break
+            got += n
+        if got < want:
+            del new[got:]
+        self.buf = new
+        self.start = pos
+
+
+def iter_segment_runs(
+    path: str | Path,
+    *,
+    records: bool = False,
+    start_position: int = 0,
+    end_position: int | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Iterator[BatchRun | list[LogItem]]:
+    """The columnar stream: `BatchRun`s for v2 batches, lists of rows for legacy entries and errors."""
+    file = str(path)
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        end = size if end_position is None else min(end_position, size)
+        window = _Window(fd, size, max(chunk_size, HEADER_SIZE_UP_TO_MAGIC))
+        max_batches = max(chunk_size // (LOG_OVERHEAD + MIN_BATCH_LENGTH), 1) + 1
+        pos = start_position
+        while pos < end:
+            window.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
+            local = pos - window.start
+            walk = native.walk_batches(
+                window.buf,
+                local,
+                min(len(window.buf), end - window.start),
+                decode_records=records,
+                max_batches=max_batches,
+            )
+            if walk.n:
+                yield _batch_run(file, window, walk, records)
+            pos = window.start + walk.next_pos
+            if walk.reason in (native.REACHED_STOP, native.FULL):
+                continue
+            items, pos, stop = _python_path(file, window, pos, walk.reason, records, end)
+            if items:
+                yield items
+            if stop:
+                break
+    finally:
+        os.close(fd)
+
+
+def read_log_segment(
+    path: str | Path,
+    *,
+    records: bool = False,
+    start_position: int = 0,
+    end_position: int | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Iterator[LogItem]:
+    """Every batch header (and with `records`, every record) of a segment, and every decode error."""
+    for run in iter_segment_runs(
+        path, records=records, start_position=start_position, end_position=end_position, chunk_size=chunk_size
+    ):
+        if isinstance(run, BatchRun):
+            yield from run.items(with_records=records)
+        else:
+            yield from run
+
+
+def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: bool) -> BatchRun:
+    run = BatchRun(file, window.buf, window.start, walk.n, walk.batches)
+    if walk.records is not None:
+        run.records.append(RecordRun(window.buf, walk.records, None))
+    c = walk.batches
+    for i in range(walk.n):
+        attributes = c["attributes"][i]
+        codec = attributes & COMPRESSION_CODEC_MASK
+        if codec not in COMPRESSION_NAMES:
+            run.errors.setdefault(i, []).append(
+                _unreadable(
+                    file, run.file_position(i), c["size_bytes"][i], f"unknown compression codec id {codec}"
+                )
+            )
+            continue
+        state = c["records_decoded"][i]
+        if state == native.RECORDS_FRAMING_ERROR:
+            run.errors.setdefault(i, []).append(
+                _unreadable(
+                    file,
+                    run.file_position(i),
+                    c["size_bytes"][i],
+                    f"bad record framing at byte {c['err_offset'][i]} of the batch",
+                )
+            )
+        is_control = c["control_type"][i] != native.NOT_CONTROL
+        if codec == 0 or c["count"][i] == 0 or not (records or is_control):
+            continue
+        # Compressed: decompress here (the walker never does) for records, or a control type.
+        start = c["position"][i]
+        payload = memoryview(window.buf)[start + RECORDS_OFFSET : start + c["size_bytes"][i]]
+        try:
+            plain = decompress(COMPRESSION_NAMES[codec], payload)
+        except CodecError as exc:
+            run.errors.setdefault(i, []).append(
+                _unreadable(file, run.file_position(i), c["size_bytes"][i], str(exc))
+            )
+            continue
+        columns, error_position = native.decode_records(
+            plain,
+            base_offset=c["base_offset"][i],
+            base_timestamp=c["base_timestamp"][i],
+            max_timestamp=c["max_timestamp"][i],
+            log_append_time=bool(attributes & TIMESTAMP_TYPE_MASK),
+            base_sequence=c["base_sequence"][i],
+            count=c["count"][i],
+        )
+        if error_position >= 0:
+            run.errors.setdefault(i, []).append(
+                _unreadable(
+                    file,
+                    run.file_position(i),
+                    c["size_bytes"][i],
+                    f"bad record framing at byte {error_position} of the decompressed payload",
+                )
+            )
+            continue
+        if is_control:
+            _set_control_from_records(c, i, plain, columns)
+        elif records:
+            run.records.append(RecordRun(plain, columns, i))
+    return run
+
+
+def _set_control_from_records(
+    c: dict[str, memoryview], i: int, plain: bytes, columns: dict[str, memoryview]
+) -> None:
+    """Control type and coordinator epoch of a (rare) compressed control batch, from its first record."""
+    if not len(columns["key_len"]) or columns["key_len"][0] < CONTROL_KEY_SIZE:
+        return
+    version, control = struct.unpack_from(">hh", plain, columns["key_pos"][0])
+    c["control_type"][i] = control if version >= 0 and control in CONTROL_TYPE_NAMES else -1
+    if control in (0, 1) and columns["value_len"][0] >= END_TXN_MARKER_VALUE_SIZE:
+        c["coordinator_epoch"][i] = struct.unpack_from(">i", plain, columns["value_pos"][0] + 2)[0]
+
+
+def _python_path(
+    file: str, window: _Window, pos: int, reason: int, records: bool, end: int
+) -> tuple[list[LogItem], int, bool]:
+    """Handle what the walker stopped at: more data, a legacy entry, or corruption.
+
+    Returns the rows, the next position and whether decoding of this range is over.
+    """
+    remaining = window.size - pos
+    if remaining < HEADER_SIZE_UP_TO_MAGIC:
+        return _tail(file, window, pos), pos, True
+    window.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
+    local = pos - window.start
+    base_offset, length = struct.unpack_from(">qi", window.buf, local)
+    magic = window.buf[local + MAGIC_OFFSET]
+    if base_offset == 0 and length == 0 and _zero_until_end(window, pos):
+        # A preallocated segment (file.preallocate=true) ends in zeros: not data, not corruption.
+        return [], window.size, True
+    if reason == native.NEED_MORE_DATA:
+        if LOG_OVERHEAD + length > remaining:
+            return _tail(file, window, pos), window.size, True
+        window.ensure(pos, LOG_OVERHEAD + length)
+        return [], pos, False
+    if (
+        magic in (MAGIC_VALUE_V0, MAGIC_VALUE_V1)
+        and minimum_message_size(magic) <= length <= MAX_SANE_BATCH_LENGTH
+    ):
+        total = LOG_OVERHEAD + length
+        if total > remaining:
+            return _tail(file, window, pos), window.size, True
+        window.ensure(pos, total)
+        try:
+            entry = decode_legacy_entry(
+                memoryview(window.buf), pos - window.start, file=file, file_position=pos, with_records=records
+            )
+        except LegacyFormatError as exc:
+            return (
+                [_unreadable(file, pos, total, f"unreadable legacy v{magic} entry: {exc}")],
+                pos + total,
+                False,
+            )
+        items: list[LogItem] = [entry.header]
+        if not entry.header.crc_valid:
+            items.append(_legacy_crc_error(file, window, pos, total, entry.header.crc))
+        items.extend(entry.records)
+        return items, pos + total, False
+    if (
+        magic not in (MAGIC_VALUE_V0, MAGIC_VALUE_V1, MAGIC_VALUE_V2)
+        and MIN_BATCH_LENGTH <= length <= remaining - LOG_OVERHEAD
+    ):
+        # Sane length, unknown magic: skip exactly this entry and go on.
+        total = LOG_OVERHEAD + length
+        return [_unreadable(file, pos, total, f"unknown magic {magic}")], pos + total, False
+    found = _resync(window, pos, end)
+    reason_text = f"invalid batch length {length} (magic {magic})"
+    if found is None:
+        message = f"{reason_text}; no valid batch follows"
+        return [_unreadable(file, pos, window.size - pos, message)], window.size, True
+    message = f"{reason_text}; skipped to the next valid batch at byte {found}"
+    return [_unreadable(file, pos, found - pos, message)], found, False
+
+
+def _legacy_crc_error(file: str, window: _Window, pos: int, total: int, stored: int) -> DecodeError:
+    local = pos - window.start
+    computed = zlib.crc32(memoryview(window.buf)[local + LOG_OVERHEAD + 4 : local + total])
+    return crc_mismatch(file, pos, total, stored, computed)
+
+
+def _tail(file: str, window: _Window, pos: int) -> list[LogItem]:
+    if pos >= window.size or _zero_until_end(window, pos):
+        return []
+    return [
+        DecodeError(
+            file,
+            pos,
+            CorruptionKind.TRUNCATED_TAIL,
+            f"{window.size - pos} bytes at the end do not form a whole batch",
+            window.size - pos,
+        )
+    ]
+
+
+def _zero_until_end(window: _Window, pos: int) -> bool:
+    at = pos
+    while at < window.size:
+        chunk = os.pread(window.fd, min(_ZERO_SCAN_SIZE, window.size - at), at)
+        if not chunk or chunk.count(0) != len(chunk):
+            return bool(not chunk)
+        at += len(chunk)
+    return True
+
+
+def _resync(window: _Window, bad: int, end: int) -> int | None:
+    """The next position after `bad` (and before `end`) where a whole v2 batch with a valid CRC starts."""
+    scan_from = bad + 1
+    while scan_from < end:
+        chunk = os.pread(window.fd, min(_ZERO_SCAN_SIZE, window.size - scan_from) + MAGIC_OFFSET, scan_from)
+        at = MAGIC_OFFSET
+        while True:
+            j = chunk.find(MAGIC_VALUE_V2, at)
+            if j < 0 or j - MAGIC_OFFSET >= _ZERO_SCAN_SIZE:
+                break
+            candidate = scan_from + j - MAGIC_OFFSET
+            if candidate >= end:
+                return None
+            if candidate > bad and _is_valid_batch_at(window, candidate):
+                return candidate
+            at = j + 1
+        scan_from += _ZERO_SCAN_SIZE
+    return None
+
+
+def _is_valid_batch_at(window: _Window, pos: int) -> bool:
+    head = os.pread(window.fd, RECORDS_OFFSET, pos)
+    if len(head) < RECORDS_OFFSET:
+        return False
+    base_offset, length = struct.unpack_from(">qi", head, 0)
+    (attributes,) = struct.unpack_from(">h", head, 21)
+    if base_offset < 0 or attributes & ~0x7F:
+        return False
+    if not MIN_BATCH_LENGTH <= length <= window.size - pos - LOG_OVERHEAD:
+        return False
+    batch = os.pread(window.fd, LOG_OVERHEAD + length, pos)
+    return native.crc32c(memoryview(batch)[21:]) == struct.unpack_from(">I", batch, 17)[0]
+
+
+def _unreadable(file: str, position: int, length: int, message: str) -> DecodeError:
+    return DecodeError(file, position, CorruptionKind.UNREADABLE_BATCH, message, length)
