@@ -1,0 +1,272 @@
+"""`replay-audit dump`: decode files or partition directories to JSON lines (audit-contract §5)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
+from kafka_log_decoder.rows import (
+    BatchHeader,
+    CheckpointEntry,
+    IndexEntry,
+    LeaderEpochEntry,
+    MetaProperties,
+    PartitionMetadata,
+    Record,
+    SnapshotEntry,
+    TimeIndexEntry,
+    TxnIndexEntry,
+)
+
+OFFSET_CHECKPOINTS = frozenset(
+    {
+        "replication-offset-checkpoint",
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "cleaner-offset-checkpoint",
+    }
+)
+# Severity of each corruption kind (audit-contract §4); errors and worse make `dump` exit 1.
+FAILING_KINDS = frozenset(
+    {
+        CorruptionKind.CRC_MISMATCH,
+        CorruptionKind.UNREADABLE_BATCH,
+        CorruptionKind.SNAPSHOT_CORRUPT,
+        CorruptionKind.OFFSET_OVERLAP,
+        CorruptionKind.SNAPSHOT_MISMATCH,
+    }
+)
+
+
+def artifact_kind(path: Path) -> str | None:
+    """What a file is, from its name (and, for dump-log text, its first line); None if not Kafka's."""
+    name = path.name
+    for suffix, kind in ((".log", "log"), (".index", "index"), (".timeindex", "timeindex")):
+        if name.endswith(suffix):
+            return kind
+    if name.endswith(".txnindex"):
+        return "txnindex"
+    if name.endswith(".snapshot"):
+        return "snapshot"
+    if name == "leader-epoch-checkpoint":
+        return "leader-epoch-checkpoint"
+    if name in OFFSET_CHECKPOINTS:
+        return "offset-checkpoint"
+    if name == "partition.metadata":
+        return "partition.metadata"
+    if name == "meta.properties":
+        return "meta.properties"
+    if _starts_with_dumping(path):
+        return "dump-log-text"
+    return None
+
+
+def _starts_with_dumping(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(8) == b"Dumping "
+    except OSError:
+        return False
+
+
+def iter_file_items(path: Path, *, records: bool) -> Iterator[Any]:
+    """Every row and decode error of one Kafka file, in file order."""
+    kind = artifact_kind(path)
+    if kind is None:
+        raise NotAKafkaArtifact(f"{path}: not a Kafka log artifact (expected .log, .index, .snapshot, ...)")
+    if kind == "log":
+        from kafka_log_decoder.segment import read_log_segment
+
+        yield from read_log_segment(path, records=records)
+    elif kind == "dump-log-text":
+        from kafka_log_decoder.dump_log_text import read_dump_log_text
+
+        for item in read_dump_log_text(path):
+            if records or not isinstance(item, Record):
+                yield item
+    else:
+        yield from _read_small_artifact(kind, path)
+
+
+def _read_small_artifact(kind: str, path: Path) -> Iterable[Any]:
+    from kafka_log_decoder import checkpoints, index_files, producer_snapshot
+
+    if kind == "snapshot":
+        entries, errors = producer_snapshot.read_producer_snapshot(path)
+        return [*entries, *errors]
+    readers = {
+        "index": index_files.read_offset_index,
+        "timeindex": index_files.read_time_index,
+        "txnindex": index_files.read_txn_index,
+        "leader-epoch-checkpoint": checkpoints.read_leader_epoch_checkpoint,
+        "offset-checkpoint": checkpoints.read_offset_checkpoint,
+        "partition.metadata": checkpoints.read_partition_metadata,
+        "meta.properties": checkpoints.read_meta_properties,
+    }
+    result = readers[kind](path)
+    if isinstance(result, tuple):
+        entries, errors = result
+        return [*_as_list(entries), *errors]
+    return _as_list(result)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, Iterator):
+        return list(value)
+    return [value]
+
+
+def expand_paths(paths: Iterable[str]) -> Iterator[Path]:
+    """Files in dump order: a file as given; a directory as its live partition files, segment by segment."""
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise NotAKafkaArtifact(f"{raw}: no such file or directory")
+        if path.is_file():
+            if artifact_kind(path) is None:
+                raise NotAKafkaArtifact(f"{raw}: not a Kafka log artifact")
+            yield path
+            continue
+        from kafka_log_decoder.discovery import discover
+
+        for found in discover([raw]):
+            yield from _live_files(found)
+
+
+def _live_files(found: Any) -> Iterator[Path]:
+    from kafka_log_decoder.discovery import LogDir, PartitionDir
+
+    if isinstance(found, LogDir):
+        for checkpoint in found.checkpoint_files:
+            yield Path(checkpoint)
+        for partition in found.partitions:
+            yield from _live_files(partition)
+    elif isinstance(found, PartitionDir):
+        for extra in (found.partition_metadata, found.leader_epoch_checkpoint):
+            if extra is not None:
+                yield Path(extra)
+        for segment in found.segments:
+            for file in (segment.log, segment.index, segment.timeindex, segment.txnindex):
+                if file is not None:
+                    yield Path(file)
+        for _, snapshot in found.snapshots:
+            yield Path(snapshot)
+    else:
+        yield Path(found.path)
+
+
+def item_to_json(item: Any) -> dict[str, Any]:
+    """The contract §5 object for one row."""
+    if isinstance(item, BatchHeader):
+        out: dict[str, Any] = {"type": "batch"}
+        out.update(item.to_dict())
+        if not item.is_control:
+            del out["control_type"], out["coordinator_epoch"]
+        return out
+    if isinstance(item, Record):
+        return {
+            "type": "record",
+            "file": item.file,
+            "offset": item.offset,
+            "timestamp": item.timestamp,
+            "sequence": item.sequence,
+            "key_size": item.key_size,
+            "value_size": item.value_size,
+            "headers": list(item.header_keys),
+        }
+    if isinstance(item, DecodeError):
+        return {
+            "type": "error",
+            "file": item.file,
+            "position": item.position,
+            "kind": item.kind.value,
+            "message": item.message,
+            "length": item.length,
+        }
+    simple: dict[type, str] = {
+        SnapshotEntry: "snapshot_entry",
+        IndexEntry: "index_entry",
+        TimeIndexEntry: "time_index_entry",
+        TxnIndexEntry: "txn_index_entry",
+        CheckpointEntry: "checkpoint_entry",
+        LeaderEpochEntry: "leader_epoch_entry",
+        PartitionMetadata: "partition_metadata",
+    }
+    if isinstance(item, MetaProperties):
+        return {"type": "meta_properties", "file": item.file, "properties": dict(item.properties)}
+    kind = simple.get(type(item))
+    if kind is None:
+        raise TypeError(f"cannot dump {type(item).__name__}")
+    from dataclasses import asdict
+
+    return {"type": kind, **asdict(item)}
+
+
+@dataclass
+class FileSummary:
+    file: str
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+    crc_failures: int = 0
+    errors: int = 0
+    producer_ids: set[int] = field(default_factory=set)
+    first_offset: int | None = None
+    last_offset: int | None = None
+
+    def add(self, item: Any, *, records_mode: bool) -> None:
+        if isinstance(item, BatchHeader):
+            self.batches += 1
+            self.bytes += item.size_bytes
+            if not records_mode:
+                self.records += item.count
+            if not item.crc_valid:
+                self.crc_failures += 1
+            if item.producer_id >= 0:
+                self.producer_ids.add(item.producer_id)
+            if self.first_offset is None:
+                self.first_offset = item.base_offset
+            self.last_offset = item.last_offset
+        elif isinstance(item, Record):
+            self.records += 1
+        elif isinstance(item, DecodeError):
+            self.errors += 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "summary",
+            "file": self.file,
+            "batches": self.batches,
+            "records": self.records,
+            "bytes": self.bytes,
+            "crc_failures": self.crc_failures,
+            "errors": self.errors,
+            "producer_ids": sorted(self.producer_ids),
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+        }
+
+
+def run_dump(paths: list[str], *, records: bool, summary: bool, out: TextIO) -> int:
+    """Write the JSON lines; the exit status of audit-contract §2 (1 when an error-severity kind was seen)."""
+    failing = False
+    for path in expand_paths(paths):
+        file_summary = FileSummary(str(path))
+        for item in iter_file_items(path, records=records):
+            if isinstance(item, DecodeError) and item.kind in FAILING_KINDS:
+                failing = True
+            if summary:
+                file_summary.add(item, records_mode=records)
+            else:
+                out.write(json.dumps(item_to_json(item), separators=(",", ":")) + "\n")
+        if summary:
+            out.write(json.dumps(file_summary.to_json(), separators=(",", ":")) + "\n")
+    return 1 if failing else 0
