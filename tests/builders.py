@@ -37,7 +37,9 @@ def build_v2(batch: V2Batch) -> bytes:
         batch_size=1 << 30,
     )
     for delta, (key, value) in enumerate(batch.records):
-        builder.append(delta, timestamp=batch.base_timestamp + delta, key=key, value=value, headers=list(batch.headers))
+        builder.append(
+            delta, timestamp=batch.base_timestamp + delta, key=key, value=value, headers=list(batch.headers)
+        )
     raw = bytearray(builder.build())
     # baseOffset and partitionLeaderEpoch lie outside the CRC: set them as a broker would.
     struct.pack_into(">q", raw, 0, batch.base_offset)

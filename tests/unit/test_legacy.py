@@ -11,7 +11,8 @@ RECORDS = [(b"k0", b"v0"), (None, b"v1"), (b"k2", None)]
 
 
 def decode(raw: bytes, with_records: bool = True):
-    return decode_legacy_entry(memoryview(raw), 0, file="seg.log", file_position=4096, with_records=with_records)
+    view = memoryview(raw)
+    return decode_legacy_entry(view, 0, file="seg.log", file_position=4096, with_records=with_records)
 
 
 @pytest.mark.parametrize("magic", [0, 1])

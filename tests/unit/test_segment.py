@@ -1,0 +1,222 @@
+"""The streaming segment reader on real broker bytes, kafka-python-built batches and corrupt files."""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from pathlib import Path
+
+import pytest
+
+from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.rows import BatchHeader, Record
+from kafka_log_decoder.segment import iter_segment_runs, read_log_segment
+from tests.builders import V2Batch, build_legacy, build_v2
+
+REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+FOO_0 = REAL / "codecrafters-kraft-3x" / "foo-0" / "00000000000000000000.log"
+
+
+def write(tmp_path: Path, data: bytes, name: str = "00000000000000000000.log") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def headers(items: list) -> list[BatchHeader]:
+    return [i for i in items if isinstance(i, BatchHeader)]
+
+
+def errors(items: list) -> list[DecodeError]:
+    return [i for i in items if isinstance(i, DecodeError)]
+
+
+def idempotent_batches(n: int, records_per_batch: int = 2, codec: str = "none") -> list[bytes]:
+    out = []
+    for b in range(n):
+        recs = [(f"k{b}-{r}".encode(), f"value-{b}-{r}".encode()) for r in range(records_per_batch)]
+        out.append(
+            build_v2(
+                V2Batch(
+                    base_offset=b * records_per_batch,
+                    records=recs,
+                    producer_id=4001,
+                    producer_epoch=3,
+                    base_sequence=b * records_per_batch,
+                    codec=codec,
+                )
+            )
+        )
+    return out
+
+
+def test_real_codecrafters_segment_matches_provenance() -> None:
+    items = list(read_log_segment(FOO_0, records=True))
+    assert errors(items) == []
+    b0, b1 = headers(items)
+    assert (b0.base_offset, b0.last_offset, b0.count, b0.base_sequence, b0.last_sequence) == (0, 1, 2, 0, 1)
+    assert (b1.base_offset, b1.last_offset, b1.count, b1.base_sequence, b1.last_sequence) == (2, 2, 1, 2, 2)
+    for b in (b0, b1):
+        assert (b.producer_id, b.producer_epoch, b.partition_leader_epoch, b.crc_valid) == (0, 0, 0, True)
+    # Same values the real DumpLogSegments prints for this file.
+    assert (b0.crc, b0.size_bytes, b0.position, b0.max_timestamp) == (1495201167, 80, 0, 1725272040952)
+    assert (b1.crc, b1.size_bytes, b1.position, b1.max_timestamp) == (3470726263, 70, 80, 1725272041932)
+    records = [i for i in items if isinstance(i, Record)]
+    assert [(r.offset, r.sequence, r.key, r.value) for r in records] == [
+        (0, 0, None, b"m1"),
+        (1, 1, None, b"m2"),
+        (2, 2, None, b"m3"),
+    ]
+    assert [r.timestamp for r in records] == [1725272040411, 1725272040952, 1725272041932]
+
+
+def test_real_non_idempotent_batch_has_no_producer() -> None:
+    items = list(read_log_segment(REAL / "induswargods-kraft" / "test-topic-0" / "00000000000000000000.log"))
+    (batch,) = headers(items)
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.count) == (-1, -1, -1, 1)
+    assert batch.crc_valid and errors(items) == []
+
+
+def test_real_kraft_metadata_log_decodes_without_errors_and_marks_leader_change() -> None:
+    path = REAL / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
+    items = list(read_log_segment(path))
+    batches = headers(items)
+    assert errors(items) == []
+    assert len(batches) > 1000
+    assert all(b.crc_valid for b in batches)
+    assert all(b.base_offset == a.last_offset + 1 for a, b in itertools.pairwise(batches))
+    assert {b.control_type for b in batches if b.is_control} >= {"LEADER_CHANGE"}
+    assert sum(b.size_bytes for b in batches) == path.stat().st_size
+
+
+def test_empty_segment_yields_nothing(tmp_path: Path) -> None:
+    assert list(read_log_segment(write(tmp_path, b""))) == []
+
+
+def test_wrapped_sequence_last_sequence(tmp_path: Path) -> None:
+    raw = build_v2(
+        V2Batch(records=[(None, b"a")] * 4, producer_id=7, producer_epoch=0, base_sequence=2147483646)
+    )
+    (batch,) = headers(list(read_log_segment(write(tmp_path, raw))))
+    assert (batch.base_sequence, batch.last_sequence) == (2147483646, 1)
+
+
+VALUE = b"compressible-value " * 40
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_records_of_every_codec_with_headers(tmp_path: Path, codec: str) -> None:
+    raw = build_v2(
+        V2Batch(
+            base_offset=10,
+            records=[(b"k1", VALUE), (None, b""), (b"k3", None)],
+            producer_id=1,
+            producer_epoch=0,
+            base_sequence=5,
+            codec=codec,
+            headers=[("trace", b"abc"), ("empty", None)],
+        )
+    )
+    items = list(read_log_segment(write(tmp_path, raw), records=True))
+    assert errors(items) == []
+    (batch,) = headers(items)
+    assert batch.compression == codec
+    records = [i for i in items if isinstance(i, Record)]
+    assert [(r.offset, r.sequence, r.key, r.value, r.key_size, r.value_size) for r in records] == [
+        (10, 5, b"k1", VALUE, 2, len(VALUE)),
+        (11, 6, None, b"", -1, 0),
+        (12, 7, b"k3", None, 2, -1),
+    ]
+    assert all(r.header_keys == ["trace", "empty"] and r.header_values == [b"abc", None] for r in records)
+
+
+def test_mixed_legacy_and_v2_entries_in_one_segment(tmp_path: Path) -> None:
+    legacy = build_legacy(1, [(b"a", b"1"), (b"b", b"2")], first_offset=0, codec="gzip")
+    v2 = build_v2(V2Batch(base_offset=2, records=[(None, b"x")]))
+    items = list(read_log_segment(write(tmp_path, legacy + v2), records=True))
+    assert errors(items) == []
+    assert [(h.magic, h.base_offset, h.last_offset) for h in headers(items)] == [(1, 0, 1), (2, 2, 2)]
+    assert [r.offset for r in items if isinstance(r, Record)] == [0, 1, 2]
+
+
+def test_crc_mismatch_is_reported_and_decoding_goes_on(tmp_path: Path) -> None:
+    b0, b1, b2 = idempotent_batches(3)
+    bad = bytearray(b1)
+    bad[-1] ^= 0x55
+    items = list(read_log_segment(write(tmp_path, b0 + bytes(bad) + b2)))
+    assert [h.crc_valid for h in headers(items)] == [True, False, True]
+    (error,) = errors(items)
+    assert (error.kind, error.position, error.length) == (CorruptionKind.CRC_MISMATCH, len(b0), len(b1))
+
+
+def test_truncated_tail_is_a_warning_with_its_byte_count(tmp_path: Path) -> None:
+    b0, b1 = idempotent_batches(2)
+    items = list(read_log_segment(write(tmp_path, b0 + b1[:30])))
+    assert len(headers(items)) == 1
+    (error,) = errors(items)
+    assert (error.kind, error.position, error.length) == (CorruptionKind.TRUNCATED_TAIL, len(b0), 30)
+    assert "00000000000000000000.log" in str(error) and f"byte {len(b0)}" in str(error)
+
+
+def test_garbage_region_is_skipped_to_the_next_valid_batch(tmp_path: Path) -> None:
+    b0, b1 = idempotent_batches(2)
+    garbage = b"\xde\xad\xbe\xef" * 40
+    items = list(read_log_segment(write(tmp_path, b0 + garbage + b1)))
+    assert [h.base_offset for h in headers(items)] == [0, 2]
+    (error,) = errors(items)
+    assert (error.kind, error.position, error.length) == (
+        CorruptionKind.UNREADABLE_BATCH,
+        len(b0),
+        len(garbage),
+    )
+
+
+def test_negative_length_without_a_following_batch_ends_the_file(tmp_path: Path) -> None:
+    (b0,) = idempotent_batches(1)
+    bad = struct.pack(">qi", 5, -7) + b"\x00" * 60
+    items = list(read_log_segment(write(tmp_path, b0 + bad)))
+    (error,) = errors(items)
+    assert error.kind == CorruptionKind.UNREADABLE_BATCH and error.length == len(bad)
+
+
+def test_zero_filled_preallocated_tail_is_not_corruption(tmp_path: Path) -> None:
+    (b0,) = idempotent_batches(1)
+    items = list(read_log_segment(write(tmp_path, b0 + bytes(4096))))
+    assert len(headers(items)) == 1 and errors(items) == []
+
+
+def test_corrupt_compressed_payload_keeps_the_header_and_reports_the_batch(tmp_path: Path) -> None:
+    (raw,) = idempotent_batches(1, records_per_batch=20, codec="zstd")
+    bad = bytearray(raw)
+    bad[70:80] = b"\x00" * 10
+    items = list(read_log_segment(write(tmp_path, bytes(bad)), records=True))
+    (batch,) = headers(items)
+    kinds = {e.kind for e in errors(items)}
+    assert batch.base_offset == 0 and CorruptionKind.UNREADABLE_BATCH in kinds
+    assert not [i for i in items if isinstance(i, Record)]
+
+
+def test_start_and_end_positions_split_a_segment_without_loss_or_overlap(tmp_path: Path) -> None:
+    batches = idempotent_batches(50)
+    path = write(tmp_path, b"".join(batches))
+    boundary = sum(len(b) for b in batches[:17])
+    whole = [h.base_offset for h in headers(list(read_log_segment(path)))]
+    first = [h.base_offset for h in headers(list(read_log_segment(path, end_position=boundary)))]
+    second = [h.base_offset for h in headers(list(read_log_segment(path, start_position=boundary)))]
+    assert first + second == whole and len(first) == 17
+    assert headers(list(read_log_segment(path, start_position=boundary)))[0].position == boundary
+
+
+def test_small_windows_give_the_same_rows_as_one_window(tmp_path: Path) -> None:
+    path = write(tmp_path, b"".join(idempotent_batches(40, records_per_batch=7, codec="lz4")))
+    big = list(read_log_segment(path, records=True))
+    small = list(read_log_segment(path, records=True, chunk_size=64))
+    assert small == big and len(headers(big)) == 40
+
+
+def test_columnar_runs_cover_every_batch_once(tmp_path: Path) -> None:
+    path = write(tmp_path, b"".join(idempotent_batches(100)))
+    runs = list(iter_segment_runs(path, chunk_size=1000))
+    assert len(runs) > 1
+    offsets = [off for run in runs for off in run.batches["base_offset"]]
+    assert offsets == [2 * i for i in range(100)]
