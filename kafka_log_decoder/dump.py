@@ -44,10 +44,12 @@ FAILING_KINDS = frozenset(
 
 def artifact_kind(path: Path) -> str | None:
     """What a file is, from its name (and, for dump-log text, its first line); None if not Kafka's."""
-    name = path.name
+    name = path.name.removesuffix(".swap")  # a .swap file is the segment file it replaces
     for suffix, kind in ((".log", "log"), (".index", "index"), (".timeindex", "timeindex")):
         if name.endswith(suffix):
             return kind
+    if name.endswith(".checkpoint") and name[:1].isdigit():
+        return "log"  # a KRaft snapshot `<end offset>-<epoch>.checkpoint` holds record batches
     if name.endswith(".txnindex"):
         return "txnindex"
     if name.endswith(".snapshot"):
@@ -73,9 +75,9 @@ def _starts_with_dumping(path: Path) -> bool:
         return False
 
 
-def iter_file_items(path: Path, *, records: bool) -> Iterator[Any]:
+def iter_file_items(path: Path, *, records: bool, kind: str | None = None) -> Iterator[Any]:
     """Every row and decode error of one Kafka file, in file order."""
-    kind = artifact_kind(path)
+    kind = kind or artifact_kind(path)
     if kind is None:
         raise NotAKafkaArtifact(f"{path}: not a Kafka log artifact (expected .log, .index, .snapshot, ...)")
     if kind == "log":
@@ -145,20 +147,24 @@ def _live_files(found: Any) -> Iterator[Path]:
     from kafka_log_decoder.discovery import LogDir, PartitionDir
 
     if isinstance(found, LogDir):
-        for checkpoint in found.checkpoint_files:
-            yield Path(checkpoint)
+        if found.meta_properties is not None:
+            yield Path(found.meta_properties.path)
+        for checkpoint in found.checkpoint_files.values():
+            yield Path(checkpoint.path)
         for partition in found.partitions:
             yield from _live_files(partition)
     elif isinstance(found, PartitionDir):
         for extra in (found.partition_metadata, found.leader_epoch_checkpoint):
             if extra is not None:
-                yield Path(extra)
+                yield Path(extra.path)
         for segment in found.segments:
             for file in (segment.log, segment.index, segment.timeindex, segment.txnindex):
                 if file is not None:
-                    yield Path(file)
-        for _, snapshot in found.snapshots:
-            yield Path(snapshot)
+                    yield Path(file.path)
+        for snapshot in found.snapshots:
+            yield Path(snapshot.file.path)
+        for kraft_snapshot in found.kraft_snapshots:
+            yield Path(kraft_snapshot.file.path)
     else:
         yield Path(found.path)
 

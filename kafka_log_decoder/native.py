@@ -77,7 +77,7 @@ class WalkResult:
 
 
 def _cast(raw: dict[str, bytes], types: dict[str, str]) -> dict[str, memoryview]:
-    return {name: memoryview(raw[name]).cast(code) for name, code in types.items() if name in raw}
+    return {name: memoryview(raw[name]).cast(code) for name, code in types.items() if name in raw}  # type: ignore[call-overload]
 
 
 def walk_batches(
