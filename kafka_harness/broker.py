@@ -1,0 +1,390 @@
+"""A single-node KRaft Kafka broker (combined broker + controller) on 127.0.0.1, for tests.
+
+`python -m kafka_harness.broker` runs one in the foreground until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_harness.jars import HarnessError, java_executable, kafka_classpath
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 60.0
+FORMAT_TIMEOUT_S = 120.0
+JVM_OPTS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC")
+# Short-lived JVMs (StorageTool, DumpLogSegments) start faster with the C1 compiler only.
+TOOL_JVM_OPTS = (*JVM_OPTS, "-XX:TieredStopAtLevel=1")
+LOG_TAIL_LINES = 40
+
+# Defaults suited to a one-node test cluster; constructor overrides win. Internal topics get one
+# partition each because creating 50 of them on first use costs seconds on two cores.
+DEFAULT_PROPERTIES: dict[str, str] = {
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "num.recovery.threads.per.data.dir": "1",
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "false",
+}
+
+BROKER_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = warn
+logger.coordinator.name = org.apache.kafka.coordinator
+logger.coordinator.level = warn
+"""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def random_cluster_id() -> str:
+    """A Kafka `Uuid` string: URL-safe base64 of 16 random bytes, without padding or a leading '-'."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no {path.name})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class KafkaBroker:
+    """A KRaft broker+controller in its own process group, writing its data under `work_dir`.
+
+    Use as a context manager, or call `start()` and `stop()`. `log_dir` holds the partition
+    directories; `server_log` is the broker's log4j output.
+    """
+
+    def __init__(
+        self,
+        work_dir: Path | str | None = None,
+        *,
+        node_id: int = 1,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        **properties: Any,
+    ) -> None:
+        """`properties` are extra server properties; underscores in names become dots
+        (`log_roll_ms=100` = `log.roll.ms=100`), or pass dotted names via `**{"log.roll.ms": 100}`."""
+        self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="kafka-broker-"))
+        self.node_id = node_id
+        self.ready_timeout_s = ready_timeout_s
+        self.extra_properties = {key.replace("_", "."): _property_value(v) for key, v in properties.items()}
+        self.log_dir = self.work_dir / "data"
+        self.server_log = self.work_dir / "server.log"
+        self.stdout_log = self.work_dir / "broker.stdout"
+        self.properties_file = self.work_dir / "server.properties"
+        self.port = 0
+        self.controller_port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stdout: IO[bytes] | None = None
+        self._admin: AdminClient | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        if not self.port:
+            raise HarnessError("the broker has not been started")
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def clean_shutdown(self) -> bool:
+        """Whether the broker left its clean-shutdown marker (producer snapshots at the log end)."""
+        return (self.log_dir / ".kafka_cleanshutdown").is_file()
+
+    def server_properties(self) -> dict[str, str]:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            # No advertised.listeners: it defaults to `listeners`.
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            **DEFAULT_PROPERTIES,
+        }
+        props.update(self.extra_properties)
+        return props
+
+    def start(self) -> KafkaBroker:
+        """Format the storage, launch `kafka.Kafka` and wait until it answers DescribeCluster."""
+        if self.process is not None:
+            raise HarnessError("the broker was already started")
+        java = java_executable()
+        classpath = kafka_classpath()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.port, self.controller_port = free_port(), free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        self.properties_file.write_text(
+            "".join(f"{key}={value}\n" for key, value in self.server_properties().items())
+        )
+        log4j2 = self.work_dir / "log4j2.properties"
+        log4j2.write_text(BROKER_LOG4J2.format(log_file=self.server_log))
+        system_props = [f"-Dlog4j2.configurationFile={log4j2}", f"-Dkafka.logs.dir={self.work_dir}"]
+        self._format_storage(java, classpath, system_props)
+        self._stdout = open(self.stdout_log, "wb")  # noqa: SIM115 (closed in stop())
+        self.process = subprocess.Popen(
+            [java, *JVM_OPTS, *system_props, "-cp", classpath, "kafka.Kafka", str(self.properties_file)],
+            stdin=subprocess.DEVNULL,
+            stdout=self._stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stop() signals the group
+        )
+        atexit.register(self.stop)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("Kafka broker ready at %s (data in %s)", self.bootstrap, self.log_dir)
+        return self
+
+    def _format_storage(self, java: str, classpath: str, system_props: list[str]) -> None:
+        cmd = [
+            java,
+            *TOOL_JVM_OPTS,
+            *system_props,
+            "-cp",
+            classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            "--standalone",
+            "-t",
+            random_cluster_id(),
+            "-c",
+            str(self.properties_file),
+        ]
+        try:
+            done = subprocess.run(
+                cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=FORMAT_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise HarnessError(f"kafka-storage format did not finish in {FORMAT_TIMEOUT_S:.0f} s") from exc
+        if done.returncode != 0:
+            raise HarnessError(
+                f"kafka-storage format failed (exit {done.returncode}): "
+                + (done.stderr.strip() or done.stdout.strip())
+            )
+
+    def _failure(self, why: str) -> HarnessError:
+        return HarnessError(
+            f"{why}\n--- {self.server_log} (tail) ---\n{_tail(self.server_log)}"
+            f"\n--- {self.stdout_log} (tail) ---\n{_tail(self.stdout_log)}"
+        )
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        admin = self.admin()
+        last_error: object = None
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise self._failure(f"the Kafka broker exited with status {code} while starting")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._failure(
+                    f"the Kafka broker was not ready after {self.ready_timeout_s:.0f} s "
+                    f"(last DescribeCluster error: {last_error})"
+                )
+            try:
+                cluster = admin.describe_cluster(request_timeout=min(5.0, remaining)).result(
+                    timeout=min(10.0, remaining)
+                )
+                if cluster.nodes:
+                    return
+                last_error = "no nodes in the cluster description"
+            except Exception as exc:  # KafkaException or a timeout while the broker boots
+                last_error = exc
+            time.sleep(0.25)
+
+    def admin(self) -> AdminClient:
+        """An AdminClient for this broker (created once; librdkafka reconnects on its own)."""
+        if self._admin is None:
+            config: dict[str, Any] = {
+                "bootstrap.servers": self.bootstrap,
+                "socket.connection.setup.timeout.ms": 5000,
+                "reconnect.backoff.max.ms": 500,
+                # Connection-refused noise while the broker boots goes to Python logging.
+                "logger": logging.getLogger("kafka_harness.librdkafka"),
+            }
+            self._admin = AdminClient(config)
+        return self._admin
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: Mapping[str, Any] | None = None,
+        *,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """Create a topic and wait until every partition has a leader."""
+        admin = self.admin()
+        new_topic = NewTopic(
+            name,
+            num_partitions=partitions,
+            replication_factor=1,
+            config={key: _property_value(value) for key, value in (config or {}).items()},
+        )
+        future = admin.create_topics([new_topic], operation_timeout=timeout_s, request_timeout=timeout_s)[
+            name
+        ]
+        future.result(timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            metadata = admin.list_topics(topic=name, timeout=10).topics.get(name)
+            if (
+                metadata is not None
+                and metadata.error is None
+                and len(metadata.partitions) == partitions
+                and all(p.leader >= 0 for p in metadata.partitions.values())
+            ):
+                return
+            time.sleep(0.1)
+        raise HarnessError(f"topic {name!r} has no leader for every partition after {timeout_s:.0f} s")
+
+    def stop(self) -> int | None:
+        """SIGTERM the broker's process group, wait up to 60 s, then SIGKILL. Returns the exit status.
+
+        A SIGTERM shutdown is clean: the broker closes every log, writing a producer snapshot at
+        each log end offset, and leaves `.kafka_cleanshutdown`.
+        """
+        self._admin = None
+        process = self.process
+        if process is None:
+            return None
+        try:
+            if process.poll() is None:
+                _signal_group(process, signal.SIGTERM)
+                try:
+                    process.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    log.warning("Kafka broker did not stop in %.0f s; killing it", STOP_TIMEOUT_S)
+                    _signal_group(process, signal.SIGKILL)
+                    process.wait(timeout=STOP_TIMEOUT_S)
+        finally:
+            if self._stdout is not None:
+                self._stdout.close()
+                self._stdout = None
+            atexit.unregister(self.stop)
+        return process.returncode
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)  # start_new_session: the group id is the broker's pid
+
+
+def _property_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m kafka_harness.broker",
+        description="Run a single-node KRaft Kafka broker on 127.0.0.1 until Ctrl-C.",
+    )
+    parser.add_argument("--work-dir", type=Path, help="where to keep data and logs (default: a new temp dir)")
+    parser.add_argument("--node-id", type=int, default=1)
+    parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="an extra server property, e.g. --set log.segment.bytes=1048576 (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    extra: dict[str, Any] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set expects KEY=VALUE, got {item!r}")
+        extra[key] = value
+    logging.basicConfig(level=logging.WARNING)
+    broker = KafkaBroker(args.work_dir, node_id=args.node_id, **extra)
+    try:
+        broker.start()
+        print(f"bootstrap: {broker.bootstrap}", flush=True)
+        print(f"log dir:   {broker.log_dir}", flush=True)
+        print(f"broker log: {broker.server_log}", flush=True)
+        print("Ctrl-C stops the broker.", flush=True)
+        assert broker.process is not None
+        status = broker.process.wait()
+        print(f"the broker exited with status {status}; see {broker.server_log}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("stopping the broker ...", file=sys.stderr, flush=True)
+        code = broker.stop()
+        print(f"stopped (exit status {code}, clean shutdown: {broker.clean_shutdown})", file=sys.stderr)
+        return 0
+    except HarnessError as exc:
+        print(f"kafka_harness.broker: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

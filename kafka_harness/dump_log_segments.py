@@ -1,0 +1,56 @@
+"""Run Kafka's own DumpLogSegments (`kafka-dump-log.sh`) from the harness jars: the reference decoder."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from kafka_harness.jars import HarnessError, java_executable, kafka_classpath, tools_log4j2_config
+
+# Since Kafka 4.3 the tool is Java code in kafka-tools (KAFKA-14579); before, kafka.tools.DumpLogSegments.
+DUMP_LOG_SEGMENTS_CLASS = "org.apache.kafka.tools.DumpLogSegments"
+TOOL_JVM_OPTS = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+DUMP_TIMEOUT_S = 600
+
+
+class DumpLogSegmentsError(HarnessError):
+    """DumpLogSegments exited non-zero; the message carries its stderr."""
+
+
+def run_dump_log_segments(
+    files: Sequence[Path | str],
+    deep_iteration: bool = True,
+    extra_args: Iterable[str] = (),
+) -> str:
+    """DumpLogSegments' stdout for `.log`, `.index`, `.timeindex`, `.snapshot` or `.txnindex` files.
+
+    `extra_args` go through as-is (e.g. `--print-data-log`, `--verify-index-only`).
+    """
+    if not files:
+        raise ValueError("run_dump_log_segments needs at least one file")
+    cmd = [
+        java_executable(),
+        *TOOL_JVM_OPTS,
+        f"-Dlog4j2.configurationFile={tools_log4j2_config()}",
+        "-cp",
+        kafka_classpath(),
+        DUMP_LOG_SEGMENTS_CLASS,
+        "--files",
+        ",".join(str(Path(f)) for f in files),
+    ]
+    if deep_iteration:
+        cmd.append("--deep-iteration")
+    cmd.extend(extra_args)
+    try:
+        done = subprocess.run(
+            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise DumpLogSegmentsError(f"DumpLogSegments did not finish in {DUMP_TIMEOUT_S} s") from exc
+    if done.returncode != 0:
+        raise DumpLogSegmentsError(
+            f"DumpLogSegments failed (exit {done.returncode}) on {', '.join(map(str, files))}: "
+            + (done.stderr.strip() or "no stderr")
+        )
+    return done.stdout
