@@ -86,3 +86,54 @@ NUM_BATCHES_TO_RETAIN = 5
 # A declared batch larger than this is treated as garbage rather than allocated
 # (the broker's own limit, message.max.bytes, is an int32; real batches are far smaller).
 MAX_SANE_BATCH_LENGTH = 1 << 30
+
+# AbortedTxn.CURRENT_VERSION: the only `.txnindex` entry version.
+TXN_INDEX_CURRENT_VERSION = 0
+
+# LogFileUtils.java / UnifiedLog.java: file and directory names of a partition directory.
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
+PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+# CheckpointFile.java / PartitionMetadataFile: writes go to `<name>.tmp`, then an atomic rename.
+TMP_FILE_SUFFIX = ".tmp"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+# filenamePrefixFromOffset: offsets are written as 20-digit zero-padded decimals.
+FILE_NAME_OFFSET_DIGITS = 20
+# Snapshots.java (KRaft `__cluster_metadata`): `<endOffset 20 digits>-<epoch 10 digits>.checkpoint`.
+KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
+KRAFT_SNAPSHOT_PARTIAL_SUFFIX = ".checkpoint.part"
+KRAFT_SNAPSHOT_DELETE_SUFFIX = ".checkpoint.deleted"
+# BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME: the KRaft bootstrap snapshot in a log directory.
+KRAFT_BOOTSTRAP_FILENAME = "bootstrap.checkpoint"
+
+# Files of a broker log directory (ReplicaManager, LogManager, CleanShutdownFileHandler,
+# MetaPropertiesEnsemble).
+REPLICATION_OFFSET_CHECKPOINT_FILENAME = "replication-offset-checkpoint"
+RECOVERY_POINT_OFFSET_CHECKPOINT_FILENAME = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILENAME = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILENAME = "cleaner-offset-checkpoint"
+OFFSET_CHECKPOINT_FILENAMES = (
+    REPLICATION_OFFSET_CHECKPOINT_FILENAME,
+    RECOVERY_POINT_OFFSET_CHECKPOINT_FILENAME,
+    LOG_START_OFFSET_CHECKPOINT_FILENAME,
+    CLEANER_OFFSET_CHECKPOINT_FILENAME,
+)
+META_PROPERTIES_FILENAME = "meta.properties"
+CLEAN_SHUTDOWN_FILE_NAME = ".kafka_cleanshutdown"
+LOCK_FILENAME = ".lock"
+# Files of a partition directory (LeaderEpochCheckpointFile, PartitionMetadataFile, QuorumStateStore).
+LEADER_EPOCH_CHECKPOINT_FILENAME = "leader-epoch-checkpoint"
+PARTITION_METADATA_FILENAME = "partition.metadata"
+QUORUM_STATE_FILENAME = "quorum-state"
+# OffsetCheckpointFile.CURRENT_VERSION, LeaderEpochCheckpointFile.CURRENT_VERSION,
+# PartitionMetadataFile.CURRENT_VERSION.
+OFFSET_CHECKPOINT_VERSION = 0
+LEADER_EPOCH_CHECKPOINT_VERSION = 0
+PARTITION_METADATA_VERSION = 0

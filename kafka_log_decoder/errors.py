@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class CorruptionKind(str, Enum):
-    """The corruption and consistency finding kinds of audit-contract §4."""
+class CorruptionKind(StrEnum):
+    """The corruption and consistency finding kinds of audit-contract §4.
+
+    Plus `UNREADABLE_FILE`: a checkpoint/metadata text file that cannot be parsed; reported as a
+    consistency warning.
+    """
 
     CRC_MISMATCH = "CRC_MISMATCH"
     TRUNCATED_TAIL = "TRUNCATED_TAIL"
@@ -16,6 +20,9 @@ class CorruptionKind(str, Enum):
     INDEX_MISMATCH = "INDEX_MISMATCH"
     SNAPSHOT_CORRUPT = "SNAPSHOT_CORRUPT"
     SNAPSHOT_MISMATCH = "SNAPSHOT_MISMATCH"
+    # Offset or leader-epoch checkpoint, partition.metadata, meta.properties, quorum-state or
+    # .kafka_cleanshutdown that cannot be parsed. Added beside the contract's kinds, nothing renamed.
+    UNREADABLE_FILE = "UNREADABLE_FILE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +52,9 @@ class DecodeFailure(Exception):
 
 class NotAKafkaArtifact(ValueError):
     """A path given directly that is not a Kafka log artifact (a usage error, exit status 2)."""
+
+    @classmethod
+    def from_os_error(cls, path: str, exc: OSError) -> NotAKafkaArtifact:
+        """The one-line usage error for a path that cannot be opened (missing, a directory, no permission)."""
+        reason = exc.strerror or type(exc).__name__
+        return cls(f"{path}: cannot read: {reason}")

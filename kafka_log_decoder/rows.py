@@ -110,7 +110,7 @@ class TxnIndexEntry:
 
 @dataclass(slots=True)
 class CheckpointEntry:
-    """One line of an offset checkpoint (log-start-offset, recovery-point, replication-offset, cleaner-offset)."""
+    """One line of an offset checkpoint (log start, recovery point, high watermark, cleaner offset)."""
 
     file: str
     checkpoint: str

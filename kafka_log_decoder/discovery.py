@@ -1,0 +1,508 @@
+"""Find the Kafka artifacts under the paths a user gives (audit-contract §1; formats §3.1, §3.7).
+
+Discovery only lists files (path, size, mtime) and reads the small text files that name things
+(`meta.properties`); it never reads `.log` contents. It applies the broker's own startup rules
+(`LogLoader`) to decide which files are part of the live log: `.deleted`, `.cleaned` and `.tmp`
+files and `-delete`/`-stray`/`-future` directories are listed as excluded with the reason, and
+`.swap` files replace the segments they supersede.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kafka_log_decoder.checkpoints import read_meta_properties
+from kafka_log_decoder.constants import (
+    CLEAN_SHUTDOWN_FILE_NAME,
+    CLEANED_FILE_SUFFIX,
+    DELETE_DIR_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    KRAFT_BOOTSTRAP_FILENAME,
+    KRAFT_SNAPSHOT_DELETE_SUFFIX,
+    KRAFT_SNAPSHOT_PARTIAL_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT_FILENAME,
+    LOCK_FILENAME,
+    LOG_FILE_SUFFIX,
+    META_PROPERTIES_FILENAME,
+    OFFSET_CHECKPOINT_FILENAMES,
+    PARTITION_METADATA_FILENAME,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    QUORUM_STATE_FILENAME,
+    STRAY_DIR_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TMP_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+)
+from kafka_log_decoder.errors import DecodeError, NotAKafkaArtifact
+
+__all__ = [
+    "Discovered",
+    "DumpLogText",
+    "ExcludedFile",
+    "FileInfo",
+    "KraftSnapshotFile",
+    "LogDir",
+    "PartitionDir",
+    "SegmentFiles",
+    "SnapshotFile",
+    "discover",
+    "parse_partition_dir_name",
+    "segment_base_offset",
+]
+
+_INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
+# Topic.java: legal topic characters and maximum length.
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_PARTITION = re.compile(r"[0-9]{1,10}")
+_NODE_ID = _PARTITION
+_OFFSET = re.compile(r"[0-9]{1,20}")
+# Snapshots.java: `<end offset>-<epoch>.checkpoint` (20 and 10 digits).
+_KRAFT_SNAPSHOT = re.compile(r"([0-9]{1,20})-([0-9]{1,10})\.checkpoint")
+_SEGMENT_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
+_PARTITION_FILE_NAMES = (LEADER_EPOCH_CHECKPOINT_FILENAME, PARTITION_METADATA_FILENAME, QUORUM_STATE_FILENAME)
+_NOT_LIVE_DIR_REASONS = {
+    DELETE_DIR_SUFFIX: "partition directory marked for deletion (-delete): not part of the live log",
+    FUTURE_DIR_SUFFIX: "replica being moved between log directories (-future): not part of the live log",
+    STRAY_DIR_SUFFIX: "stray partition found by a KRaft broker (-stray): not part of the live log",
+}
+_DUMP_LOG_FIRST_LINE = b"Dumping "
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """A listed file: its path as found, size in bytes and modification time in epoch milliseconds."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+class ExcludedFile(NamedTuple):
+    """A file or directory that is not part of the live log, and why."""
+
+    path: str
+    reason: str
+
+
+class SnapshotFile(NamedTuple):
+    """A producer-state snapshot `<offset>.snapshot`; the offset is the exclusive end of its state."""
+
+    offset: int
+    file: FileInfo
+
+
+class KraftSnapshotFile(NamedTuple):
+    """A KRaft metadata snapshot `<end offset>-<epoch>.checkpoint` (record batches; `__cluster_metadata`)."""
+
+    end_offset: int
+    epoch: int
+    file: FileInfo
+
+
+@dataclass(slots=True)
+class SegmentFiles:
+    """The live files of one segment. A file taken from a `.swap` keeps its `.swap` path."""
+
+    base_offset: int
+    log: FileInfo
+    index: FileInfo | None = None
+    timeindex: FileInfo | None = None
+    txnindex: FileInfo | None = None
+
+
+@dataclass(slots=True)
+class PartitionDir:
+    """One partition of one replica: `<topic>-<partition>` (`__`-prefixed topics are internal)."""
+
+    path: str
+    topic: str
+    partition: int
+    segments: list[SegmentFiles] = field(default_factory=list)
+    snapshots: list[SnapshotFile] = field(default_factory=list)
+    leader_epoch_checkpoint: FileInfo | None = None
+    partition_metadata: FileInfo | None = None
+    quorum_state: FileInfo | None = None
+    kraft_snapshots: list[KraftSnapshotFile] = field(default_factory=list)
+    excluded: list[ExcludedFile] = field(default_factory=list)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.topic.startswith("__")
+
+
+@dataclass(slots=True)
+class LogDir:
+    """A broker log directory: every partition of one replica, named by `node.id`/`broker.id`.
+
+    `checkpoint_files` maps the offset-checkpoint file names present (`recovery-point-offset-checkpoint`,
+    ...) to the files; `errors` holds problems reading `meta.properties`.
+    """
+
+    path: str
+    replica_id: int | None
+    checkpoint_files: dict[str, FileInfo] = field(default_factory=dict)
+    partitions: list[PartitionDir] = field(default_factory=list)
+    meta_properties: FileInfo | None = None
+    clean_shutdown: FileInfo | None = None
+    bootstrap_checkpoint: FileInfo | None = None
+    excluded: list[ExcludedFile] = field(default_factory=list)
+    errors: list[DecodeError] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class DumpLogText:
+    """A `kafka-dump-log.sh` output file (first line `Dumping <path>`)."""
+
+    path: str
+    file: FileInfo
+
+
+Discovered = LogDir | PartitionDir | DumpLogText
+
+# Given the path of a `.log.swap` file, the offset after its last batch (LogSegment.readNextOffset).
+NextOffset = Callable[[str], int]
+
+
+def segment_base_offset(path: str | os.PathLike[str]) -> int:
+    """The offset that names a segment file or snapshot (`00000000000000368769.log` -> 368769).
+
+    Like `LogFileUtils.offsetFromFileName` it reads the name up to its first `.`; a name that does
+    not start with a decimal offset raises `NotAKafkaArtifact`.
+    """
+    offset = _offset_from_file_name(os.path.basename(os.fspath(path)))
+    if offset is None:
+        raise NotAKafkaArtifact(f"{os.fspath(path)}: file name does not start with a 20-digit offset")
+    return offset
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """`(topic, partition)` of a `<topic>-<partition>` directory name (topic = all before the last `-`)."""
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not _TOPIC.fullmatch(topic) or not _PARTITION.fullmatch(partition):
+        return None
+    if int(partition) > _INT32_MAX:
+        return None
+    return topic, int(partition)
+
+
+def discover(
+    paths: Iterable[str | os.PathLike[str]], *, next_offset: NextOffset | None = None
+) -> list[Discovered]:
+    """Describe every input path: a partition directory, a log directory, a directory of log
+    directories (one `LogDir` per subdirectory) or a dump-log text file.
+
+    `next_offset`, when given, tells where a `.log.swap` segment ends, so that discovery can drop
+    the originals it replaces exactly as the broker does. Without it, only originals below the
+    swap's last offset-index entry are replaced (a lower bound that reads no `.log`).
+    A path that is none of these raises `NotAKafkaArtifact`.
+    """
+    found: list[Discovered] = []
+    for given in paths:
+        path = os.fspath(given)
+        if not os.path.exists(path):
+            raise NotAKafkaArtifact(f"{path}: no such file or directory")
+        if os.path.isdir(path):
+            found.extend(_discover_directory(path, next_offset))
+        else:
+            found.append(_dump_log_text(path))
+    return found
+
+
+def _discover_directory(path: str, next_offset: NextOffset | None) -> list[Discovered]:
+    name = os.path.basename(os.path.normpath(path))
+    reason = _not_live_dir_reason(name)
+    if reason is not None:
+        raise NotAKafkaArtifact(f"{path}: {reason}")
+    parsed = parse_partition_dir_name(name)
+    if parsed is not None and _holds_partition_files(path):
+        return [_scan_partition_dir(path, parsed[0], parsed[1], next_offset)]
+    if _is_log_dir(path):
+        return [_scan_log_dir(path, next_offset)]
+    log_dirs: list[Discovered] = [
+        _scan_log_dir(entry.path, next_offset)
+        for entry in _sorted_entries(path)
+        if entry.is_dir() and _is_log_dir(entry.path)
+    ]
+    if not log_dirs:
+        raise NotAKafkaArtifact(
+            f"{path}: not a Kafka partition directory, log directory or directory of log directories"
+        )
+    return log_dirs
+
+
+def _dump_log_text(path: str) -> DumpLogText:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_UTF8_BOM) + len(_DUMP_LOG_FIRST_LINE))
+        stat = os.stat(path)
+    except OSError as exc:
+        raise NotAKafkaArtifact.from_os_error(path, exc) from None
+    if not head.removeprefix(_UTF8_BOM).startswith(_DUMP_LOG_FIRST_LINE):
+        raise NotAKafkaArtifact(
+            f"{path}: not a directory, and not kafka-dump-log.sh output (no 'Dumping ' first line)"
+        )
+    return DumpLogText(path, _file_info(path, stat))
+
+
+def _scan_log_dir(path: str, next_offset: NextOffset | None) -> LogDir:
+    log_dir = LogDir(path=path, replica_id=None)
+    for entry in _sorted_entries(path):
+        name = entry.name
+        if entry.is_dir():
+            reason = _not_live_dir_reason(name)
+            parsed = parse_partition_dir_name(name)
+            if reason is not None:
+                log_dir.excluded.append(ExcludedFile(entry.path, reason))
+            elif parsed is not None:
+                log_dir.partitions.append(_scan_partition_dir(entry.path, parsed[0], parsed[1], next_offset))
+            else:
+                log_dir.excluded.append(ExcludedFile(entry.path, "not a partition directory"))
+        elif name in OFFSET_CHECKPOINT_FILENAMES:
+            log_dir.checkpoint_files[name] = _file_info(entry.path, entry.stat())
+        elif name == META_PROPERTIES_FILENAME:
+            log_dir.meta_properties = _file_info(entry.path, entry.stat())
+        elif name == CLEAN_SHUTDOWN_FILE_NAME:
+            log_dir.clean_shutdown = _file_info(entry.path, entry.stat())
+        elif name == KRAFT_BOOTSTRAP_FILENAME:
+            log_dir.bootstrap_checkpoint = _file_info(entry.path, entry.stat())
+        elif name == LOCK_FILENAME:
+            continue
+        elif name.endswith(TMP_FILE_SUFFIX):
+            log_dir.excluded.append(ExcludedFile(entry.path, _TMP_REASON))
+        else:
+            log_dir.excluded.append(ExcludedFile(entry.path, "not a Kafka log directory file"))
+    if log_dir.meta_properties is not None:
+        log_dir.replica_id, log_dir.errors = _replica_id(log_dir.meta_properties.path)
+    return log_dir
+
+
+def _replica_id(meta_properties_path: str) -> tuple[int | None, list[DecodeError]]:
+    meta, errors = read_meta_properties(meta_properties_path)
+    replica = meta.replica_id
+    if replica is None or not _NODE_ID.fullmatch(replica.strip()) or int(replica) > _INT32_MAX:
+        return None, errors
+    return int(replica), errors
+
+
+_TMP_REASON = "temporary file of an interrupted checkpoint or metadata write (.tmp)"
+
+
+def _scan_partition_dir(
+    path: str, topic: str, partition: int, next_offset: NextOffset | None
+) -> PartitionDir:
+    """Apply LogLoader's startup passes to the listing, then group the live files by role."""
+    result = PartitionDir(path=path, topic=topic, partition=partition)
+    live: dict[str, FileInfo] = {}
+    swaps: dict[str, FileInfo] = {}
+    cleaned_offsets: list[int] = []
+    for entry in _sorted_entries(path):
+        name = entry.name
+        if entry.is_dir():
+            result.excluded.append(
+                ExcludedFile(entry.path, "unexpected directory inside a partition directory")
+            )
+            continue
+        info = _file_info(entry.path, entry.stat())
+        if name.endswith(KRAFT_SNAPSHOT_DELETE_SUFFIX):
+            result.excluded.append(ExcludedFile(info.path, "KRaft snapshot marked for deletion (.deleted)"))
+        elif name.endswith(DELETED_FILE_SUFFIX):
+            result.excluded.append(
+                ExcludedFile(info.path, "marked for deletion (.deleted): no longer part of the log")
+            )
+        elif name.endswith(CLEANED_FILE_SUFFIX):
+            result.excluded.append(
+                ExcludedFile(
+                    info.path, "incomplete log cleaner output (.cleaned), discarded on broker startup"
+                )
+            )
+            offset = _offset_from_file_name(name)
+            if offset is not None:
+                cleaned_offsets.append(offset)
+        elif name.endswith(SWAP_FILE_SUFFIX):
+            swaps[name] = info
+        elif name.endswith(TMP_FILE_SUFFIX):
+            result.excluded.append(ExcludedFile(info.path, _TMP_REASON))
+        elif name.endswith(KRAFT_SNAPSHOT_PARTIAL_SUFFIX):
+            result.excluded.append(ExcludedFile(info.path, "partial KRaft snapshot being written (.part)"))
+        else:
+            live[name] = info
+    _apply_swaps(result, live, swaps, min(cleaned_offsets, default=None), next_offset)
+    _group_live_files(result, live)
+    result.excluded.sort()
+    return result
+
+
+def _apply_swaps(
+    result: PartitionDir,
+    live: dict[str, FileInfo],
+    swaps: dict[str, FileInfo],
+    min_cleaned_offset: int | None,
+    next_offset: NextOffset | None,
+) -> None:
+    """LogLoader: drop swaps of an incomplete split, delete originals in the swapped range, rename swaps."""
+    valid: dict[str, FileInfo] = {}
+    for name, info in swaps.items():
+        offset = _offset_from_file_name(name)
+        if offset is None:
+            result.excluded.append(ExcludedFile(info.path, "unrecognised .swap file"))
+        elif min_cleaned_offset is not None and offset >= min_cleaned_offset:
+            # KAFKA-6264: a .swap at or above the smallest .cleaned base is part of an unfinished split.
+            result.excluded.append(
+                ExcludedFile(
+                    info.path,
+                    f"incomplete segment split: .swap base {offset} >= smallest .cleaned base "
+                    f"{min_cleaned_offset} (KAFKA-6264), deleted on broker startup",
+                )
+            )
+        else:
+            valid[name] = info
+    log_swaps = [info for name, info in valid.items() if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX)]
+    if log_swaps:
+        start = min(segment_base_offset(info.path) for info in log_swaps)
+        end = max(_swap_next_offset(info, valid, next_offset) for info in log_swaps)
+        for name in list(live):
+            offset = _offset_from_file_name(name)
+            if offset is not None and start <= offset < end:
+                result.excluded.append(
+                    ExcludedFile(
+                        live.pop(name).path,
+                        f"replaced by .swap segment(s) covering offsets [{start}, {end}) (LogLoader)",
+                    )
+                )
+    for name, info in valid.items():
+        original = name.removesuffix(SWAP_FILE_SUFFIX)
+        replaced = live.pop(original, None)
+        if replaced is not None:
+            result.excluded.append(ExcludedFile(replaced.path, f"replaced by {info.path}"))
+        live[original] = info
+
+
+def _swap_next_offset(
+    log_swap: FileInfo, valid_swaps: dict[str, FileInfo], next_offset: NextOffset | None
+) -> int:
+    base = segment_base_offset(log_swap.path)
+    if next_offset is not None:
+        return next_offset(log_swap.path)
+    # Without reading the .log: every offset-index entry is some batch's last offset in the segment.
+    # Imported here because index_files imports this module for segment_base_offset.
+    from kafka_log_decoder.index_files import read_offset_index
+    from kafka_log_decoder.rows import IndexEntry
+
+    bound = base + 1
+    index = valid_swaps.get(os.path.basename(log_swap.path).replace(LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, 1))
+    if index is not None:
+        for item in read_offset_index(index.path):
+            if isinstance(item, IndexEntry):
+                bound = max(bound, item.offset + 1)
+    return bound
+
+
+def _group_live_files(result: PartitionDir, live: dict[str, FileInfo]) -> None:
+    by_base: dict[int, dict[str, FileInfo]] = {}
+    for name, info in live.items():
+        offset = _offset_from_file_name(name)
+        suffix = name[name.find(".") :] if "." in name else ""
+        kraft = _KRAFT_SNAPSHOT.fullmatch(name)
+        if offset is not None and suffix in _SEGMENT_SUFFIXES:
+            by_base.setdefault(offset, {})[suffix] = info
+        elif offset is not None and suffix == PRODUCER_SNAPSHOT_FILE_SUFFIX:
+            result.snapshots.append(SnapshotFile(offset, info))
+        elif kraft is not None:
+            result.kraft_snapshots.append(KraftSnapshotFile(int(kraft.group(1)), int(kraft.group(2)), info))
+        elif name == LEADER_EPOCH_CHECKPOINT_FILENAME:
+            result.leader_epoch_checkpoint = info
+        elif name == PARTITION_METADATA_FILENAME:
+            result.partition_metadata = info
+        elif name == QUORUM_STATE_FILENAME:
+            result.quorum_state = info
+        else:
+            result.excluded.append(ExcludedFile(info.path, "not a Kafka partition file"))
+    for base in sorted(by_base):
+        files = by_base[base]
+        log = files.get(LOG_FILE_SUFFIX)
+        if log is None:
+            # LogLoader.loadSegmentFiles deletes index files whose .log is missing.
+            for suffix in _INDEX_SUFFIXES:
+                if suffix in files:
+                    result.excluded.append(
+                        ExcludedFile(files[suffix].path, f"orphaned index file: no {base:020d}.log")
+                    )
+            continue
+        result.segments.append(
+            SegmentFiles(
+                base_offset=base,
+                log=log,
+                index=files.get(INDEX_FILE_SUFFIX),
+                timeindex=files.get(TIME_INDEX_FILE_SUFFIX),
+                txnindex=files.get(TXN_INDEX_FILE_SUFFIX),
+            )
+        )
+    result.snapshots.sort()
+    result.kraft_snapshots.sort()
+
+
+def _offset_from_file_name(name: str) -> int | None:
+    prefix = name.split(".", 1)[0]
+    if not _OFFSET.fullmatch(prefix) or "." not in name:
+        return None
+    offset = int(prefix)
+    return offset if offset <= _INT64_MAX else None
+
+
+def _not_live_dir_reason(name: str) -> str | None:
+    for suffix, reason in _NOT_LIVE_DIR_REASONS.items():
+        if name.endswith(suffix):
+            return reason
+    return None
+
+
+def _is_partition_file_name(name: str) -> bool:
+    for suffix in (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX):
+        name = name.removesuffix(suffix)
+    if name in _PARTITION_FILE_NAMES or _KRAFT_SNAPSHOT.fullmatch(name):
+        return True
+    suffix = name[name.find(".") :] if "." in name else ""
+    return _offset_from_file_name(name) is not None and (
+        suffix in _SEGMENT_SUFFIXES or suffix == PRODUCER_SNAPSHOT_FILE_SUFFIX
+    )
+
+
+def _holds_partition_files(path: str) -> bool:
+    return any(entry.is_file() and _is_partition_file_name(entry.name) for entry in _sorted_entries(path))
+
+
+def _is_log_dir(path: str) -> bool:
+    """A log directory holds `meta.properties`, an offset checkpoint, or partition directories."""
+    for entry in _sorted_entries(path):
+        if entry.is_file() and (
+            entry.name == META_PROPERTIES_FILENAME or entry.name in OFFSET_CHECKPOINT_FILENAMES
+        ):
+            return True
+        if entry.is_dir() and (
+            _not_live_dir_reason(entry.name) is not None
+            or (parse_partition_dir_name(entry.name) is not None and _holds_partition_files(entry.path))
+        ):
+            return True
+    return False
+
+
+def _sorted_entries(path: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as entries:
+            return sorted(entries, key=lambda entry: entry.name)
+    except OSError as exc:
+        raise NotAKafkaArtifact.from_os_error(path, exc) from None
+
+
+def _file_info(path: str, stat: os.stat_result) -> FileInfo:
+    return FileInfo(path=path, size=stat.st_size, mtime_ms=stat.st_mtime_ns // 1_000_000)

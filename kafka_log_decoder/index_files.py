@@ -1,0 +1,221 @@
+"""Segment index files: `.index`, `.timeindex` and `.txnindex` (formats §3.3-§3.5).
+
+Offsets in `.index` and `.timeindex` are stored relative to the segment base offset, which comes
+from the file name. Both files are preallocated with zeros while their segment is active, so entries
+end at the first entry at position i > 0 whose relative offset is 0: exactly where
+`DumpLogSegments.dumpIndex`/`dumpTimeIndex` stop. A file length that is not a whole number of
+entries is reported as `INDEX_MISMATCH` at the partial entry (the broker's `sanityCheck` rejects it
+and rebuilds the index).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from kafka_log_decoder.constants import (
+    INDEX_FILE_SUFFIX,
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_CURRENT_VERSION,
+    TXN_INDEX_ENTRY_SIZE,
+    TXN_INDEX_FILE_SUFFIX,
+)
+from kafka_log_decoder.discovery import segment_base_offset
+from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
+from kafka_log_decoder.rows import IndexEntry, TimeIndexEntry, TxnIndexEntry
+
+__all__ = [
+    "decode_offset_index",
+    "decode_time_index",
+    "decode_txn_index",
+    "read_offset_index",
+    "read_time_index",
+    "read_txn_index",
+]
+
+_Row = TypeVar("_Row", IndexEntry, TimeIndexEntry, TxnIndexEntry)
+
+# Entries per read when streaming a file: bounded memory however large the preallocation.
+_ENTRIES_PER_CHUNK = 8192
+
+
+class _Stop:
+    """Returned by an entry builder at the zero-filled preallocated tail."""
+
+
+_STOP = _Stop()
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout(Generic[_Row]):
+    name: str
+    entry: struct.Struct
+    relative_offsets: bool
+    # (file, base offset, entry number, unpacked fields, byte position) -> row, error or stop
+    build: Callable[[str, int, int, tuple[int, ...], int], _Row | DecodeError | _Stop]
+
+
+def _offset_index_entry(
+    file: str, base: int, number: int, fields: tuple[int, ...], position: int
+) -> IndexEntry | _Stop:
+    relative_offset, log_position = fields
+    if relative_offset == 0 and number > 0:
+        return _STOP
+    return IndexEntry(file=file, offset=base + relative_offset, position=log_position)
+
+
+def _time_index_entry(
+    file: str, base: int, number: int, fields: tuple[int, ...], position: int
+) -> TimeIndexEntry | _Stop:
+    timestamp, relative_offset = fields
+    # DumpLogSegments.dumpTimeIndex stops on the relative offset alone, whatever the timestamp.
+    if relative_offset == 0 and number > 0:
+        return _STOP
+    return TimeIndexEntry(file=file, timestamp=timestamp, offset=base + relative_offset)
+
+
+def _txn_index_entry(
+    file: str, base: int, number: int, fields: tuple[int, ...], position: int
+) -> TxnIndexEntry | DecodeError:
+    version, producer_id, first_offset, last_offset, last_stable_offset = fields
+    # TransactionIndex refuses newer entry versions: their layout is unknown, so the entry is not trusted.
+    if version != TXN_INDEX_CURRENT_VERSION:
+        return DecodeError(
+            file,
+            position,
+            CorruptionKind.INDEX_MISMATCH,
+            f"unknown aborted-transaction entry version {version} (expected {TXN_INDEX_CURRENT_VERSION})",
+            TXN_INDEX_ENTRY_SIZE,
+        )
+    return TxnIndexEntry(
+        file=file,
+        version=version,
+        producer_id=producer_id,
+        first_offset=first_offset,
+        last_offset=last_offset,
+        last_stable_offset=last_stable_offset,
+    )
+
+
+_OFFSET_INDEX: _Layout[IndexEntry] = _Layout(
+    INDEX_FILE_SUFFIX, struct.Struct(">ii"), True, _offset_index_entry
+)
+_TIME_INDEX: _Layout[TimeIndexEntry] = _Layout(
+    TIME_INDEX_FILE_SUFFIX, struct.Struct(">qi"), True, _time_index_entry
+)
+# AbortedTxn: version int16, producerId, firstOffset, lastOffset, lastStableOffset (absolute offsets).
+_TXN_INDEX: _Layout[TxnIndexEntry] = _Layout(
+    TXN_INDEX_FILE_SUFFIX, struct.Struct(">hqqqq"), False, _txn_index_entry
+)
+
+assert _OFFSET_INDEX.entry.size == OFFSET_INDEX_ENTRY_SIZE
+assert _TIME_INDEX.entry.size == TIME_INDEX_ENTRY_SIZE
+assert _TXN_INDEX.entry.size == TXN_INDEX_ENTRY_SIZE
+
+
+def decode_offset_index(data: bytes, file: str) -> tuple[list[IndexEntry], list[DecodeError]]:
+    """Entries of an `.index` (absolute offset, `.log` position); `file` names the segment base offset."""
+    return _split(_iter_entries(_OFFSET_INDEX, [data], len(data), file))
+
+
+def decode_time_index(data: bytes, file: str) -> tuple[list[TimeIndexEntry], list[DecodeError]]:
+    """Entries of a `.timeindex` (timestamp, absolute offset); `file` names the segment base offset."""
+    return _split(_iter_entries(_TIME_INDEX, [data], len(data), file))
+
+
+def decode_txn_index(data: bytes, file: str) -> tuple[list[TxnIndexEntry], list[DecodeError]]:
+    """Aborted transactions of a `.txnindex` (offsets are absolute; not preallocated)."""
+    return _split(_iter_entries(_TXN_INDEX, [data], len(data), file))
+
+
+def read_offset_index(path: str | os.PathLike[str]) -> Iterator[IndexEntry | DecodeError]:
+    """Stream an `.index` file in bounded chunks, stopping at its zero-filled tail."""
+    return _read(_OFFSET_INDEX, path)
+
+
+def read_time_index(path: str | os.PathLike[str]) -> Iterator[TimeIndexEntry | DecodeError]:
+    """Stream a `.timeindex` file in bounded chunks, stopping at its zero-filled tail."""
+    return _read(_TIME_INDEX, path)
+
+
+def read_txn_index(path: str | os.PathLike[str]) -> Iterator[TxnIndexEntry | DecodeError]:
+    """Stream a `.txnindex` file in bounded chunks."""
+    return _read(_TXN_INDEX, path)
+
+
+def _read(layout: _Layout[_Row], path: str | os.PathLike[str]) -> Iterator[_Row | DecodeError]:
+    # Check the path now rather than at the first next(): a usage error surfaces at the call.
+    file = os.fspath(path)
+    if layout.relative_offsets:
+        segment_base_offset(file)
+    try:
+        size = os.stat(file).st_size
+    except OSError as exc:
+        raise NotAKafkaArtifact.from_os_error(file, exc) from None
+    if not os.path.isfile(file):
+        raise NotAKafkaArtifact(f"{file}: not a regular file")
+    return _stream(layout, file, size)
+
+
+def _stream(layout: _Layout[_Row], file: str, size: int) -> Iterator[_Row | DecodeError]:
+    chunk_size = layout.entry.size * _ENTRIES_PER_CHUNK
+    try:
+        handle = open(file, "rb")  # noqa: SIM115 - closed by the with-block below, once started
+    except OSError as exc:
+        raise NotAKafkaArtifact.from_os_error(file, exc) from None
+    with handle:
+        yield from _iter_entries(layout, iter(lambda: handle.read(chunk_size), b""), size, file)
+
+
+def _iter_entries(
+    layout: _Layout[_Row], chunks: Iterable[bytes], total_size: int, file: str
+) -> Iterator[_Row | DecodeError]:
+    entry_size = layout.entry.size
+    base = segment_base_offset(file) if layout.relative_offsets else 0
+    position = 0
+    pending = b""
+    stopped = False
+    for chunk in chunks:
+        buffer = pending + chunk if pending else chunk
+        usable = len(buffer) - len(buffer) % entry_size
+        for fields in layout.entry.iter_unpack(memoryview(buffer)[:usable]):
+            item = layout.build(file, base, position // entry_size, fields, position)
+            if isinstance(item, _Stop):
+                stopped = True
+                break
+            yield item
+            position += entry_size
+        if stopped:
+            break
+        pending = buffer[usable:]
+    if stopped:
+        # The tail was not read; its length still tells whether the file ends mid-entry.
+        partial = total_size % entry_size
+        partial_position = total_size - partial
+    else:
+        partial = len(pending)
+        partial_position = position
+    if partial:
+        yield DecodeError(
+            file,
+            partial_position,
+            CorruptionKind.INDEX_MISMATCH,
+            f"{layout.name} file ends with {partial} bytes that do not form a whole {entry_size}-byte entry",
+            partial,
+        )
+
+
+def _split(items: Iterable[_Row | DecodeError]) -> tuple[list[_Row], list[DecodeError]]:
+    rows: list[_Row] = []
+    errors: list[DecodeError] = []
+    for item in items:
+        if isinstance(item, DecodeError):
+            errors.append(item)
+        else:
+            rows.append(item)
+    return rows, errors

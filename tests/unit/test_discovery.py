@@ -1,0 +1,439 @@
+"""Discovery of partition directories, log directories, directories of log directories and dump-log
+text (audit-contract §1; formats §3.1, §3.7), with the broker's rules for non-live files."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import shutil
+import struct
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from kafka_log_decoder.discovery import (
+    DumpLogText,
+    LogDir,
+    PartitionDir,
+    discover,
+    parse_partition_dir_name,
+    segment_base_offset,
+)
+from kafka_log_decoder.errors import NotAKafkaArtifact
+from tests.unit.test_producer_snapshot import CODECRAFTERS, DONALDY, INDUSWARGODS, REAL
+
+
+def names(log_dir: LogDir) -> list[str]:
+    return [f"{p.topic}-{p.partition}" for p in log_dir.partitions]
+
+
+def partition(log_dir: LogDir, name: str) -> PartitionDir:
+    (found,) = [p for p in log_dir.partitions if f"{p.topic}-{p.partition}" == name]
+    return found
+
+
+Found = TypeVar("Found", LogDir, PartitionDir, DumpLogText)
+
+
+def only(found: list[Any], kind: type[Found]) -> Found:
+    assert len(found) == 1 and isinstance(found[0], kind), found
+    return found[0]
+
+
+def all_of(found: list[Any], kind: type[Found]) -> list[Found]:
+    assert all(isinstance(item, kind) for item in found), found
+    return [item for item in found if isinstance(item, kind)]
+
+
+def touch(path: Path, data: bytes = b"") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def name(offset: int, suffix: str) -> str:
+    return f"{offset:020d}{suffix}"
+
+
+# --------------------------------------------------------------------------------------------
+# The three real fixture trees
+
+
+def test_codecrafters_tree_is_the_log_directory_of_kraft_node_1() -> None:
+    log_dir = only(discover([str(CODECRAFTERS)]), LogDir)
+    assert log_dir.replica_id == 1
+    assert log_dir.errors == [] and log_dir.excluded == []
+    assert names(log_dir) == ["__cluster_metadata-0", "foo-0"]
+    assert sorted(log_dir.checkpoint_files) == [
+        "cleaner-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+    ]
+    assert log_dir.meta_properties is not None and log_dir.meta_properties.size == 122
+    assert log_dir.clean_shutdown is not None and log_dir.bootstrap_checkpoint is not None
+
+
+def test_codecrafters_foo_0_has_one_segment_and_the_snapshot_at_3() -> None:
+    foo = partition(only(discover([CODECRAFTERS]), LogDir), "foo-0")
+    assert (foo.topic, foo.partition, foo.is_internal) == ("foo", 0, False)
+    (segment,) = foo.segments
+    assert segment.base_offset == 0
+    assert (segment.log.size, segment.index, segment.timeindex, segment.txnindex) == (
+        150,
+        segment.index,
+        segment.timeindex,
+        None,
+    )
+    assert segment.index is not None and segment.index.size == 0
+    assert segment.timeindex is not None and segment.timeindex.size == 12
+    assert [(s.offset, Path(s.file.path).name) for s in foo.snapshots] == [(3, name(3, ".snapshot"))]
+    assert foo.leader_epoch_checkpoint is not None and foo.partition_metadata is not None
+    assert foo.quorum_state is None and foo.excluded == []
+
+
+def test_cluster_metadata_is_an_internal_partition_with_quorum_state() -> None:
+    metadata = partition(only(discover([CODECRAFTERS]), LogDir), "__cluster_metadata-0")
+    assert metadata.is_internal
+    assert [s.base_offset for s in metadata.segments] == [0]
+    assert [s.offset for s in metadata.snapshots] == [81, 116]
+    assert metadata.quorum_state is not None
+
+
+def test_donaldy_tree_is_the_log_directory_of_zookeeper_broker_0() -> None:
+    log_dir = only(discover([DONALDY]), LogDir)
+    assert log_dir.replica_id == 0
+    assert names(log_dir) == [
+        "__consumer_offsets-17",
+        "__consumer_offsets-28",
+        "__consumer_offsets-39",
+        "myTopic-0",
+        "test_topic-0",
+        "test_topic_0603-0",
+    ]
+    assert log_dir.clean_shutdown is None and log_dir.bootstrap_checkpoint is None
+
+
+def test_donaldy_consumer_offsets_28_has_two_segments_0_and_2() -> None:
+    offsets = partition(only(discover([DONALDY]), LogDir), "__consumer_offsets-28")
+    assert offsets.is_internal
+    assert [s.base_offset for s in offsets.segments] == [0, 2]
+    assert [(s.index is None, s.timeindex is None) for s in offsets.segments] == [
+        (False, False),
+        (True, True),
+    ]
+    assert [s.offset for s in offsets.snapshots] == [2, 3]
+
+
+def test_donaldy_my_topic_0_has_only_the_empty_active_segment_at_38() -> None:
+    my_topic = partition(only(discover([DONALDY]), LogDir), "myTopic-0")
+    assert [(s.base_offset, s.log.size) for s in my_topic.segments] == [(38, 0)]
+    assert [s.offset for s in my_topic.snapshots] == [38]
+    assert my_topic.partition_metadata is None
+
+
+def test_induswargods_tree_has_kraft_snapshots_and_a_dashed_topic() -> None:
+    log_dir = only(discover([INDUSWARGODS]), LogDir)
+    assert log_dir.replica_id == 1
+    assert names(log_dir) == ["__cluster_metadata-0", "test-topic-0"]
+    assert log_dir.excluded == []  # the .lock file is known and silently skipped
+    test_topic = partition(log_dir, "test-topic-0")
+    assert (test_topic.topic, test_topic.partition) == ("test-topic", 0)
+    assert [s.base_offset for s in test_topic.segments] == [0]
+    assert [s.offset for s in test_topic.snapshots] == [1]
+    metadata = partition(log_dir, "__cluster_metadata-0")
+    assert [(k.end_offset, k.epoch) for k in metadata.kraft_snapshots] == [
+        (10744, 4),
+        (17908, 4),
+        (25077, 4),
+        (32233, 4),
+        (39383, 4),
+        (46533, 4),
+    ]
+    assert metadata.segments[0].log.size == 3692512
+
+
+def test_the_fixture_folder_is_a_directory_of_three_log_directories() -> None:
+    found = all_of(discover([REAL]), LogDir)
+    assert [Path(d.path).name for d in found] == [
+        "codecrafters-kraft-3x",
+        "donaldy-zk-2.7.1",
+        "induswargods-kraft",
+    ]
+    assert [d.replica_id for d in found] == [1, 0, 1]
+
+
+def test_partition_directories_given_directly_in_the_order_given() -> None:
+    both = all_of(discover([CODECRAFTERS / "foo-0", str(DONALDY / "myTopic-0") + "/"]), PartitionDir)
+    assert [(p.topic, p.partition, p.path) for p in both] == [
+        ("foo", 0, str(CODECRAFTERS / "foo-0")),
+        ("myTopic", 0, str(DONALDY / "myTopic-0") + "/"),
+    ]
+
+
+def test_discovery_never_reads_log_contents(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_open = builtins.open
+
+    def guarded_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        assert not os.fspath(file).endswith(".log"), f"discovery opened {file}"
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    assert len(discover([REAL])) == 3
+
+
+def test_file_info_carries_size_and_mtime_in_milliseconds(tmp_path: Path) -> None:
+    log = touch(tmp_path / "t-0" / name(0, ".log"), b"x" * 42)
+    os.utime(log, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
+    found = only(discover([tmp_path / "t-0"]), PartitionDir)
+    assert (found.segments[0].log.size, found.segments[0].log.mtime_ms) == (42, 1_700_000_000_123)
+
+
+# --------------------------------------------------------------------------------------------
+# Names
+
+
+@pytest.mark.parametrize(
+    ("directory", "expected"),
+    [
+        ("orders-3", ("orders", 3)),
+        ("test-topic-0", ("test-topic", 0)),
+        ("my.topic_v2-12", ("my.topic_v2", 12)),
+        ("__consumer_offsets-49", ("__consumer_offsets", 49)),
+        ("orders", None),
+        ("orders-", None),
+        ("-3", None),
+        ("orders-x", None),
+        ("orders-3.abc-delete", None),
+        ("lost+found-1", None),
+    ],
+)
+def test_topic_is_everything_before_the_last_dash_and_partition_an_int(
+    directory: str, expected: tuple[str, int] | None
+) -> None:
+    assert parse_partition_dir_name(directory) == expected
+
+
+def test_segment_base_offset_reads_the_twenty_digit_name() -> None:
+    assert segment_base_offset("x/00000000000000368769.log") == 368769
+    assert segment_base_offset(Path("00000000000000368769.timeindex.swap")) == 368769
+    with pytest.raises(NotAKafkaArtifact, match="leader-epoch-checkpoint"):
+        segment_base_offset("leader-epoch-checkpoint")
+
+
+# --------------------------------------------------------------------------------------------
+# Not live: .deleted, .cleaned, .tmp, -delete/-stray/-future
+
+
+def test_deleted_cleaned_and_tmp_files_are_excluded_with_reasons(tmp_path: Path) -> None:
+    directory = tmp_path / "orders-0"
+    for file in (
+        name(0, ".log.deleted"),
+        name(0, ".index.deleted"),
+        name(0, ".snapshot.deleted"),
+        name(100, ".log.cleaned"),
+        "leader-epoch-checkpoint.tmp",
+        name(100, ".log"),
+        "notes.txt",
+    ):
+        touch(directory / file)
+    found = only(discover([directory]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [100]
+    reasons = {Path(e.path).name: e.reason for e in found.excluded}
+    assert sorted(reasons) == sorted(
+        [
+            name(0, ".log.deleted"),
+            name(0, ".index.deleted"),
+            name(0, ".snapshot.deleted"),
+            name(100, ".log.cleaned"),
+            "leader-epoch-checkpoint.tmp",
+            "notes.txt",
+        ]
+    )
+    assert ".deleted" in reasons[name(0, ".log.deleted")]
+    assert ".cleaned" in reasons[name(100, ".log.cleaned")]
+    assert ".tmp" in reasons["leader-epoch-checkpoint.tmp"]
+
+
+def test_delete_stray_and_future_directories_are_excluded_from_a_log_directory(tmp_path: Path) -> None:
+    log_dir = tmp_path / "kafka-logs"
+    touch(log_dir / "meta.properties", b"version=0\nbroker.id=3\n")
+    touch(log_dir / "orders-0" / name(0, ".log"))
+    for directory in (
+        "orders-1.0c6d4e3b8a1f4a5c9f7e2d1b0a9c8d7e-delete",
+        "orders-2.1f2e-stray",
+        "orders-3.2a3b-future",
+    ):
+        touch(log_dir / directory / name(0, ".log"))
+    found = only(discover([log_dir]), LogDir)
+    assert found.replica_id == 3
+    assert names(found) == ["orders-0"]
+    reasons = {Path(e.path).name: e.reason for e in found.excluded}
+    assert "(-delete)" in reasons["orders-1.0c6d4e3b8a1f4a5c9f7e2d1b0a9c8d7e-delete"]
+    assert "(-stray)" in reasons["orders-2.1f2e-stray"]
+    assert "(-future)" in reasons["orders-3.2a3b-future"]
+
+
+def test_a_delete_directory_given_directly_is_a_usage_error(tmp_path: Path) -> None:
+    directory = touch(tmp_path / "orders-1.0c6d-delete" / name(0, ".log")).parent
+    with pytest.raises(NotAKafkaArtifact, match="marked for deletion"):
+        discover([directory])
+
+
+def test_an_index_without_its_log_is_excluded_as_orphaned(tmp_path: Path) -> None:
+    directory = tmp_path / "orders-0"
+    touch(directory / name(0, ".log"))
+    touch(directory / name(50, ".index"))
+    found = only(discover([directory]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0]
+    assert [(Path(e.path).name, e.reason) for e in found.excluded] == [
+        (name(50, ".index"), f"orphaned index file: no {name(50, '.log')}")
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# .swap supersedes the originals (LogLoader)
+
+
+def swap_partition(tmp_path: Path, *, swap_index_last: int | None = None) -> Path:
+    """Originals at 0, 100 and 200; the cleaner's output for [0, ...) renamed to .swap."""
+    directory = tmp_path / "compacted-0"
+    for base in (0, 100, 200):
+        for suffix in (".log", ".index", ".timeindex"):
+            touch(directory / name(base, suffix))
+        touch(directory / name(base, ".snapshot"))
+    touch(directory / name(0, ".log.swap"), b"cleaned")
+    index = b"" if swap_index_last is None else struct.pack(">ii", swap_index_last, 4096) + bytes(80)
+    touch(directory / name(0, ".index.swap"), index)
+    touch(directory / name(0, ".timeindex.swap"))
+    return directory
+
+
+def test_swap_files_replace_originals_up_to_the_swaps_next_offset(tmp_path: Path) -> None:
+    directory = swap_partition(tmp_path)
+    found = only(discover([directory], next_offset=lambda path: 200), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0, 200]
+    first = found.segments[0]
+    assert [Path(f.path).name for f in (first.log, first.index, first.timeindex) if f] == [
+        name(0, ".log.swap"),
+        name(0, ".index.swap"),
+        name(0, ".timeindex.swap"),
+    ]
+    assert [s.offset for s in found.snapshots] == [200]
+    replaced = sorted(Path(e.path).name for e in found.excluded)
+    assert replaced == sorted(
+        name(b, s) for b in (0, 100) for s in (".log", ".index", ".timeindex", ".snapshot")
+    )
+    assert all("[0, 200)" in e.reason for e in found.excluded)
+
+
+def test_swap_range_reaching_into_a_later_segment_replaces_it_too(tmp_path: Path) -> None:
+    found = only(discover([swap_partition(tmp_path)], next_offset=lambda path: 250), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0]
+
+
+def test_without_next_offset_the_swap_offset_index_gives_a_lower_bound(tmp_path: Path) -> None:
+    found = only(discover([swap_partition(tmp_path, swap_index_last=150)]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0, 200]
+    assert all("[0, 151)" in e.reason for e in found.excluded)
+
+
+def test_without_next_offset_or_swap_index_only_the_same_base_is_replaced(tmp_path: Path) -> None:
+    found = only(discover([swap_partition(tmp_path)]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0, 100, 200]
+    assert found.segments[0].log.path.endswith(".log.swap")
+
+
+def test_swap_at_or_above_the_smallest_cleaned_base_is_an_incomplete_split(tmp_path: Path) -> None:
+    directory = tmp_path / "split-0"
+    touch(directory / name(0, ".log"))
+    touch(directory / name(0, ".index"))
+    touch(directory / name(0, ".log.cleaned"))
+    touch(directory / name(0, ".log.swap"))
+    found = only(discover([directory], next_offset=lambda path: 100), PartitionDir)
+    assert [Path(s.log.path).name for s in found.segments] == [name(0, ".log")]
+    reasons = {Path(e.path).name: e.reason for e in found.excluded}
+    assert "incomplete segment split" in reasons[name(0, ".log.swap")]
+    assert "KAFKA-6264" in reasons[name(0, ".log.swap")]
+
+
+# --------------------------------------------------------------------------------------------
+# What is a log directory, a directory of them, or neither
+
+
+def test_a_log_directory_named_like_a_partition_is_still_a_log_directory(tmp_path: Path) -> None:
+    log_dir = tmp_path / "kafka-logs-1"
+    touch(log_dir / "orders-0" / name(0, ".log"))
+    found = only(discover([log_dir]), LogDir)
+    assert found.replica_id is None
+    assert names(found) == ["orders-0"]
+
+
+def test_log_directories_named_like_partitions_inside_a_container(tmp_path: Path) -> None:
+    for broker in ("broker-0", "broker-1"):
+        touch(tmp_path / broker / "orders-0" / name(0, ".log"))
+    found = all_of(discover([tmp_path]), LogDir)
+    assert [(Path(d.path).name, names(d)) for d in found] == [
+        ("broker-0", ["orders-0"]),
+        ("broker-1", ["orders-0"]),
+    ]
+
+
+def test_a_log_directory_with_only_checkpoints_is_recognised(tmp_path: Path) -> None:
+    touch(tmp_path / "logs" / "recovery-point-offset-checkpoint", b"0\n0\n")
+    found = only(discover([tmp_path / "logs"]), LogDir)
+    assert found.partitions == [] and list(found.checkpoint_files) == ["recovery-point-offset-checkpoint"]
+
+
+def test_unreadable_meta_properties_leaves_the_replica_unnamed_with_an_error(tmp_path: Path) -> None:
+    touch(tmp_path / "logs" / "meta.properties", b"broker.id=three\n")
+    found = only(discover([tmp_path / "logs"]), LogDir)
+    assert found.replica_id is None
+    assert len(found.errors) == 2  # no version, and a non-integer broker.id
+
+
+def test_dump_log_text_is_recognised_by_its_first_line(tmp_path: Path) -> None:
+    text = touch(
+        tmp_path / "dump.txt", b"Dumping /data/orders-3/00000000000000000000.log\nLog starting offset: 0\n"
+    )
+    bom = touch(tmp_path / "dump-bom.txt", b"\xef\xbb\xbfDumping x.log\n")
+    found = all_of(discover([text, bom]), DumpLogText)
+    assert len(found) == 2
+    assert found[0].path == str(text) and found[0].file.size == text.stat().st_size
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tmp: tmp / "missing",
+        lambda tmp: touch(tmp / "notes.txt", b"hello"),
+        lambda tmp: touch(tmp / "empty" / "x").parent,
+        lambda tmp: touch(tmp / "orders-0" / "readme"),
+        lambda tmp: touch(tmp / "orders-0" / "readme").parent,
+    ],
+    ids=[
+        "missing",
+        "text-file",
+        "unrelated-directory",
+        "file-in-partition-named-dir",
+        "partition-name-no-files",
+    ],
+)
+def test_anything_else_is_a_usage_error_naming_the_path(tmp_path: Path, make: Any) -> None:
+    path = make(tmp_path)
+    with pytest.raises(NotAKafkaArtifact) as raised:
+        discover([path])
+    assert str(path) in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_partition_copy_with_a_swap_keeps_the_real_files_untouched(tmp_path: Path) -> None:
+    copy = tmp_path / "foo-0"
+    shutil.copytree(CODECRAFTERS / "foo-0", copy)
+    touch(copy / name(0, ".log.swap"), b"x")
+    found = only(discover([copy]), PartitionDir)
+    assert found.segments[0].log.path.endswith(".log.swap")
+    assert sorted(os.listdir(CODECRAFTERS / "foo-0")) == sorted(
+        p for p in os.listdir(copy) if not p.endswith(".swap")
+    )
