@@ -1,0 +1,776 @@
+"""Parse `kafka-dump-log.sh` (DumpLogSegments) text into the rows the binary decoders produce.
+
+Every output variant of formats §6.4 is read: ≤ 2.1 (deep mode prints record lines only), 2.2-2.7,
+2.8 (long record lines), 3.0-3.1, ≥ 3.2 (`deleteHorizonMs:`), the Scala stray `}` after a legacy
+record's crc and the later Java port. Lines are read as `name: value` pairs by name, never by
+position, so fields added or reordered between versions need no new code. Bad text never raises:
+a line that cannot be read becomes a `DecodeError` (UNREADABLE_BATCH) located in the text file.
+
+What the text does not carry is filled in the same way for every variant:
+
+* `BatchHeader.base_timestamp` is None; `attributes` is rebuilt from the printed codec,
+  timestamp type, `isTransactional`, `isControl` and `deleteHorizonMs` (other bits are lost).
+* `Record.key`/`value` are the printed `key:`/`payload:` text, UTF-8 encoded (None when not
+  printed); `header_values` is None. Header keys are split on `,` as the tool joined them. Key
+  and payload are free text: `keySize`/`valueSize` choose where one ends, and a payload shorter
+  than its size continues on the next lines (it held a newline) unless they are tool lines.
+* A legacy (magic 0/1) entry line only gives its last offset: `base_offset` and `count` come
+  from its record lines in deep mode, else they are the last offset and 1.
+* A ≤ 2.1 deep-mode dump has no batch lines. One `BatchHeader` is made per distinct `position:`
+  of its record lines: offsets, count, sequences and max timestamp from those records,
+  `size_bytes` from the next batch's position (-1 for the last batch of a file),
+  `partition_leader_epoch` -1, `crc` 0 and `crc_valid` = every record line's `isvalid`.
+* Control records set the preceding batch's `control_type` (and `coordinator_epoch` for
+  COMMIT/ABORT) and, as from the binary decoders, yield no `Record`; a shallow dump of a control
+  batch leaves both None.
+* `SnapshotEntry`: `snapshot_offset` from the dumped file name; an entry printed without its
+  `firstSequence:` part has last_sequence -1, last_offset -1 and offset_delta 0; `timestamp` is
+  `lastTimestamp` (3.1+), else the printed batch `timestamp`, else -1.
+* `Found N invalid bytes at the end of F` becomes TRUNCATED_TAIL at the end of the last batch
+  (in a ≤ 2.1 deep dump, whose last batch has no known size, at that batch's position).
+  A batch printed with `isvalid: false` is followed by a CRC_MISMATCH error, as from the binary
+  decoder. Lines with `--skip-record-metadata` content only, the tool's own notes (`... is empty.`,
+  `Log starting offset:`) and its stderr summaries (when 2>&1 was captured) yield nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_log_decoder.constants import (
+    COMPRESSION_NAMES,
+    CONTROL_FLAG_MASK,
+    CONTROL_TYPE_NAMES,
+    CONTROL_TYPE_UNKNOWN,
+    DELETE_HORIZON_FLAG_MASK,
+    END_TXN_MARKER_TYPES,
+    LEGACY_TIMESTAMP_TYPE_MASK,
+    MAGIC_VALUE_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    NO_TIMESTAMP_TYPE,
+    TIMESTAMP_TYPE_MASK,
+    TIMESTAMP_TYPE_NAMES,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.rows import (
+    BatchHeader,
+    IndexEntry,
+    Record,
+    SnapshotEntry,
+    TimeIndexEntry,
+    TxnIndexEntry,
+)
+
+DumpLogItem = BatchHeader | Record | SnapshotEntry | IndexEntry | TimeIndexEntry | TxnIndexEntry | DecodeError
+
+DEFAULT_SOURCE = "<dump-log text>"
+
+# Row fields that kafka-dump-log.sh never prints: a cross-check against the binary decoders leaves
+# them out (key/value only appear with --print-data-log, and then as decoded text).
+FIELDS_NOT_IN_TEXT: dict[type, frozenset[str]] = {
+    BatchHeader: frozenset({"base_timestamp"}),
+    Record: frozenset({"key", "value", "header_values"}),
+    # The tool words its own messages; where and what kind of corruption is what both can tell.
+    DecodeError: frozenset({"message"}),
+}
+
+_CODEC_IDS = {name: codec for codec, name in COMPRESSION_NAMES.items()}
+_TIMESTAMP_TYPES = frozenset({*TIMESTAMP_TYPE_NAMES.values(), NO_TIMESTAMP_TYPE})
+# Control records printed as `<Name> {json}` (KRaft types) or `LeaderChange: {json}` (Java port).
+_JSON_CONTROL_TYPES = {
+    "LeaderChange": "LEADER_CHANGE",
+    "SnapshotHeader": "SNAPSHOT_HEADER",
+    "SnapshotFooter": "SNAPSHOT_FOOTER",
+    "KRaftVersion": "KRAFT_VERSION",
+    "KRaftVoters": "KRAFT_VOTERS",
+}
+_CONTROL_TYPE_IDS = {name: type_id for type_id, name in CONTROL_TYPE_NAMES.items()}
+_KEY = "key: "
+_PAYLOAD = "payload: "
+# What the coordinator decoders (--offsets-decoder, ...) print as the payload of a tombstone.
+_DELETE = "<DELETE>"
+
+_PAIR = re.compile(r" *([A-Za-z][A-Za-z0-9]*): (\S*)")
+# Names after which the value is not one token: free text to the end of the line, JSON, a list.
+_SPECIAL_NAMES = {"key": "free", "payload": "free", "LeaderChange": "json", "headerKeys": "list"}
+# A line of `name: value` pairs only (most lines): the fast path of `_scan_fields` reads it at once.
+# A header key list with a space in it does not match and takes the slow path.
+_PAIRS = re.compile(r"([A-Za-z][A-Za-z0-9]*): (\S+)")
+_ONLY_PAIRS = re.compile(r"(?: *[A-Za-z][A-Za-z0-9]*: \S+)* *")
+# The KRaft control records print as `<Name> {json}`, without a colon.
+_KRAFT_JSON_NAMES = "|".join(name for name in _JSON_CONTROL_TYPES if name != "LeaderChange")
+_JSON_CONTROL = re.compile(rf"({_KRAFT_JSON_NAMES}) (?=\{{)")
+# `headerKeys: [k1,k2]` ends at the first `]` that the rest of a record line can follow: keys are
+# free text, so this is the only place where a `]` inside a key could cut short.
+_HEADER_KEYS = re.compile(
+    rf"\[(.*?)\](?=$| (?:endTxnMarker|controlType|LeaderChange|key|payload): | (?:{_KRAFT_JSON_NAMES}) \{{)"
+)
+_OPTIONAL_LONG = re.compile(r"^(?:OptionalLong\.empty|None|OptionalLong\[(-?\d+)\]|Some\((-?\d+)\))$")
+_CONTROL_TYPE = re.compile(r"^([A-Z_]+)\((-?\d+)\)$")
+_TRAILING_BYTES = re.compile(r"^Found (\d+) invalid bytes at the end of (.*)$")
+_STARTING_OFFSET = re.compile(r"^(?:Log starting offset|Starting offset): -?\d+$")
+# Lines the tool prints besides entries (notes, and its stderr summaries when 2>&1 was captured).
+_TOOL_NOTES = re.compile(
+    r"^(?:Snapshot end offset: -?\d+, epoch: -?\d+$|KRaft bootstrap snapshot$"
+    r"|Ignoring unknown file |Mismatches in :|  Index offset: "
+    r"|Found timestamp mismatch in :|Found out of order timestamp in :|  Index timestamp: "
+    r"|The following indexed offsets are not found in the log\.$|Indexed offset: -?\d+, found log offset: "
+    r"|Non-consecutive offsets in |  -?\d+ is followed by -?\d+$|SLF4J: )"
+)
+# A line that starts one of these is tool output in its own right, never the continuation of a
+# payload that contained a newline.
+_STRUCTURAL = re.compile(
+    r"^(?:Dumping |\| |baseOffset: |offset: -?\d+ |Found \d+ invalid bytes |Log starting offset: "
+    r"|Starting offset: |producerId: |timestamp: -?\d+ offset: |version: -?\d+ producerId: | payload: "
+    r"|SLF4J: |Non-consecutive offsets in |Mismatches in :)"
+)
+
+
+class _LineError(ValueError):
+    """A line that is not what the tool prints (the message names what was expected)."""
+
+
+@dataclass(slots=True)
+class _Fields:
+    """The `name: value` pairs of one line (names lowercased, first occurrence kept) and its free tail."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    first: str | None = None
+    timestamp_type: str | None = None
+    tail: str | None = None
+    json_control: str | None = None
+
+    def has(self, name: str) -> bool:
+        return (_LOWER.get(name) or name.lower()) in self.values
+
+    def get(self, name: str, default: str) -> str:
+        return self.values.get(_LOWER.get(name) or name.lower(), default)
+
+    def text(self, name: str) -> str:
+        try:
+            return self.values[_LOWER.get(name) or name.lower()]
+        except KeyError:
+            raise _LineError(f"no {name}: field") from None
+
+    def integer(self, name: str, default: int | None = None) -> int:
+        if default is not None and not self.has(name):
+            return default
+        value = self.text(name)
+        try:
+            return int(value)
+        except ValueError:
+            raise _LineError(f"{name}: {value!r} is not a number") from None
+
+    def flag(self, name: str, default: bool | None = None) -> bool:
+        if default is not None and not self.has(name):
+            return default
+        value = self.text(name)
+        if value not in ("true", "false"):
+            raise _LineError(f"{name}: {value!r} is not true/false")
+        return value == "true"
+
+
+def _scan_fields(line: str, start: int = 0) -> _Fields:
+    """Read `name: value` pairs until the end of the line or a free-text part (key, payload, JSON)."""
+    if _ONLY_PAIRS.fullmatch(line, start) and not _may_have_free_text(line):
+        return _fields_of_pairs(_PAIRS.findall(line, start))
+    return _scan_fields_slowly(line, start)
+
+
+def _may_have_free_text(line: str) -> bool:
+    # Plain substring tests (fast); a false alarm only sends the line down the slow path.
+    return "key: " in line or "payload: " in line or "LeaderChange: " in line or " {" in line
+
+
+def _scan_fields_slowly(line: str, start: int) -> _Fields:
+    """Pair by pair, for lines with a free-text tail, JSON or header keys with spaces."""
+    pairs: list[tuple[str, str]] = []
+    tail = json_control = None
+    pos, end = start, len(line)
+    while True:
+        match = _PAIR.match(line, pos)
+        if match is None:
+            while pos < end and line[pos] == " ":
+                pos += 1
+            if pos < end:
+                json_match = _JSON_CONTROL.match(line, pos)
+                if json_match is None:
+                    raise _LineError(f"unexpected text at column {pos + 1}: {line[pos : pos + 40]!r}")
+                json_control = _JSON_CONTROL_TYPES[json_match.group(1)]
+            break
+        name = match.group(1)
+        special = _SPECIAL_NAMES.get(name)
+        if special == "free":
+            tail = line[match.start(1) :]
+            break
+        if special == "json":
+            json_control = _JSON_CONTROL_TYPES[name]
+            break
+        if special == "list":
+            keys = _HEADER_KEYS.match(line, match.start(2))
+            if keys is None:
+                raise _LineError("headerKeys: is not a [..] list")
+            pairs.append((name, keys.group(0)))
+            pos = keys.end()
+        else:
+            pairs.append((name, match.group(2)))
+            pos = match.end()
+    fields = _fields_of_pairs(pairs)
+    fields.tail, fields.json_control = tail, json_control
+    return fields
+
+
+def _fields_of_pairs(pairs: list[tuple[str, str]]) -> _Fields:
+    """The `_Fields` of a line's pairs: names lowercased, the first occurrence kept."""
+    fields = _Fields()
+    if not pairs:
+        return fields
+    values = fields.values
+    fields.first = pairs[0][0]
+    for name, value in pairs:
+        if not value:
+            raise _LineError(f"{name}: has no value")
+        if name in _TIMESTAMP_TYPES:
+            if fields.timestamp_type is None:
+                fields.timestamp_type = name
+            name = "timestamp"
+        elif name == "headerKeys":
+            if value[0] != "[" or value[-1] != "]":
+                raise _LineError("headerKeys: is not a [..] list")
+            value = value[1:-1]
+        lowered = _LOWER.get(name)
+        if lowered is None:
+            lowered = _LOWER[name] = name.lower()
+        if lowered not in values:
+            values[lowered] = value
+    return fields
+
+
+# Field names are few: their lowercase forms are cached to keep the per-line cost down.
+_LOWER: dict[str, str] = {}
+
+
+def _optional_long(text: str, name: str) -> int | None:
+    match = _OPTIONAL_LONG.match(text)
+    if match is None:
+        raise _LineError(f"{name}: {text!r} is neither OptionalLong nor Option")
+    number = match.group(1) or match.group(2)
+    return None if number is None else int(number)
+
+
+def _crc(fields: _Fields) -> int:
+    # Scala releases print a legacy record's crc with a stray `}` (`${r.checksum}}`).
+    text = fields.text("crc").rstrip("}")
+    try:
+        return int(text)
+    except ValueError:
+        raise _LineError(f"crc: {text!r} is not a number") from None
+
+
+def _compression(fields: _Fields) -> str:
+    # `compresscodec` on batch lines; the 2.8 record line says `compressType`. Up to 2.8 the enum
+    # constant (NONE, GZIP, ...) was printed, since 3.0 its lowercase `name`.
+    name = fields.get("compresscodec", "") or fields.text("compressType")
+    codec = name.lower()
+    if codec not in _CODEC_IDS:
+        raise _LineError(f"unknown compression codec {name!r}")
+    return codec
+
+
+def _timestamp_type(fields: _Fields) -> str:
+    if fields.timestamp_type is None:
+        raise _LineError("no CreateTime:/LogAppendTime:/NoTimestampType: field")
+    return fields.timestamp_type
+
+
+def _attributes(
+    compression: str,
+    timestamp_type: str,
+    magic: int,
+    *,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    has_delete_horizon: bool = False,
+) -> int:
+    attributes = _CODEC_IDS[compression]
+    if timestamp_type == TIMESTAMP_TYPE_NAMES[1]:
+        attributes |= TIMESTAMP_TYPE_MASK if magic >= MAGIC_VALUE_V2 else LEGACY_TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    if has_delete_horizon:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+    return attributes
+
+
+def _batch_header(file: str, fields: _Fields) -> BatchHeader:
+    """A v2 batch line (`baseOffset: ...`) or a legacy entry line (`offset: <last> position: ...`)."""
+    magic = fields.integer("magic")
+    compression = _compression(fields)
+    timestamp_type = _timestamp_type(fields)
+    if fields.first == "baseOffset":
+        base_offset, last_offset = fields.integer("baseOffset"), fields.integer("lastOffset")
+        delete_horizon = (
+            _optional_long(fields.text("deleteHorizonMs"), "deleteHorizonMs")
+            if fields.has("deleteHorizonMs")
+            else None
+        )
+        is_transactional = fields.flag("isTransactional")
+        is_control = fields.flag("isControl", False)  # absent before 2.1
+        return BatchHeader(
+            file=file,
+            position=fields.integer("position"),
+            base_offset=base_offset,
+            last_offset=last_offset,
+            # 0.11-1.x batch lines have no count; lastOffset - baseOffset + 1 is the written count.
+            count=fields.integer("count")
+            if fields.get("count", "null") != "null"
+            else last_offset - base_offset + 1,
+            magic=magic,
+            crc=fields.integer("crc"),
+            crc_valid=fields.flag("isvalid"),
+            attributes=_attributes(
+                compression,
+                timestamp_type,
+                magic,
+                is_transactional=is_transactional,
+                is_control=is_control,
+                has_delete_horizon=delete_horizon is not None,
+            ),
+            compression=compression,
+            timestamp_type=timestamp_type,
+            is_transactional=is_transactional,
+            is_control=is_control,
+            partition_leader_epoch=fields.integer("partitionLeaderEpoch"),
+            base_timestamp=None,
+            max_timestamp=fields.integer("timestamp"),
+            producer_id=fields.integer("producerId"),
+            producer_epoch=fields.integer("producerEpoch"),
+            base_sequence=fields.integer("baseSequence"),
+            last_sequence=fields.integer("lastSequence"),
+            size_bytes=fields.integer("size"),
+            delete_horizon_ms=delete_horizon,
+        )
+    last_offset = fields.integer("offset")
+    return BatchHeader(
+        file=file,
+        position=fields.integer("position"),
+        base_offset=last_offset,
+        last_offset=last_offset,
+        count=1,
+        magic=magic,
+        crc=_crc(fields),
+        crc_valid=fields.flag("isvalid"),
+        attributes=_attributes(compression, timestamp_type, magic),
+        compression=compression,
+        timestamp_type=timestamp_type,
+        is_transactional=False,
+        is_control=False,
+        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+        base_timestamp=None,
+        max_timestamp=fields.integer("timestamp"),
+        producer_id=NO_PRODUCER_ID,
+        producer_epoch=NO_PRODUCER_EPOCH,
+        base_sequence=NO_SEQUENCE,
+        last_sequence=NO_SEQUENCE,
+        size_bytes=fields.integer("size"),
+    )
+
+
+def _header_keys(text: str) -> list[str]:
+    return text.split(",") if text else []
+
+
+def _split_key_payload(tail: str, key_size: int, value_size: int) -> tuple[str | None, str | None, bool]:
+    """Cut the free-text `key: K payload: V` tail; the sizes choose the cut and tell if text is missing.
+
+    Both parts are free text (either may contain ` payload: `), so the cut is where the key has
+    `key_size` UTF-8 bytes, else where the payload has `value_size`, else the first one (no cut for
+    a null value: the tool prints no payload then, except a decoder's `<DELETE>`). The bool is
+    False while the printed text is shorter than the sizes say (a newline inside the data).
+    """
+    if tail.startswith(_PAYLOAD):
+        value = tail[len(_PAYLOAD) :]
+        return None, value, _utf8_len(value) >= value_size
+    body = tail[len(_KEY) :]
+    cuts = [m.start() for m in re.finditer(" " + _PAYLOAD, body)]
+    skip = len(_PAYLOAD) + 1
+    chosen = next((c for c in cuts if _utf8_len(body[:c]) == key_size), None)
+    if chosen is None and value_size >= 0:
+        chosen = next((c for c in cuts if _utf8_len(body[c + skip :]) == value_size), None)
+        if chosen is None and cuts:
+            chosen = cuts[0]
+    elif chosen is None and cuts and body.endswith(" " + _PAYLOAD + _DELETE):
+        chosen = cuts[-1]
+    if chosen is None:
+        return body, None, _utf8_len(body) >= key_size and value_size < 0
+    key, value = body[:chosen], body[chosen + skip :]
+    return key, value, _utf8_len(key) >= key_size and _utf8_len(value) >= value_size
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
+def _encode(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8", "surrogateescape")
+
+
+@dataclass(slots=True)
+class _PendingRecord:
+    """A record line whose printed key/payload may continue on the next lines."""
+
+    record: Record
+    tail: str | None
+    complete: bool
+
+    def extend(self, line: str) -> None:
+        assert self.tail is not None
+        self.tail = f"{self.tail}\n{line}"
+        key, value, self.complete = _split_key_payload(
+            self.tail, self.record.key_size, self.record.value_size
+        )
+        self.record.key, self.record.value = _encode(key), _encode(value)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """The batch being read: its header, then its records and errors, held until the batch ends.
+
+    Held because a control record, a legacy entry's records and (≤ 2.1) the next batch's position
+    complete the header. A batch's lines are bounded by its size, so memory stays bounded.
+    """
+
+    header: BatchHeader
+    items: list[Record | DecodeError] = field(default_factory=list)
+    records: int = 0
+    synthesized: bool = False
+    all_valid: bool = True
+
+    def add_record(self, record: Record) -> None:
+        header = self.header
+        self.records += 1
+        # Like the binary decoders, a control batch yields its header only, not its control records.
+        if not header.is_control:
+            self.items.append(record)
+        # A legacy entry line names only its last offset; a ≤ 2.1 deep dump has no batch line.
+        if header.magic >= MAGIC_VALUE_V2 and not self.synthesized:
+            return
+        header.count = self.records
+        if self.records == 1:
+            header.base_offset = record.offset
+            header.base_sequence = record.sequence
+        if self.synthesized:
+            header.last_offset = record.offset
+            header.last_sequence = record.sequence
+            header.max_timestamp = max(header.max_timestamp, record.timestamp)
+
+    def set_control(self, control_type: str, coordinator_epoch: int | None) -> None:
+        header = self.header
+        if header.control_type is not None:
+            return
+        header.control_type = control_type
+        header.coordinator_epoch = coordinator_epoch if control_type in END_TXN_MARKER_TYPES else None
+        if not header.is_control:
+            header.is_control = True
+            header.attributes |= CONTROL_FLAG_MASK
+
+    def rows(self) -> Iterator[BatchHeader | Record | DecodeError]:
+        header = self.header
+        if self.synthesized:
+            header.crc_valid = self.all_valid
+        yield header
+        if not header.crc_valid:
+            yield DecodeError(
+                header.file,
+                header.position,
+                CorruptionKind.CRC_MISMATCH,
+                "the stored CRC does not match (isvalid: false in dump-log text)",
+                header.size_bytes if header.size_bytes >= 0 else None,
+            )
+        yield from self.items
+
+
+class _DumpLogTextParser:
+    """Line-at-a-time state machine; `feed` and `finish` return the rows completed so far."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.line_number = 0
+        self.byte_offset = 0
+        self.file: str | None = None
+        self.snapshot_offset = -1
+        self.batch: _Batch | None = None
+        self.pending: _PendingRecord | None = None
+        self.in_skipped_content = False
+        # The end of the last batch of the current file (position + size), for TRUNCATED_TAIL.
+        self.end_of_batches = 0
+
+    def feed(self, raw: str) -> list[DumpLogItem]:
+        self.line_number += 1
+        line_start = self.byte_offset
+        length = _utf8_len(raw) + (0 if raw.endswith("\n") else 1)
+        self.byte_offset += length
+        line = raw[:-1] if raw.endswith("\n") else raw
+        if line.endswith("\r"):
+            line = line[:-1]
+        out: list[DumpLogItem] = []
+        if self.pending is not None:
+            if not self.pending.complete and not _STRUCTURAL.match(line):
+                self.pending.extend(line)
+                return out
+            self.pending = None
+        if self.in_skipped_content:
+            # The rest of a --skip-record-metadata key/payload that contained a newline.
+            if not _STRUCTURAL.match(line):
+                return out
+            self.in_skipped_content = False
+        try:
+            self._dispatch(line, out)
+        except _LineError as exc:
+            error = DecodeError(
+                self.source,
+                line_start,
+                CorruptionKind.UNREADABLE_BATCH,
+                f"line {self.line_number}: {exc}: {line[:160]!r}",
+                length,
+            )
+            if self.batch is not None:
+                self.batch.items.append(error)
+            else:
+                out.append(error)
+        return out
+
+    def finish(self) -> list[DumpLogItem]:
+        out: list[DumpLogItem] = []
+        self._end_file(out)
+        return out
+
+    def _dispatch(self, line: str, out: list[DumpLogItem]) -> None:
+        if line.startswith("Dumping "):
+            self._end_file(out)
+            self.file = line[len("Dumping ") :]
+            stem = Path(self.file).name.split(".", 1)[0]
+            self.snapshot_offset = int(stem) if stem.isdigit() else -1
+            return
+        if not line.strip() or _STARTING_OFFSET.match(line) or _TOOL_NOTES.match(line):
+            return
+        if line in (f"{self.file} is empty.", f"{self.file} passed sanity check."):
+            return
+        if line.startswith(("| key: ", "| payload: ", " payload: ")):
+            # --skip-record-metadata: content without an offset to attach it to.
+            self.in_skipped_content = True
+            return
+        trailing = _TRAILING_BYTES.match(line)
+        if trailing:
+            self._trailing_bytes(int(trailing.group(1)), trailing.group(2), out)
+            return
+        if self.file is None:
+            raise _LineError("no `Dumping <file>` line before this line")
+        if line.startswith("| "):
+            if self.batch is None:
+                raise _LineError("record line without a batch line before it")
+            self._add_record(self.batch, _scan_fields(line, 2))
+            return
+        fields = _scan_fields(line)
+        first = fields.first
+        if first == "baseOffset" or (first == "offset" and fields.has("size")):
+            self._start_batch(_batch_header(self.file, fields), out)
+        elif first == "offset" and fields.has("keySize"):
+            self._pre_2_2_deep_line(fields, out)
+        elif first == "offset" and set(fields.values) == {"offset", "position"}:
+            self._flush_batch(out)
+            out.append(IndexEntry(self.file, fields.integer("offset"), fields.integer("position")))
+        elif first == "timestamp" and fields.timestamp_type is None and fields.has("offset"):
+            self._flush_batch(out)
+            out.append(TimeIndexEntry(self.file, fields.integer("timestamp"), fields.integer("offset")))
+        elif first == "version":
+            self._flush_batch(out)
+            out.append(
+                TxnIndexEntry(
+                    self.file,
+                    fields.integer("version"),
+                    fields.integer("producerId"),
+                    fields.integer("firstOffset"),
+                    fields.integer("lastOffset"),
+                    fields.integer("lastStableOffset"),
+                )
+            )
+        elif first == "producerId":
+            self._flush_batch(out)
+            out.append(self._snapshot_entry(fields))
+        else:
+            raise _LineError("not a line kafka-dump-log.sh prints")
+
+    def _snapshot_entry(self, fields: _Fields) -> SnapshotEntry:
+        assert self.file is not None
+        has_batch = fields.has("lastSequence")
+        timestamp = (
+            fields.integer("lastTimestamp")
+            if fields.has("lastTimestamp")
+            else fields.integer("timestamp", NO_TIMESTAMP)
+        )
+        first_offset = _optional_long(fields.text("currentTxnFirstOffset"), "currentTxnFirstOffset")
+        return SnapshotEntry(
+            file=self.file,
+            snapshot_offset=self.snapshot_offset,
+            producer_id=fields.integer("producerId"),
+            producer_epoch=fields.integer("producerEpoch"),
+            last_sequence=fields.integer("lastSequence") if has_batch else NO_SEQUENCE,
+            last_offset=fields.integer("lastOffset") if has_batch else -1,
+            offset_delta=fields.integer("offsetDelta") if has_batch else 0,
+            timestamp=timestamp,
+            coordinator_epoch=fields.integer("coordinatorEpoch"),
+            current_txn_first_offset=-1 if first_offset is None else first_offset,
+        )
+
+    def _start_batch(self, header: BatchHeader, out: list[DumpLogItem]) -> None:
+        self._flush_batch(out)
+        self.batch = _Batch(header)
+        self.end_of_batches = header.position + header.size_bytes
+
+    def _pre_2_2_deep_line(self, fields: _Fields, out: list[DumpLogItem]) -> None:
+        """A ≤ 2.1 deep-iteration line: a record, carrying the fields of its batch."""
+        assert self.file is not None
+        position = fields.integer("position")
+        batch = self.batch
+        if batch is None or not batch.synthesized or batch.header.position != position:
+            if batch is not None and batch.synthesized and batch.header.size_bytes < 0:
+                batch.header.size_bytes = position - batch.header.position
+            self._flush_batch(out)
+            batch = self.batch = self._synthesized_batch(fields, position)
+            self.end_of_batches = position
+        if not fields.flag("isvalid", True):
+            batch.all_valid = False
+        self._add_record(batch, fields)
+
+    def _synthesized_batch(self, fields: _Fields, position: int) -> _Batch:
+        assert self.file is not None
+        magic = fields.integer("magic")
+        compression = _compression(fields)
+        timestamp_type = _timestamp_type(fields)
+        is_transactional = fields.flag("isTransactional", False)
+        header = BatchHeader(
+            file=self.file,
+            position=position,
+            base_offset=fields.integer("offset"),
+            last_offset=fields.integer("offset"),
+            count=1,
+            magic=magic,
+            crc=0,
+            crc_valid=True,
+            attributes=_attributes(compression, timestamp_type, magic, is_transactional=is_transactional),
+            compression=compression,
+            timestamp_type=timestamp_type,
+            is_transactional=is_transactional,
+            is_control=False,
+            partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+            base_timestamp=None,
+            max_timestamp=NO_TIMESTAMP,
+            producer_id=fields.integer("producerId", NO_PRODUCER_ID),
+            producer_epoch=fields.integer("producerEpoch", NO_PRODUCER_EPOCH),
+            base_sequence=NO_SEQUENCE,
+            last_sequence=NO_SEQUENCE,
+            size_bytes=-1,
+        )
+        return _Batch(header, synthesized=True)
+
+    def _add_record(self, batch: _Batch, fields: _Fields) -> None:
+        key_size, value_size = fields.integer("keySize"), fields.integer("valueSize")
+        key = value = None
+        complete = True
+        if fields.tail is not None:
+            key, value, complete = _split_key_payload(fields.tail, key_size, value_size)
+        record = Record(
+            file=batch.header.file,
+            batch_position=batch.header.position,
+            offset=fields.integer("offset"),
+            timestamp=fields.integer("timestamp"),
+            sequence=fields.integer("sequence") if batch.header.magic >= MAGIC_VALUE_V2 else NO_SEQUENCE,
+            key_size=key_size,
+            value_size=value_size,
+            header_keys=_header_keys(fields.get("headerKeys", "")),
+            key=_encode(key),
+            value=_encode(value),
+        )
+        control = _control(fields)
+        if control is not None:
+            batch.set_control(*control)
+        batch.add_record(record)
+        if fields.tail is not None:
+            self.pending = _PendingRecord(record, fields.tail, complete)
+
+    def _trailing_bytes(self, count: int, name: str, out: list[DumpLogItem]) -> None:
+        file = self.file if self.file is not None else name
+        self._flush_batch(out)
+        out.append(
+            DecodeError(
+                file,
+                self.end_of_batches,
+                CorruptionKind.TRUNCATED_TAIL,
+                f"{count} bytes at the end do not form a whole batch (dump-log text: invalid bytes)",
+                count,
+            )
+        )
+
+    def _flush_batch(self, out: list[DumpLogItem]) -> None:
+        self.pending = None
+        if self.batch is not None:
+            out.extend(self.batch.rows())
+            self.batch = None
+
+    def _end_file(self, out: list[DumpLogItem]) -> None:
+        self._flush_batch(out)
+        self.end_of_batches = 0
+
+
+def _control(fields: _Fields) -> tuple[str, int | None] | None:
+    """The control type (and coordinator epoch) a record line prints, if any."""
+    if fields.has("endTxnMarker"):
+        marker = fields.text("endTxnMarker")
+        if marker not in END_TXN_MARKER_TYPES:
+            raise _LineError(f"endTxnMarker: {marker!r} is neither COMMIT nor ABORT")
+        return marker, fields.integer("coordinatorEpoch")
+    if fields.has("controlType"):
+        match = _CONTROL_TYPE.match(fields.text("controlType"))
+        if match is None:
+            raise _LineError("controlType: is not NAME(id)")
+        name = match.group(1)
+        return (name if _CONTROL_TYPE_IDS.get(name) == int(match.group(2)) else CONTROL_TYPE_UNKNOWN), None
+    if fields.json_control is not None:
+        return fields.json_control, None
+    return None
+
+
+def fields_in_text(item: DumpLogItem) -> dict[str, Any]:
+    """The fields of a row (from text or from a binary decoder) that dump-log text carries."""
+    left_out = FIELDS_NOT_IN_TEXT.get(type(item), frozenset())
+    fields = {name: value for name, value in asdict(item).items() if name not in left_out}
+    return {"type": type(item).__name__, **fields}
+
+
+def parse_dump_log_text(lines: Iterable[str], *, source: str = DEFAULT_SOURCE) -> Iterator[DumpLogItem]:
+    """Rows of `kafka-dump-log.sh` output, in text order; `source` names the text in DecodeErrors."""
+    parser = _DumpLogTextParser(source)
+    for line in lines:
+        yield from parser.feed(line)
+    yield from parser.finish()
+
+
+def read_dump_log_text(path: str | Path) -> Iterator[DumpLogItem]:
+    """Stream a saved `kafka-dump-log.sh` output file line by line (bounded memory)."""
+    with open(path, "rb") as f:
+        # surrogateescape keeps non-UTF-8 payload bytes exact through decode and re-encode.
+        yield from parse_dump_log_text(
+            (raw.decode("utf-8", "surrogateescape") for raw in f), source=str(path)
+        )

@@ -1,0 +1,588 @@
+"""`kafka-dump-log.sh` text → rows: golden dumps of every format variant (formats §6.4), the rows
+the binary decoders give for the same segments, and text that is not what the tool prints.
+
+Set DUMP_LOG_TEXT_UPDATE_GOLDEN=1 to rewrite the `*.expected.json` files (then review the diff).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafka_log_decoder.constants import CONTROL_FLAG_MASK, MAGIC_VALUE_V2
+from kafka_log_decoder.dump import iter_file_items
+from kafka_log_decoder.dump_log_text import (
+    DumpLogItem,
+    fields_in_text,
+    parse_dump_log_text,
+    read_dump_log_text,
+)
+from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.rows import (
+    BatchHeader,
+    IndexEntry,
+    Record,
+    SnapshotEntry,
+    TimeIndexEntry,
+    TxnIndexEntry,
+)
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "dump_log_text"
+GOLDEN_TEXTS = sorted(GOLDEN.glob("*.txt"))
+UPDATE = os.environ.get("DUMP_LOG_TEXT_UPDATE_GOLDEN") == "1"
+
+# A real 4.3.1 batch line and record line (kafka-4.3.1-java-deep-iteration.txt), reused below.
+V2_BATCH = (
+    "baseOffset: 0 lastOffset: 2 count: 3 baseSequence: 0 lastSequence: 2 producerId: 1000 "
+    "producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false "
+    "deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1700000000002 size: 88 magic: 2 "
+    "compresscodec: none crc: 179343200 isvalid: true"
+)
+MARKER_BATCH = (
+    "baseOffset: 3 lastOffset: 3 count: 1 baseSequence: -1 lastSequence: -1 producerId: 1000 "
+    "producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: true "
+    "deleteHorizonMs: OptionalLong.empty position: 88 CreateTime: 1700000000100 size: 78 magic: 2 "
+    "compresscodec: none crc: 321896316 isvalid: true"
+)
+
+
+def record_line(offset: int, tail: str = "", key_size: int = -1, value_size: int = 2) -> str:
+    return (
+        f"| offset: {offset} CreateTime: 170000000000{offset} keySize: {key_size} valueSize: {value_size} "
+        f"sequence: {offset} headerKeys: []{tail}"
+    )
+
+
+def parse(*lines: str) -> list[Any]:
+    return list(parse_dump_log_text(lines, source="dump.txt"))
+
+
+def log_dump(*lines: str) -> list[Any]:
+    return parse("Dumping orders-3/00000000000000000000.log", "Log starting offset: 0", *lines)
+
+
+def of_type(items: list[Any], kind: type) -> list[Any]:
+    return [i for i in items if isinstance(i, kind)]
+
+
+def golden_lines(path: Path) -> Iterator[str]:
+    with path.open("rb") as f:
+        for raw in f:
+            yield raw.decode("utf-8", "surrogateescape")
+
+
+def to_json(item: DumpLogItem) -> dict[str, Any]:
+    out = {"type": type(item).__name__, **dataclasses.asdict(item)}
+    for name, value in out.items():
+        if isinstance(value, bytes):
+            out[name] = value.decode("utf-8", "surrogateescape")
+        elif isinstance(value, CorruptionKind):
+            out[name] = value.value
+    return out
+
+
+# ---------------------------------------------------------------- golden files, one per variant
+
+
+@pytest.mark.parametrize("text", GOLDEN_TEXTS, ids=lambda p: p.stem)
+def test_golden_dump_parses_to_its_expected_rows(text: Path) -> None:
+    rows = [to_json(i) for i in parse_dump_log_text(golden_lines(text), source=text.name)]
+    expected_path = text.with_suffix(".expected.json")
+    if UPDATE:
+        expected_path.write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
+    expected = json.loads(expected_path.read_text())
+    assert len(rows) == len(expected), f"{len(rows)} rows, expected {len(expected)}"
+    for n, (got, want) in enumerate(zip(rows, expected, strict=True)):
+        assert got == want, f"row {n}: differs in {sorted(k for k in want if got.get(k) != want[k])}"
+
+
+@pytest.mark.parametrize("text", [p for p in GOLDEN_TEXTS if p.name != "garbage-and-partial-lines.txt"])
+def test_tool_output_of_every_variant_parses_without_unreadable_lines(text: Path) -> None:
+    unreadable = [
+        i
+        for i in parse_dump_log_text(golden_lines(text))
+        if isinstance(i, DecodeError) and i.kind is CorruptionKind.UNREADABLE_BATCH
+    ]
+    assert unreadable == []
+
+
+def test_every_golden_has_its_expected_rows_file() -> None:
+    assert GOLDEN_TEXTS, GOLDEN
+    assert [p for p in GOLDEN_TEXTS if not p.with_suffix(".expected.json").is_file()] == []
+
+
+# ------------------------------------------- the same segments through the binary decoders
+#
+# Every variant below renders segments/orders-3 and segments/legacy-0. What a variant cannot
+# know is stated as a change to the binary rows; everything else must be equal.
+
+Rows = list[Any]
+
+
+def without_records(rows: Rows) -> Rows:
+    """Shallow dumps (and --skip-record-metadata) print no record metadata."""
+    return [r for r in rows if not isinstance(r, Record)]
+
+
+def without_control_types(rows: Rows) -> Rows:
+    """The control type is only printed on the control record's line."""
+    return [
+        dataclasses.replace(r, control_type=None, coordinator_epoch=None) if _is_batch(r) else r for r in rows
+    ]
+
+
+def legacy_first_offset_unknown(rows: Rows) -> Rows:
+    """A legacy entry line names its last offset only; the first and the count need its records."""
+    return [
+        dataclasses.replace(r, base_offset=r.last_offset, count=1)
+        if _is_batch(r) and r.magic < MAGIC_VALUE_V2
+        else r
+        for r in rows
+    ]
+
+
+def without_is_control(rows: Rows) -> Rows:
+    """Batch lines before 2.1 have no isControl."""
+    return [
+        dataclasses.replace(r, is_control=False, attributes=r.attributes & ~CONTROL_FLAG_MASK)
+        if _is_batch(r)
+        else r
+        for r in without_control_types(rows)
+    ]
+
+
+def pre_2_2_deep(rows: Rows) -> Rows:
+    """≤ 2.1 deep dumps have no batch lines: no CRC, leader epoch, or size of a file's last batch."""
+    out: Rows = []
+    last_batch: dict[str, BatchHeader] = {}
+    for r in rows:
+        if _is_batch(r):
+            r = dataclasses.replace(r, crc=0, partition_leader_epoch=-1)
+            last_batch[r.file] = r
+        elif isinstance(r, DecodeError) and r.kind is CorruptionKind.TRUNCATED_TAIL:
+            r = dataclasses.replace(r, position=last_batch[r.file].position)
+        out.append(r)
+    for header in last_batch.values():
+        out[out.index(header)] = dataclasses.replace(header, size_bytes=-1)
+    return out
+
+
+def snapshot_without_last_timestamp(rows: Rows) -> Rows:
+    """Before 3.1 a snapshot entry's timestamp is printed only with its batch part."""
+    return [
+        dataclasses.replace(r, timestamp=-1) if isinstance(r, SnapshotEntry) and r.last_offset < 0 else r
+        for r in rows
+    ]
+
+
+def _is_batch(row: Any) -> bool:
+    return isinstance(row, BatchHeader)
+
+
+SHALLOW = (without_records, without_control_types, legacy_first_offset_unknown)
+WHAT_EACH_VARIANT_CANNOT_KNOW: dict[str, tuple[Callable[[Rows], Rows], ...]] = {
+    "kafka-0.11-shallow": (*SHALLOW, without_is_control),
+    "kafka-2.0-shallow": (*SHALLOW, without_is_control),
+    "kafka-2.1-shallow": SHALLOW,
+    "kafka-2.1-deep-iteration-print-data-log": (pre_2_2_deep,),
+    "kafka-2.2-2.7-print-data-log": (snapshot_without_last_timestamp,),
+    "kafka-2.8-print-data-log": (),
+    "kafka-3.0-deep-iteration": (snapshot_without_last_timestamp,),
+    "kafka-3.3-3.4-print-data-log": (),
+    "kafka-3.5-3.9-print-data-log": (),
+    "kafka-3.5-3.9-skip-record-metadata": SHALLOW,
+    "kafka-4.3.1-java-deep-iteration": (),
+    "kafka-4.3.1-java-print-data-log": (),
+    "kafka-4.3.1-java-shallow": SHALLOW,
+    "kafka-4.3.1-java-skip-record-metadata": SHALLOW,
+}
+# Up to 2.7 the default decoder printed neither key nor payload of a record with a null value.
+KEY_HIDDEN_WITH_NULL_VALUE = {"kafka-2.1-deep-iteration-print-data-log", "kafka-2.2-2.7-print-data-log"}
+
+
+def comparable(rows: Rows, *, with_payloads: bool) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        fields = fields_in_text(r)
+        if with_payloads and isinstance(r, Record):
+            fields.update(key=r.key, value=r.value)
+        out.append(fields)
+    return out
+
+
+@pytest.mark.parametrize("variant", sorted(WHAT_EACH_VARIANT_CANNOT_KNOW))
+def test_variant_gives_the_binary_decoders_rows_less_what_it_does_not_print(
+    variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = GOLDEN / f"{variant}.txt"
+    monkeypatch.chdir(GOLDEN)  # the dumps name their files relative to this folder
+    dumped = [
+        line[len("Dumping ") :].rstrip("\n") for line in golden_lines(text) if line.startswith("Dumping ")
+    ]
+    binary: Rows = [item for file in dumped for item in iter_file_items(Path(file), records=True)]
+    for change in WHAT_EACH_VARIANT_CANNOT_KNOW[variant]:
+        binary = change(binary)
+    with_payloads = "print-data-log" in variant
+    if variant in KEY_HIDDEN_WITH_NULL_VALUE:
+        binary = [
+            dataclasses.replace(r, key=None) if isinstance(r, Record) and r.value is None else r
+            for r in binary
+        ]
+    parsed = list(read_dump_log_text(text.name))
+    assert comparable(parsed, with_payloads=with_payloads) == comparable(binary, with_payloads=with_payloads)
+
+
+def test_spec_6_3_example_batch_lines_are_what_kafka_4_3_1_printed() -> None:
+    """The §6.3 lines were built from format strings; the real tool printed the same bytes."""
+    spec = (GOLDEN / "spec-6.3-example-lines.txt").read_text().splitlines()[1:8]
+    real = (GOLDEN / "kafka-4.3.1-java-print-data-log.txt").read_text().splitlines()[1:8]
+    assert spec == real
+
+
+# ------------------------------------------------------------------------- behaviours
+
+
+def test_key_and_payload_are_cut_by_the_key_size_when_both_contain_the_markers() -> None:
+    (record,) = of_type(
+        log_dump(V2_BATCH, record_line(0, " key: k payload: 1 payload: v key: x", key_size=12, value_size=9)),
+        Record,
+    )
+    assert (record.key, record.value) == (b"k payload: 1", b"v key: x")
+
+
+def test_payload_cut_falls_back_to_the_value_size() -> None:
+    # Key bytes that were not UTF-8 print as U+FFFD, so the key size no longer matches.
+    (record,) = of_type(
+        log_dump(V2_BATCH, record_line(0, " key: \ufffd payload: a payload: b", key_size=1, value_size=12)),
+        Record,
+    )
+    assert (record.key, record.value) == ("\ufffd".encode(), b"a payload: b")
+
+
+def test_payload_with_a_newline_continues_on_the_next_lines() -> None:
+    items = log_dump(
+        V2_BATCH, record_line(0, " payload: line one", value_size=22), "", "line three", record_line(1)
+    )
+    records = of_type(items, Record)
+    assert [r.value for r in records] == [b"line one\n\nline three", None]
+    assert of_type(items, DecodeError) == []
+
+
+def test_a_tool_line_is_never_taken_as_payload_continuation() -> None:
+    items = log_dump(V2_BATCH, record_line(0, " payload: cut", value_size=50), record_line(1))
+    assert [r.offset for r in of_type(items, Record)] == [0, 1]
+
+
+def test_decoder_tombstone_payload_is_cut_from_the_key() -> None:
+    (record,) = of_type(
+        log_dump(
+            V2_BATCH, record_line(0, ' key: {"group":"g"} payload: <DELETE>', key_size=20, value_size=-1)
+        ),
+        Record,
+    )
+    assert (record.key, record.value) == (b'{"group":"g"}', b"<DELETE>")
+
+
+def test_header_keys_are_split_on_commas_and_may_hold_spaces_and_brackets() -> None:
+    line = record_line(0).replace("headerKeys: []", "headerKeys: [trace id,a]b,] payload: x") + "y"
+    (record,) = of_type(log_dump(V2_BATCH, line), Record)
+    assert record.header_keys == ["trace id", "a]b", ""]
+    assert record.value == b"xy"
+
+
+def test_record_lines_without_metadata_print_no_records() -> None:
+    items = log_dump(V2_BATCH, "| key: k payload: v", "| payload: v", " payload: v", "continued", "")
+    assert [type(i) for i in items] == [BatchHeader]
+
+
+def test_control_record_sets_the_batch_control_type_and_yields_no_record() -> None:
+    items = log_dump(MARKER_BATCH, record_line(3, " endTxnMarker: ABORT coordinatorEpoch: 7", 4, 6))
+    (header,) = items
+    assert (header.is_control, header.control_type, header.coordinator_epoch) == (True, "ABORT", 7)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "control_type"),
+    [
+        (' LeaderChange: {"version":0,"leaderId":1,"voters":[],"grantingVoters":[]}', "LEADER_CHANGE"),
+        (" controlType: LEADER_CHANGE(2)", "LEADER_CHANGE"),
+        (' SnapshotHeader {"version":0,"lastContainedLogTimestamp":0}', "SNAPSHOT_HEADER"),
+        (' SnapshotFooter {"version":0}', "SNAPSHOT_FOOTER"),
+        (' KRaftVersion {"version":0,"kRaftVersion":1}', "KRAFT_VERSION"),
+        (' KRaftVoters {"version":0,"voters":[]}', "KRAFT_VOTERS"),
+        (" controlType: UNKNOWN(-1)", "UNKNOWN"),
+        (" controlType: UNKNOWN(42)", "UNKNOWN"),
+    ],
+)
+def test_every_printed_control_record_form_names_its_control_type(suffix: str, control_type: str) -> None:
+    (header,) = log_dump(
+        MARKER_BATCH.replace("isTransactional: true", "isTransactional: false"), record_line(3, suffix, 4, 6)
+    )
+    assert (header.control_type, header.coordinator_epoch) == (control_type, None)
+
+
+def test_record_of_a_batch_before_2_1_reveals_a_control_batch() -> None:
+    batch = MARKER_BATCH.replace(" isControl: true", "").replace(" deleteHorizonMs: OptionalLong.empty", "")
+    (header,) = log_dump(batch, record_line(3, " endTxnMarker: COMMIT coordinatorEpoch: 0", 4, 6))
+    assert header.is_control and header.attributes & CONTROL_FLAG_MASK
+
+
+def test_legacy_entry_takes_its_first_offset_and_count_from_its_records() -> None:
+    items = log_dump(
+        "offset: 3 position: 67 CreateTime: 1500000000101 size: 97 magic: 1 compresscodec: gzip "
+        "crc: 1861557996 isvalid: true",
+        "| offset: 2 CreateTime: 1500000000100 keySize: -1 valueSize: 40 isValid: true crc: 4164576743}",
+        "| offset: 3 CreateTime: 1500000000101 keySize: -1 valueSize: 40 isValid: true crc: 2826105118}",
+    )
+    header = items[0]
+    assert (header.base_offset, header.last_offset, header.count, header.attributes) == (2, 3, 2, 1)
+    assert [r.sequence for r in of_type(items, Record)] == [-1, -1]
+
+
+def test_shallow_legacy_entry_has_its_last_offset_as_first_and_count_one() -> None:
+    (header,) = log_dump(
+        "offset: 3 position: 67 LogAppendTime: 1500000000101 size: 97 magic: 1 compresscodec: GZIP "
+        "crc: 1861557996 isvalid: true"
+    )
+    assert (header.base_offset, header.count, header.producer_id, header.partition_leader_epoch) == (
+        3,
+        1,
+        -1,
+        -1,
+    )
+    assert (header.timestamp_type, header.attributes, header.compression) == ("LogAppendTime", 0x09, "gzip")
+
+
+def test_pre_2_2_deep_lines_make_one_batch_per_position() -> None:
+    deep = (
+        "offset: {o} position: {p} CreateTime: 170000000000{o} isvalid: true keysize: -1 valuesize: 2 "
+        "magic: 2 compresscodec: NONE producerId: 7 producerEpoch: 1 sequence: {o} isTransactional: false "
+        "headerKeys: []"
+    )
+    items = parse(
+        "Dumping t-0/00000000000000000000.log",
+        "Starting offset: 0",
+        deep.format(o=0, p=0),
+        deep.format(o=1, p=0),
+        deep.format(o=2, p=80),
+        "Found 5 invalid bytes at the end of 00000000000000000000.log",
+    )
+    headers = of_type(items, BatchHeader)
+    assert [(h.position, h.base_offset, h.last_offset, h.count, h.size_bytes) for h in headers] == [
+        (0, 0, 1, 2, 80),
+        (80, 2, 2, 1, -1),
+    ]
+    assert [(h.base_sequence, h.last_sequence, h.max_timestamp, h.producer_id) for h in headers] == [
+        (0, 1, 1700000000001, 7),
+        (2, 2, 1700000000002, 7),
+    ]
+    assert [(r.offset, r.batch_position) for r in of_type(items, Record)] == [(0, 0), (1, 0), (2, 80)]
+    (tail,) = of_type(items, DecodeError)
+    assert (tail.kind, tail.position, tail.length) == (CorruptionKind.TRUNCATED_TAIL, 80, 5)
+
+
+def test_trailing_bytes_are_a_truncated_tail_at_the_end_of_the_last_batch() -> None:
+    items = log_dump(V2_BATCH, "Found 10 invalid bytes at the end of 00000000000000000000.log")
+    tail = items[-1]
+    assert (tail.file, tail.kind, tail.position, tail.length) == (
+        "orders-3/00000000000000000000.log",
+        CorruptionKind.TRUNCATED_TAIL,
+        88,
+        10,
+    )
+
+
+def test_trailing_bytes_of_a_log_without_batches_start_at_zero() -> None:
+    (tail,) = log_dump("Found 7 invalid bytes at the end of 00000000000000000000.log")
+    assert (tail.position, tail.length) == (0, 7)
+
+
+def test_invalid_batch_crc_is_followed_by_a_crc_mismatch() -> None:
+    header, error = log_dump(V2_BATCH.replace("isvalid: true", "isvalid: false"))
+    assert not header.crc_valid
+    assert (error.kind, error.position, error.length) == (CorruptionKind.CRC_MISMATCH, 0, 88)
+
+
+def test_delete_horizon_sets_its_attribute_bit_and_value() -> None:
+    (header,) = log_dump(V2_BATCH.replace("OptionalLong.empty", "OptionalLong[1700000099999]"))
+    assert (header.delete_horizon_ms, header.attributes) == (1700000099999, 0x40)
+
+
+@pytest.mark.parametrize(
+    ("printed", "codec"),
+    [("NONE", "none"), ("GZIP", "gzip"), ("snappy", "snappy"), ("LZ4", "lz4"), ("zstd", "zstd")],
+)
+def test_codec_names_are_read_in_either_case(printed: str, codec: str) -> None:
+    (header,) = log_dump(V2_BATCH.replace("compresscodec: none", f"compresscodec: {printed}"))
+    assert header.compression == codec
+
+
+def test_batch_lines_before_1_0_without_count_count_their_offsets() -> None:
+    (header,) = log_dump(V2_BATCH.replace(" count: 3", ""))
+    assert header.count == 3
+
+
+@pytest.mark.parametrize(
+    ("printed", "offset"),
+    [("OptionalLong.empty", -1), ("OptionalLong[5]", 5), ("None", -1), ("Some(5)", 5)],
+)
+def test_current_txn_first_offset_in_java_and_scala_forms(printed: str, offset: int) -> None:
+    (entry,) = parse(
+        "Dumping p-0/00000000000000000120.snapshot",
+        f"producerId: 9 producerEpoch: 1 coordinatorEpoch: 2 currentTxnFirstOffset: {printed} "
+        "lastTimestamp: 17 firstSequence: 0 lastSequence: 3 lastOffset: 118 offsetDelta: 3 timestamp: 17",
+    )
+    assert (entry.current_txn_first_offset, entry.snapshot_offset, entry.last_offset) == (offset, 120, 118)
+
+
+def test_snapshot_entry_without_a_batch_has_no_last_sequence_or_offset() -> None:
+    (entry,) = parse(
+        "Dumping p-0/00000000000000000120.snapshot",
+        "producerId: 9 producerEpoch: 1 coordinatorEpoch: 2 currentTxnFirstOffset: None lastTimestamp: 17 ",
+    )
+    assert (entry.last_sequence, entry.last_offset, entry.offset_delta, entry.timestamp) == (-1, -1, 0, 17)
+
+
+def test_snapshot_entry_before_3_1_takes_the_batch_timestamp() -> None:
+    (entry,) = parse(
+        "Dumping p-0/00000000000000000120.snapshot",
+        "producerId: 9 producerEpoch: 1 coordinatorEpoch: 2 currentTxnFirstOffset: None "
+        "firstSequence: 0 lastSequence: 3 lastOffset: 118 offsetDelta: 3 timestamp: 99",
+    )
+    assert entry.timestamp == 99
+
+
+def test_stray_brace_after_a_scala_legacy_crc_is_not_part_of_the_number() -> None:
+    items = log_dump(
+        "offset: 0 position: 0 NoTimestampType: -1 size: 29 magic: 0 compresscodec: none "
+        "crc: 1138507695 isvalid: true",
+        "| offset: 0 NoTimestampType: -1 keySize: -1 valueSize: 3 isValid: true "
+        "crc: 1138507695} payload: abc",
+    )
+    assert [type(i) for i in items] == [BatchHeader, Record]
+    assert items[1].value == b"abc"
+
+
+def test_tool_notes_and_captured_stderr_yield_nothing() -> None:
+    items = parse(
+        "SLF4J: Failed to load class",
+        "Dumping a/00000000000000000000.index",
+        "a/00000000000000000000.index is empty.",
+        "Dumping a/00000000000000000000.timeindex",
+        "a/00000000000000000000.timeindex passed sanity check.",
+        "Dumping a/bootstrap.checkpoint",
+        "KRaft bootstrap snapshot",
+        "Dumping a/00000000000000000010-0000000001.checkpoint",
+        "Snapshot end offset: 10, epoch: 1",
+        "Ignoring unknown file a/x.deleted",
+        "Mismatches in :/abs/a/00000000000000000000.index",
+        "  Index offset: 5, log offset: 4",
+        "Non-consecutive offsets in /abs/a/00000000000000000000.log",
+        "  -1 is followed by 2",
+        "Found timestamp mismatch in :/abs/a/00000000000000000000.timeindex",
+        "  Index timestamp: 5, log timestamp: 4",
+        "The following indexed offsets are not found in the log.",
+        "Indexed offset: 5, found log offset: -1",
+    )
+    assert items == []
+
+
+def test_unreadable_line_is_located_by_byte_offset_and_line_number_in_the_text() -> None:
+    items: list[Any] = list(
+        parse_dump_log_text(
+            ["Dumping a/00000000000000000000.log\n", "Log starting offset: 0\n", "n\u00e9 pas ça\n"],
+            source="d.txt",
+        )
+    )
+    (error,) = items
+    assert (error.file, error.kind, error.position, error.length) == (
+        "d.txt",
+        CorruptionKind.UNREADABLE_BATCH,
+        58,
+        12,
+    )
+    assert error.message.startswith("line 3: ")
+
+
+def test_lines_given_without_newlines_count_one_byte_for_each() -> None:
+    (error,) = parse("Dumping a/00000000000000000000.log", "garbage")
+    assert (error.position, error.length) == (35, 8)
+
+
+def test_index_lines_follow_their_dumping_line() -> None:
+    items = parse(
+        "Dumping a/00000000000000000000.index",
+        "offset: 5 position: 166",
+        "Dumping a/00000000000000000000.timeindex",
+        "timestamp: 1700000000201 offset: 5",
+        "Dumping a/00000000000000000000.txnindex",
+        "version: 0 producerId: 2001 firstOffset: 4 lastOffset: 6 lastStableOffset: 7",
+    )
+    assert [to_json(i) for i in items] == [
+        {"type": "IndexEntry", "file": "a/00000000000000000000.index", "offset": 5, "position": 166},
+        {
+            "type": "TimeIndexEntry",
+            "file": "a/00000000000000000000.timeindex",
+            "timestamp": 1700000000201,
+            "offset": 5,
+        },
+        {
+            "type": "TxnIndexEntry",
+            "file": "a/00000000000000000000.txnindex",
+            "version": 0,
+            "producer_id": 2001,
+            "first_offset": 4,
+            "last_offset": 6,
+            "last_stable_offset": 7,
+        },
+    ]
+
+
+def test_read_dump_log_text_streams_and_names_the_text_file_in_its_errors(tmp_path: Path) -> None:
+    path = tmp_path / "dump.txt"
+    path.write_bytes(b"Dumping a/00000000000000000000.log\r\nLog starting offset: 0\r\n\xff garbage\r\n")
+    items = read_dump_log_text(path)
+    assert iter(items) is items
+    rows: list[Any] = list(items)
+    (error,) = rows
+    assert (error.file, error.position) == (str(path), 60)
+
+
+# ------------------------------------------------------------------- never raises on any text
+
+ROW_TYPES = (BatchHeader, Record, SnapshotEntry, IndexEntry, TimeIndexEntry, TxnIndexEntry, DecodeError)
+_FRAGMENTS = [
+    line
+    for text in GOLDEN_TEXTS
+    for line in (GOLDEN / text.name).read_text("utf-8", "surrogateescape").splitlines()
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_FRAGMENTS),
+            st.sampled_from(_FRAGMENTS).flatmap(lambda s: st.integers(0, len(s)).map(lambda n: s[:n])),
+            st.text(max_size=80),
+            st.builds(
+                lambda a, b, c: a[: len(a) // 2] + c + b[len(b) // 2 :],
+                st.sampled_from(_FRAGMENTS),
+                st.sampled_from(_FRAGMENTS),
+                st.sampled_from([" ", ": ", "| ", "[", "]", "}", "-1", "payload: ", "key: ", "\n"]),
+            ),
+        ),
+        max_size=30,
+    )
+)
+def test_any_text_gives_rows_or_decode_errors_never_an_exception(lines: list[str]) -> None:
+    for item in parse_dump_log_text(lines):
+        assert isinstance(item, ROW_TYPES)
