@@ -92,7 +92,8 @@ def decode_legacy_entry(
         is_control=False,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
         base_timestamp=inner[0].timestamp,
-        max_timestamp=max(m.timestamp for m in inner),
+        # AbstractLegacyRecordBatch.maxTimestamp() is the wrapper's own timestamp.
+        max_timestamp=wrapper.timestamp,
         producer_id=NO_PRODUCER_ID,
         producer_epoch=NO_PRODUCER_EPOCH,
         base_sequence=NO_SEQUENCE,

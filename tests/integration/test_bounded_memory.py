@@ -15,15 +15,16 @@ GIB = 1 << 30
 PEAK_LIMIT_MIB = 100
 
 CHILD = r"""
-import json, resource, sys
+import json, sys
 from kafka_log_decoder.segment import BatchRun, iter_segment_runs
 batches = records = 0
 for run in iter_segment_runs(sys.argv[1], records=sys.argv[2] == "records"):
     if isinstance(run, BatchRun):
         batches += run.n
         records += sum(len(r.columns["offset"]) for r in run.records)
-print(json.dumps({"batches": batches, "records": records,
-                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM is this process's own peak; ru_maxrss would carry the parent's over through fork/exec.
+peak_kib = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"batches": batches, "records": records, "peak_mib": peak_kib / 1024}))
 """
 
 
