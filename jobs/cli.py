@@ -30,7 +30,44 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument(
         "--summary", action="store_true", help="one summary object per file instead of one object per item"
     )
+    ingest = sub.add_parser(
+        "ingest",
+        help="decode the inputs with Spark into the bronze Delta tables (files, batches, quarantine, ...)",
+    )
+    ingest.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        metavar="[LABEL=]PATH",
+        help="a partition directory, log directory, directory of log directories or kafka-dump-log.sh text "
+        "(repeatable; LABEL names the dump)",
+    )
+    ingest.add_argument("--output", required=True, metavar="DIR", help="where the Delta tables are written")
+    ingest.add_argument("--records", action="store_true", help="record-level mode: decode every record")
+    ingest.add_argument(
+        "--acks",
+        action="append",
+        metavar="[LABEL=]PATH",
+        help="producer acknowledgement ledger (JSON lines, CSV or Parquet with topic, partition, offset)",
+    )
+    ingest.add_argument(
+        "--split-bytes",
+        type=_size,
+        default=None,
+        metavar="N",
+        help="cut segments larger than N bytes (K/M/G suffixes) into tasks at .index boundaries "
+        "(default 128M)",
+    )
     return parser
+
+
+def _size(text: str) -> int:
+    from jobs.ingest import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}") from exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,6 +83,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except BrokenPipeError:
             return 0
+    if args.command == "ingest":
+        from jobs.ingest import DEFAULT_SPLIT_BYTES, UsageError, run_cli
+
+        if args.split_bytes is None:
+            args.split_bytes = DEFAULT_SPLIT_BYTES
+        try:
+            return run_cli(args)
+        except UsageError as exc:
+            print(f"replay-audit: {exc}", file=sys.stderr)
+            return 2
     raise AssertionError(f"unhandled command {args.command}")
 
 

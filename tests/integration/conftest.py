@@ -14,6 +14,7 @@ import pytest
 
 from kafka_harness.jars import HarnessError
 from kafka_harness.scenarios import Manifest, record_scenarios
+from tests.integration.spark_fixtures import spark  # noqa: F401  (the session-scoped Spark fixture)
 
 
 class BrokerDump(NamedTuple):

@@ -1,0 +1,846 @@
+"""What an executor does with one work unit: read its bytes, decode them, return Arrow batches.
+
+No Spark here (the functions run inside `mapInArrow` and are unit-testable without a JVM): a
+`WorkUnit` names a file (or a byte range of a `.log`), and `decode_unit` turns it into record batches
+of one bronze table, whose Arrow schema the driver derives from `schemas/`.
+
+v2 batch headers go to Arrow without a Python object per batch: the walker's typed columns are
+wrapped zero-copy (`pa.py_buffer` over the memoryviews) and the derived columns (codec name,
+control type, ...) are computed with numpy over whole columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from kafka_log_decoder import native
+from kafka_log_decoder.constants import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    COMPRESSION_NAMES,
+    CONTROL_TYPE_NAMES,
+    CONTROL_TYPE_UNKNOWN,
+    DELETE_HORIZON_FLAG_MASK,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    MAX_SANE_BATCH_LENGTH,
+    MIN_BATCH_LENGTH,
+    OFFSET_INDEX_ENTRY_SIZE,
+    PRODUCER_SNAPSHOT_ENTRY_SIZE,
+    PRODUCER_SNAPSHOT_HEADER_SIZE,
+    RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TIMESTAMP_TYPE_NAMES,
+    TRANSACTIONAL_FLAG_MASK,
+    TXN_INDEX_ENTRY_SIZE,
+)
+from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.rows import (
+    BatchHeader,
+    CheckpointEntry,
+    LeaderEpochEntry,
+    Record,
+    SnapshotEntry,
+    TxnIndexEntry,
+)
+from kafka_log_decoder.segment import BatchRun, RecordRun, crc_mismatch, iter_segment_runs
+
+# Unit kinds (files of `schemas.tables.FILES.kind` that carry rows).
+LOG = "log"
+DUMP_LOG_TEXT = "dump-log-text"
+SNAPSHOT = "snapshot"
+TXNINDEX = "txnindex"
+OFFSET_CHECKPOINT = "offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+ACKS_LEDGER = "acks"
+
+# The tables each unit kind feeds, besides `quarantine` (which every kind feeds).
+TABLES_OF_KIND: dict[str, frozenset[str]] = {
+    LOG: frozenset({"batches", "records"}),
+    DUMP_LOG_TEXT: frozenset({"batches", "records", "producer_snapshots"}),
+    SNAPSHOT: frozenset({"producer_snapshots"}),
+    TXNINDEX: frozenset({"txn_index"}),
+    OFFSET_CHECKPOINT: frozenset({"partition_state"}),
+    LEADER_EPOCH_CHECKPOINT: frozenset({"partition_state"}),
+    PARTITION_METADATA: frozenset({"partition_state"}),
+    ACKS_LEDGER: frozenset({"acks"}),
+}
+
+# `partition_state.state` of each offset checkpoint file (replication-offset = the high watermark).
+CHECKPOINT_STATES = {
+    "log-start-offset-checkpoint": "log_start_offset",
+    "recovery-point-offset-checkpoint": "recovery_point",
+    "replication-offset-checkpoint": "high_watermark",
+    "cleaner-offset-checkpoint": "cleaner_offset",
+}
+
+# Output batches are cut at this many rows: bounded worker memory, reasonable Arrow batch sizes.
+MAX_ROWS_PER_BATCH = 1 << 17
+
+
+@dataclass(frozen=True, slots=True)
+class IndexBoundary:
+    """An `.index` entry used as a split point: the batch at `position` should hold `offset`."""
+
+    index_file: str
+    entry_position: int
+    offset: int
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkUnit:
+    """One file, or the byte range `[start, end)` of a `.log`, of one dump and replica.
+
+    A range after the first starts at `boundary`; `fallbacks` are the earlier split points (nearest
+    first, the file start last) to decode from when an index entry turns out to be stale.
+    """
+
+    kind: str
+    dump_id: str
+    replica: str | None
+    topic: str | None
+    partition: int | None
+    file: str
+    size: int
+    start: int = 0
+    end: int | None = None
+    boundary: IndexBoundary | None = None
+    fallbacks: tuple[int, ...] = ()
+
+    @property
+    def cost(self) -> int:
+        """Bytes this unit reads (for packing units into tasks)."""
+        end = self.size if self.end is None else self.end
+        return max(end - self.start, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+
+
+def decode_unit(unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool) -> Iterator[pa.RecordBatch]:
+    """Record batches of `table` (a `schemas.tables` name) from one unit; never raises on bad bytes."""
+    ctx = _Provenance(unit)
+    if unit.kind == LOG:
+        yield from _log_unit(unit, ctx, table, schema, records)
+    elif unit.kind == DUMP_LOG_TEXT:
+        yield from _rows_to_batches(_dump_log_text_rows(unit, table, records), schema)
+    elif unit.kind == ACKS_LEDGER:
+        yield from _rows_to_batches(_acks_rows(unit, table), schema)
+    else:
+        yield from _rows_to_batches(_small_file_rows(unit, table), schema)
+
+
+def decode_unit_safely(
+    unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool
+) -> Iterator[pa.RecordBatch]:
+    """`decode_unit`, where a decoder bug ends the unit instead of the job; the quarantine pass records it.
+
+    Decoders only ever report bad bytes as DecodeErrors; anything else escaping is our bug, and one
+    unreadable file must not lose the other files' rows.
+    """
+    try:
+        yield from decode_unit(unit, table, schema, records=records)
+    except Exception as exc:
+        if table == "quarantine":
+            error = DecodeError(
+                unit.file,
+                unit.start,
+                CorruptionKind.UNREADABLE_FILE,
+                f"decoder failed: {type(exc).__name__}: {exc}",
+                None,
+            )
+            yield _rows_to_batch([_error_row(_Provenance(unit), error)], schema)
+
+
+@dataclass(slots=True)
+class _Provenance:
+    unit: WorkUnit
+
+    def columns(self, n: int, file: str | None = None) -> list[pa.Array]:
+        u = self.unit
+        return [
+            pa.repeat(pa.scalar(u.dump_id, pa.string()), n),
+            pa.repeat(pa.scalar(u.replica, pa.string()), n),
+            pa.repeat(pa.scalar(u.topic, pa.string()), n),
+            pa.repeat(pa.scalar(u.partition, pa.int32()), n),
+            pa.repeat(pa.scalar(file or u.file, pa.string()), n),
+        ]
+
+    def row(self, file: str | None = None, **values: Any) -> dict[str, Any]:
+        u = self.unit
+        return {
+            "dump_id": u.dump_id,
+            "replica": u.replica,
+            "topic": u.topic,
+            "partition": u.partition,
+            "file": file or u.file,
+            **values,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# .log segments
+
+
+def _log_unit(
+    unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, records: bool
+) -> Iterator[pa.RecordBatch]:
+    start, index_error = resolve_start(unit)
+    if table == "quarantine" and index_error is not None:
+        yield _rows_to_batch([_error_row(ctx, index_error)], schema)
+    # Headers alone for `batches`: the walker never touches record bytes then.
+    decode_records = table == "records" or (table == "quarantine" and records)
+    for run in segment_runs(unit, start, records=decode_records):
+        if isinstance(run, BatchRun):
+            if table == "batches":
+                batch = batch_run_to_arrow(run, ctx, schema, unit.start, unit.end)
+                if batch.num_rows:
+                    yield batch
+            elif table == "records":
+                for record_batch in record_runs_to_arrow(run, ctx, schema, unit.start, unit.end):
+                    if record_batch.num_rows:
+                        yield record_batch
+            elif table == "quarantine":
+                rows = [_error_row(ctx, e) for e in batch_run_errors(run) if _in_range(e.position, unit)]
+                if rows:
+                    yield _rows_to_batch(rows, schema)
+        else:
+            rows = [r for r in _item_rows(run, ctx, table) if _in_range(_row_position(r), unit)]
+            yield from _rows_to_batches(rows, schema)
+
+
+def segment_runs(unit: WorkUnit, start: int, *, records: bool) -> Iterator[BatchRun | list[Any]]:
+    """The decoder's stream over the unit's range, exactly as a decode of the whole file would see it.
+
+    Decoding stops at the first batch starting at or after `unit.end`. When a corrupt region runs
+    past `unit.end`, the decoder (bounded by `end`) cannot see the next valid batch; that region is
+    decoded again without the bound so its error is the one the whole-file decode reports.
+    """
+    end = unit.end
+    for run in iter_segment_runs(unit.file, records=records, start_position=start, end_position=end):
+        if end is not None and isinstance(run, list) and run and _runs_past_end(run[-1], end, unit.size):
+            *head, last = run
+            if head:
+                yield head
+            assert isinstance(last, DecodeError)
+            for again in iter_segment_runs(unit.file, records=records, start_position=last.position):
+                if isinstance(again, list):
+                    yield [item for item in again if _item_position(item) < end]
+                    break
+                # A valid batch follows the region: the region ended before it.
+                break
+            return
+        yield run
+
+
+def _runs_past_end(item: Any, end: int, size: int) -> bool:
+    return (
+        isinstance(item, DecodeError)
+        and item.kind == CorruptionKind.UNREADABLE_BATCH
+        and item.length is not None
+        and item.position < end < item.position + item.length
+        and item.position + item.length == size
+    )
+
+
+def resolve_start(unit: WorkUnit) -> tuple[int, DecodeError | None]:
+    """Where to start decoding the unit: its boundary if a batch holding the entry's offset starts there,
+    else the nearest earlier split point that checks out (an index can be stale), with an
+    INDEX_MISMATCH for the bad entry."""
+    b = unit.boundary
+    if b is None or batch_holds_offset(unit.file, b.position, b.offset):
+        return unit.start, None
+    error = DecodeError(
+        b.index_file,
+        b.entry_position,
+        CorruptionKind.INDEX_MISMATCH,
+        f"index entry (offset {b.offset}, position {b.position}) does not point at a batch holding "
+        f"offset {b.offset} in {unit.file}",
+        OFFSET_INDEX_ENTRY_SIZE,
+    )
+    for position in unit.fallbacks:
+        if position == 0 or batch_starts_at(unit.file, position):
+            return position, error
+    return 0, error
+
+
+_HEAD = struct.Struct(">qiib")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+
+
+def batch_holds_offset(path: str, position: int, offset: int) -> bool:
+    """A whole v2 batch with a valid CRC starts at `position` and its offsets include `offset`."""
+    batch = _read_batch(path, position)
+    if batch is None:
+        return False
+    base_offset = _HEAD.unpack_from(batch)[0]
+    last_offset = base_offset + _LAST_OFFSET_DELTA.unpack_from(batch, 23)[0]
+    return base_offset <= offset <= last_offset
+
+
+def batch_starts_at(path: str, position: int) -> bool:
+    return _read_batch(path, position) is not None
+
+
+def _read_batch(path: str, position: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, RECORDS_OFFSET, position)
+        if len(head) < RECORDS_OFFSET:
+            return None
+        base_offset, length, _, magic = _HEAD.unpack_from(head)
+        if (
+            magic != MAGIC_VALUE_V2
+            or base_offset < 0
+            or not MIN_BATCH_LENGTH <= length <= MAX_SANE_BATCH_LENGTH
+        ):
+            return None
+        batch = os.pread(fd, LOG_OVERHEAD + length, position)
+    finally:
+        os.close(fd)
+    if len(batch) < LOG_OVERHEAD + length:
+        return None
+    stored = struct.unpack_from(">I", batch, MAGIC_OFFSET + 1)[0]
+    return batch if native.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) == stored else None
+
+
+def _in_range(position: int, unit: WorkUnit) -> bool:
+    return position >= unit.start and (unit.end is None or position < unit.end)
+
+
+def _item_position(item: Any) -> int:
+    if isinstance(item, Record):
+        return item.batch_position
+    return int(item.position)
+
+
+def _row_position(row: dict[str, Any]) -> int:
+    return int(row["batch_position"] if "batch_position" in row else row["position"])
+
+
+# ---------------------------------------------------------------------------------------------
+# BatchRun columns -> Arrow
+
+_COMPRESSION = pa.array([COMPRESSION_NAMES.get(c, f"unknown({c})") for c in range(8)], pa.string())
+_TIMESTAMP_TYPE = pa.array([TIMESTAMP_TYPE_NAMES[0], TIMESTAMP_TYPE_NAMES[1]], pa.string())
+_MAX_CONTROL = max(CONTROL_TYPE_NAMES)
+_CONTROL_TYPE = pa.array(
+    [CONTROL_TYPE_NAMES[c] for c in range(_MAX_CONTROL + 1)] + [CONTROL_TYPE_UNKNOWN], pa.string()
+)
+_END_TXN_CONTROL = (0, 1)  # ABORT, COMMIT (ControlRecordType)
+
+
+def _column(run: BatchRun, name: str, dtype: pa.DataType) -> pa.Array:
+    return pa.Array.from_buffers(dtype, run.n, [None, pa.py_buffer(run.batches[name])])
+
+
+def _np(run: BatchRun, name: str) -> np.ndarray:
+    return np.frombuffer(run.batches[name], dtype=run.batches[name].format, count=run.n)
+
+
+def batch_run_to_arrow(
+    run: BatchRun, ctx: _Provenance, schema: pa.Schema, start: int = 0, end: int | None = None
+) -> pa.RecordBatch:
+    """The `batches` rows of a run, equal to `run.header(i)` for every i, without a Python object per row."""
+    n = run.n
+    position = _np(run, "position") + run.file_offset
+    attributes = _np(run, "attributes")
+    control = _np(run, "control_type").astype(np.int32)
+    base_timestamp = _column(run, "base_timestamp", pa.int64())
+    is_control = control != native.NOT_CONTROL
+    control_index = np.where((control >= 0) & (control <= _MAX_CONTROL), control, _MAX_CONTROL + 1)
+    is_end_txn = np.isin(control, _END_TXN_CONTROL)
+    columns = [
+        *ctx.columns(n, run.file),
+        pa.array(position, pa.int64()),
+        _column(run, "base_offset", pa.int64()),
+        _column(run, "last_offset", pa.int64()),
+        _column(run, "count", pa.int32()),
+        _column(run, "magic", pa.int8()),
+        _column(run, "crc", pa.uint32()).cast(pa.int64()),
+        pa.array(_np(run, "crc_valid") != 0),
+        _column(run, "attributes", pa.int16()),
+        _COMPRESSION.take(pa.array(attributes & COMPRESSION_CODEC_MASK)),
+        _TIMESTAMP_TYPE.take(pa.array((attributes & TIMESTAMP_TYPE_MASK) >> 3)),
+        pa.array((attributes & TRANSACTIONAL_FLAG_MASK) != 0),
+        pa.array(is_control),
+        _column(run, "partition_leader_epoch", pa.int32()),
+        base_timestamp,
+        _column(run, "max_timestamp", pa.int64()),
+        _column(run, "producer_id", pa.int64()),
+        _column(run, "producer_epoch", pa.int16()),
+        _column(run, "base_sequence", pa.int32()),
+        _column(run, "last_sequence", pa.int32()),
+        _column(run, "size_bytes", pa.int32()),
+        pa.array(_np(run, "base_timestamp"), pa.int64(), mask=(attributes & DELETE_HORIZON_FLAG_MASK) == 0),
+        _CONTROL_TYPE.take(pa.array(control_index, mask=~is_control)),
+        pa.array(_np(run, "coordinator_epoch"), pa.int32(), mask=~is_end_txn),
+    ]
+    batch = pa.RecordBatch.from_arrays(columns, schema=schema)
+    if start > 0 or end is not None:
+        keep = (position >= start) & (position < (end if end is not None else np.iinfo(np.int64).max))
+        if not keep.all():
+            batch = batch.filter(pa.array(keep))
+    return batch
+
+
+def batch_run_errors(run: BatchRun) -> Iterator[DecodeError]:
+    """The decode errors of a run: CRC mismatches and the per-batch errors, as `run.items` yields them."""
+    crc_valid = _np(run, "crc_valid")
+    bad_crc = set(np.flatnonzero(crc_valid == 0).tolist())
+    for i in sorted(bad_crc | set(run.errors)):
+        if i in bad_crc:
+            start = run.batches["position"][i]
+            size = run.batches["size_bytes"][i]
+            computed = native.crc32c(memoryview(run.buffer)[start + ATTRIBUTES_OFFSET : start + size])
+            yield crc_mismatch(run.file, run.file_position(i), size, run.batches["crc"][i], computed)
+        yield from run.errors.get(i, ())
+
+
+def record_runs_to_arrow(
+    run: BatchRun, ctx: _Provenance, schema: pa.Schema, start: int = 0, end: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The `records` rows of a run (record mode): keys, values and headers gathered with numpy."""
+    batch_positions = _np(run, "position") + run.file_offset
+    for record_run in run.records:
+        batch = _record_run_to_arrow(record_run, batch_positions, run.file, ctx, schema)
+        if start > 0 or end is not None:
+            pos = batch.column("batch_position").to_numpy()
+            keep = (pos >= start) & (pos < (end if end is not None else np.iinfo(np.int64).max))
+            if not keep.all():
+                batch = batch.filter(pa.array(keep))
+        yield batch
+
+
+def _rc(run: RecordRun, name: str) -> np.ndarray:
+    view = run.columns[name]
+    return np.frombuffer(view, dtype=view.format)
+
+
+def _record_run_to_arrow(
+    run: RecordRun, batch_positions: np.ndarray, file: str, ctx: _Provenance, schema: pa.Schema
+) -> pa.RecordBatch:
+    n = len(run.columns["offset"])
+    source = np.frombuffer(run.source, dtype=np.uint8)
+    if run.batch_index is None:
+        batch_position = batch_positions[_rc(run, "batch_index")]
+    else:
+        batch_position = np.full(n, batch_positions[run.batch_index], dtype=np.int64)
+    key_len = _rc(run, "key_len")
+    value_len = _rc(run, "value_len")
+    headers_count = _rc(run, "headers_count")
+    list_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(headers_count, out=list_offsets[1:])
+    header_keys = _gather(
+        source, _rc(run, "hdr_key_pos"), _rc(run, "hdr_key_len"), pa.string(), nullable=False
+    )
+    header_values = _gather(source, _rc(run, "hdr_value_pos"), _rc(run, "hdr_value_len"), pa.binary())
+    columns = [
+        *ctx.columns(n, file),
+        pa.array(batch_position, pa.int64()),
+        pa.array(_rc(run, "offset"), pa.int64()),
+        pa.array(_rc(run, "timestamp"), pa.int64()),
+        pa.array(_rc(run, "sequence"), pa.int32()),
+        pa.array(key_len, pa.int32()),
+        pa.array(value_len, pa.int32()),
+        _gather(source, _rc(run, "key_pos"), key_len, pa.binary()),
+        _gather(source, _rc(run, "value_pos"), value_len, pa.binary()),
+        pa.ListArray.from_arrays(pa.array(list_offsets), header_keys),
+        pa.ListArray.from_arrays(pa.array(list_offsets), header_values),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _gather(
+    source: np.ndarray,
+    positions: np.ndarray,
+    lengths: np.ndarray,
+    dtype: pa.DataType,
+    *,
+    nullable: bool = True,
+) -> pa.Array:
+    """A binary/string array of `source[positions[i] : positions[i] + lengths[i]]`; length -1 is null."""
+    n = len(lengths)
+    sizes = np.maximum(lengths, 0).astype(np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    if total:
+        index = np.repeat(positions.astype(np.int64) - offsets[:-1], sizes) + np.arange(total, dtype=np.int64)
+        data = source[index]
+    else:
+        data = np.zeros(0, dtype=np.uint8)
+    validity = None
+    if nullable and (lengths < 0).any():
+        validity = pa.array(lengths >= 0).buffers()[1]
+    array = pa.Array.from_buffers(pa.large_binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    if dtype == pa.string():
+        try:
+            return array.cast(pa.string())
+        except pa.ArrowInvalid:
+            # Header keys are UTF-8 in Kafka; replace what is not, as the decoder's Record does.
+            return pa.array([v.decode("utf-8", errors="replace") for v in array.to_pylist()], pa.string())
+    return array.cast(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Python rows (legacy entries, errors, text dumps, small files) -> Arrow
+
+
+def _rows_to_batches(rows: Iterable[dict[str, Any]], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= MAX_ROWS_PER_BATCH:
+            yield _rows_to_batch(chunk, schema)
+            chunk = []
+    if chunk:
+        yield _rows_to_batch(chunk, schema)
+
+
+def _rows_to_batch(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(list(rows), schema=schema)
+
+
+def _item_rows(items: Iterable[Any], ctx: _Provenance, table: str) -> Iterator[dict[str, Any]]:
+    """Rows of `table` from decoder items (BatchHeader, Record, SnapshotEntry, DecodeError)."""
+    snapshot_entries: dict[str, int] = {}
+    for item in items:
+        if table == "batches" and isinstance(item, BatchHeader):
+            yield _batch_row(ctx, item)
+        elif table == "records" and isinstance(item, Record):
+            yield _record_row(ctx, item)
+        elif table == "quarantine" and isinstance(item, DecodeError):
+            yield _error_row(ctx, item)
+        elif table == "producer_snapshots" and isinstance(item, SnapshotEntry):
+            number = snapshot_entries.get(item.file, 0)
+            snapshot_entries[item.file] = number + 1
+            yield _snapshot_row(ctx, item, number)
+
+
+def _batch_row(ctx: _Provenance, h: BatchHeader) -> dict[str, Any]:
+    row = h.to_dict()
+    return ctx.row(file=row.pop("file"), **row)
+
+
+def _record_row(ctx: _Provenance, r: Record) -> dict[str, Any]:
+    return ctx.row(
+        file=r.file,
+        batch_position=r.batch_position,
+        offset=r.offset,
+        timestamp=r.timestamp,
+        sequence=r.sequence,
+        key_size=r.key_size,
+        value_size=r.value_size,
+        key=r.key,
+        value=r.value,
+        header_keys=list(r.header_keys),
+        header_values=None if r.header_values is None else list(r.header_values),
+    )
+
+
+def _error_row(ctx: _Provenance, e: DecodeError) -> dict[str, Any]:
+    return ctx.row(file=e.file, position=e.position, length=e.length, kind=e.kind.value, message=e.message)
+
+
+def _snapshot_row(ctx: _Provenance, s: SnapshotEntry, number: int) -> dict[str, Any]:
+    return ctx.row(
+        file=s.file,
+        position=PRODUCER_SNAPSHOT_HEADER_SIZE + number * PRODUCER_SNAPSHOT_ENTRY_SIZE,
+        snapshot_offset=s.snapshot_offset,
+        producer_id=s.producer_id,
+        producer_epoch=s.producer_epoch,
+        last_sequence=s.last_sequence,
+        last_offset=s.last_offset,
+        offset_delta=s.offset_delta,
+        timestamp=s.timestamp,
+        coordinator_epoch=s.coordinator_epoch,
+        current_txn_first_offset=s.current_txn_first_offset,
+    )
+
+
+def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[dict[str, Any]]:
+    """Rows of a `kafka-dump-log.sh` text: each item belongs to the partition of the file it dumps."""
+    from kafka_log_decoder.discovery import parse_partition_dir_name
+    from kafka_log_decoder.dump_log_text import read_dump_log_text
+
+    if table == "records" and not records:
+        return
+    contexts: dict[str, _Provenance] = {}
+
+    def context_of(file: str) -> _Provenance:
+        if file not in contexts:
+            parsed = parse_partition_dir_name(os.path.basename(os.path.dirname(os.path.normpath(file))))
+            topic, partition = parsed if parsed is not None else (None, None)
+            contexts[file] = _Provenance(
+                WorkUnit(unit.kind, unit.dump_id, unit.replica, topic, partition, file, unit.size)
+            )
+        return contexts[file]
+
+    text_ctx = _Provenance(unit)
+    snapshot_entries: dict[str, int] = {}
+    for item in read_dump_log_text(unit.file):
+        if isinstance(item, DecodeError):
+            if table == "quarantine":
+                # Errors inside the text are located in the text; the rest in the dumped file.
+                ctx = text_ctx if item.file == unit.file else context_of(item.file)
+                yield _error_row(ctx, item)
+        elif isinstance(item, BatchHeader):
+            if table == "batches":
+                yield _batch_row(context_of(item.file), item)
+        elif isinstance(item, Record):
+            if table == "records":
+                yield _record_row(context_of(item.file), item)
+        elif isinstance(item, SnapshotEntry) and table == "producer_snapshots":
+            number = snapshot_entries.get(item.file, 0)
+            snapshot_entries[item.file] = number + 1
+            yield _snapshot_row(context_of(item.file), item, number)
+
+
+# ---------------------------------------------------------------------------------------------
+# Snapshots, txn indexes, checkpoints
+
+
+def _small_file_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
+    ctx = _Provenance(unit)
+    rows, errors = _decode_small_file(unit, ctx)
+    if table == "quarantine":
+        for error in errors:
+            yield _error_row(ctx, error)
+    elif table in TABLES_OF_KIND[unit.kind]:
+        yield from rows
+
+
+def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str, Any]], list[DecodeError]]:
+    from kafka_log_decoder import checkpoints, index_files, producer_snapshot
+
+    try:
+        with open(unit.file, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        # Gone or unreadable since discovery listed it: corrupt evidence, not a failed job.
+        return [], [DecodeError(unit.file, 0, CorruptionKind.UNREADABLE_FILE, f"cannot read: {exc.strerror}")]
+    if unit.kind == SNAPSHOT:
+        entries, errors = producer_snapshot.decode_producer_snapshot(data, unit.file)
+        return [_snapshot_row(ctx, e, i) for i, e in enumerate(entries)], errors
+    if unit.kind == TXNINDEX:
+        txn_entries, errors = index_files.decode_txn_index(data, unit.file)
+        return _txn_rows(ctx, txn_entries, errors), errors
+    if unit.kind == OFFSET_CHECKPOINT:
+        offset_entries, errors = checkpoints.decode_offset_checkpoint(data, unit.file)
+        positions = _entry_line_positions(data, errors)
+        return [_checkpoint_row(ctx, e, p) for e, p in zip(offset_entries, positions, strict=False)], errors
+    if unit.kind == LEADER_EPOCH_CHECKPOINT:
+        epoch_entries, errors = checkpoints.decode_leader_epoch_checkpoint(data, unit.file)
+        positions = _entry_line_positions(data, errors)
+        return [_leader_epoch_row(ctx, e, p) for e, p in zip(epoch_entries, positions, strict=False)], errors
+    if unit.kind == PARTITION_METADATA:
+        metadata, errors = checkpoints.decode_partition_metadata(data, unit.file)
+        if metadata is None:
+            return [], errors
+        match = re.search(rb"(?m)^[ \t]*topic_id", data)
+        row = ctx.row(
+            position=match.start() if match else 0,
+            state="topic_id",
+            offset=None,
+            leader_epoch=None,
+            topic_id=metadata.topic_id,
+        )
+        return [row], errors
+    raise ValueError(f"unknown unit kind {unit.kind}")
+
+
+def _txn_rows(
+    ctx: _Provenance, entries: list[TxnIndexEntry], errors: list[DecodeError]
+) -> list[dict[str, Any]]:
+    # Entries are fixed-size; an entry of an unknown version is an error in its slot.
+    bad_slots = {e.position for e in errors if e.length == TXN_INDEX_ENTRY_SIZE}
+    rows = []
+    position = 0
+    for entry in entries:
+        while position in bad_slots:
+            position += TXN_INDEX_ENTRY_SIZE
+        rows.append(
+            ctx.row(
+                position=position,
+                version=entry.version,
+                producer_id=entry.producer_id,
+                first_offset=entry.first_offset,
+                last_offset=entry.last_offset,
+                last_stable_offset=entry.last_stable_offset,
+            )
+        )
+        position += TXN_INDEX_ENTRY_SIZE
+    return rows
+
+
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+def _entry_line_positions(data: bytes, errors: list[DecodeError]) -> list[int]:
+    """Byte positions of the entry lines (third line on) that parsed: the lines no error points at."""
+    starts = [0, *(m.end() for m in _LINE_BREAK.finditer(data))]
+    starts = [s for s in starts if s < len(data)]
+    bad = {e.position for e in errors}
+    return [s for s in starts[2:] if s not in bad]
+
+
+def _checkpoint_row(ctx: _Provenance, e: CheckpointEntry, position: int) -> dict[str, Any]:
+    return ctx.row(
+        position=position,
+        topic=e.topic,
+        partition=e.partition,
+        state=CHECKPOINT_STATES.get(e.checkpoint, e.checkpoint),
+        offset=e.offset,
+        leader_epoch=None,
+        topic_id=None,
+    )
+
+
+def _leader_epoch_row(ctx: _Provenance, e: LeaderEpochEntry, position: int) -> dict[str, Any]:
+    return ctx.row(
+        position=position,
+        state="leader_epoch",
+        offset=e.start_offset,
+        leader_epoch=e.epoch,
+        topic_id=None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The --acks ledger: JSON lines, CSV or Parquet
+
+ACKS_REQUIRED = ("topic", "partition", "offset")
+_ACKS_INTEGERS = (
+    "partition",
+    "offset",
+    "producer_id",
+    "producer_epoch",
+    "sequence",
+    "timestamp",
+    "app_sequence",
+)
+_ACKS_STRINGS = ("topic", "key", "app_producer")
+_PARQUET_MAGIC = b"PAR1"
+
+
+def ledger_format(path: str) -> str:
+    """`parquet`, `json` (JSON lines) or `csv`: from the extension, else from the first bytes."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".parquet", ".pq"):
+        return "parquet"
+    if ext in (".jsonl", ".ndjson", ".json"):
+        return "json"
+    if ext == ".csv":
+        return "csv"
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    if head.startswith(_PARQUET_MAGIC):
+        return "parquet"
+    return "json" if head.lstrip().startswith(b"{") else "csv"
+
+
+def ledger_columns(path: str) -> list[str]:
+    """The column names of a ledger, reading only its schema or first line."""
+    fmt = ledger_format(path)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return list(pq.read_schema(path).names)
+        except pa.ArrowException as exc:
+            raise ValueError(str(exc)) from None
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        first = next((line for line in handle if line.strip()), "")
+    if fmt == "json":
+        try:
+            value = json.loads(first)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"first line is not JSON: {exc.msg}") from None
+        if not isinstance(value, dict):
+            raise ValueError("first line is not a JSON object")
+        return list(value)
+    return [c.strip() for c in next(csv.reader([first]), [])]
+
+
+def _ledger_rows(path: str) -> Iterator[dict[str, Any] | str]:
+    """Each row as a dict, or a string saying why a line could not be read."""
+    fmt = ledger_format(path)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches():
+            yield from batch.to_pylist()
+    elif fmt == "json":
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield f"not JSON: {exc.msg}"
+                    continue
+                yield value if isinstance(value, dict) else "not a JSON object"
+    else:
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            reader = csv.DictReader(handle)
+            for row in reader:
+                yield {k.strip(): (v if v != "" else None) for k, v in row.items() if k is not None}
+
+
+def _acks_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
+    ctx = _Provenance(unit)
+    for number, row in enumerate(_ledger_rows(unit.file)):
+        ack = row if isinstance(row, str) else _ack(row)
+        if isinstance(ack, str):
+            if table == "quarantine":
+                message = f"acks row {number}: {ack}"
+                yield _error_row(ctx, DecodeError(unit.file, number, CorruptionKind.UNREADABLE_FILE, message))
+        elif table == "acks":
+            yield ctx.row(position=number, **ack)
+
+
+def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
+    """The acks columns of one ledger row, or why it cannot be used."""
+    out: dict[str, Any] = {}
+    for name in _ACKS_INTEGERS:
+        value = row.get(name)
+        if value is None:
+            if name in ACKS_REQUIRED:
+                return f"no {name}"
+            out[name] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | str | float):
+            return f"{name} {value!r} is not an integer"
+        try:
+            out[name] = int(value) if not isinstance(value, float) or value.is_integer() else None
+        except ValueError:
+            return f"{name} {value!r} is not an integer"
+        if out[name] is None:
+            return f"{name} {value!r} is not an integer"
+    for name in _ACKS_STRINGS:
+        value = row.get(name)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        if value is None and name in ACKS_REQUIRED:
+            return f"no {name}"
+        out[name] = None if value is None else str(value)
+    return out

@@ -1,0 +1,146 @@
+"""The one Spark session factory of the project.
+
+Locally (`python -m jobs.cli`, pytest) it builds `local[2]` Spark with Delta's jars resolved through
+`spark.jars.packages` (the artifact `configure_spark_with_delta_pip` names), its Ivy cache in
+`$KRA_CACHE/ivy`, outside the repository. Under `spark-submit`, on Databricks or inside a Spark Connect client
+it takes the session that is already there and changes nothing of it: master, jars and the Delta
+settings belong to whoever started the cluster (ecosystem.md §1.6).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_CACHE = Path.home() / ".cache" / "kafka-replay-audit"
+LOCAL_MASTER = "local[2]"
+# The Delta jars for local runs. delta-spark 4.4.1 on PyPI would ask Maven for 4.4.1, which the
+# Maven Central mirror this project reaches does not serve; 4.4.0 has the same table protocol and
+# the Python package is a thin py4j wrapper over it. `KRA_DELTA_VERSION` overrides.
+DELTA_MAVEN_VERSION = "4.4.0"
+DEFAULT_MAVEN_REPOSITORY = "https://repo1.maven.org/maven2/"
+# Ivy's default chain looks in ~/.m2 first and gives up on a module whose .pom is there without its
+# .jar (what `mvn` leaves after resolving the Kafka harness): resolve from the remote repository only,
+# into our own cache, which makes later starts offline.
+IVY_SETTINGS = """<ivysettings>
+  <settings defaultResolver="main"/>
+  <caches defaultCacheDir="{cache}"/>
+  <resolvers>
+    <chain name="main" returnFirst="true">
+      <ibiblio name="central" m2compatible="true" root="{root}"/>
+    </chain>
+  </resolvers>
+</ivysettings>
+"""
+
+# The tuned conf of ecosystem.md §1.4: one small JVM, no UI, no adaptive re-planning of tiny plans.
+LOCAL_CONF: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.databricks.delta.delta.log.cacheSize": "3",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+    # Must reach the JVM command line: pyspark hands builder conf to spark-submit.
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    # Keep Python workers alive between tasks: each decode task would otherwise pay an import.
+    "spark.python.worker.reuse": "true",
+}
+
+
+def cache_dir() -> Path:
+    """`$KRA_CACHE` (default ~/.cache/kafka-replay-audit): downloaded jars, never inside the repo."""
+    return Path(os.environ.get("KRA_CACHE") or DEFAULT_CACHE).expanduser()
+
+
+def on_managed_cluster() -> bool:
+    """True under spark-submit, on Databricks, or with Spark Connect: the session is not ours to build."""
+    return any(
+        os.environ.get(name)
+        for name in (
+            "DATABRICKS_RUNTIME_VERSION",
+            # spark-submit's PythonRunner (and the pyspark shell) start the driver with these set.
+            "PYSPARK_GATEWAY_PORT",
+            "SPARK_REMOTE",
+            "SPARK_CONNECT_MODE_ENABLED",
+        )
+    )
+
+
+def get_spark(app_name: str = "replay-audit", extra_conf: Mapping[str, str] | None = None) -> SparkSession:
+    """The active session if there is one (or the platform's), else a new local Delta session."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if on_managed_cluster():
+        return SparkSession.builder.getOrCreate()
+    return build_local_spark(app_name, extra_conf)
+
+
+def build_local_spark(app_name: str, extra_conf: Mapping[str, str] | None = None) -> SparkSession:
+    """`local[2]` Spark with Delta's jars through `spark.jars.packages`, cached in `$KRA_CACHE/ivy`."""
+    from pyspark.sql import SparkSession
+
+    _prepare_local_workers()
+    ivy = cache_dir() / "ivy"
+    builder = SparkSession.builder.master(os.environ.get("KRA_SPARK_MASTER", LOCAL_MASTER)).appName(app_name)
+    conf = {
+        **LOCAL_CONF,
+        "spark.jars.packages": delta_maven_coordinate(),
+        "spark.jars.ivy": str(ivy),
+        "spark.jars.ivySettings": str(_write_ivy_settings(ivy)),
+        **(extra_conf or {}),
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def delta_maven_coordinate() -> str:
+    """The artifact `configure_spark_with_delta_pip` would name (`delta-spark_<spark major.minor>_2.13`)."""
+    import pyspark
+
+    spark_line = ".".join(pyspark.__version__.split(".")[:2])
+    version = os.environ.get("KRA_DELTA_VERSION") or DELTA_MAVEN_VERSION
+    return f"io.delta:delta-spark_{spark_line}_2.13:{version}"
+
+
+def _write_ivy_settings(ivy: Path) -> Path:
+    root = os.environ.get("DEFAULT_ARTIFACT_REPOSITORY") or DEFAULT_MAVEN_REPOSITORY
+    text = IVY_SETTINGS.format(cache=ivy / "cache", root=root)
+    path = ivy / "ivysettings.xml"
+    if not path.is_file() or path.read_text() != text:
+        ivy.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def _prepare_local_workers() -> None:
+    """Local Python workers inherit the driver's environment: the driver's interpreter (the venv, not
+    whatever `python3` is on PATH) and the project root on their path (a source checkout run in place;
+    an installed wheel needs nothing)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])

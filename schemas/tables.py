@@ -1,0 +1,255 @@
+"""The bronze Delta tables written by `jobs.ingest`: one `TableSpec` per table, the single source of
+truth for column names, partitioning and natural key.
+
+Column names are Kafka's (and `kafka_log_decoder.rows`'s). Every row says where it came from:
+`dump_id`, `replica`, `topic`, `partition`, `file` and a byte position in that file (`position`, or
+`batch_position` for a record). `replica` is the `node.id`/`broker.id` of the log directory, null
+when the input does not name it (a bare partition directory, dump-log text).
+
+Layout: every table is partitioned by `(dump_id, replica)` first, the unit an ingest run replaces
+(see `jobs/ingest.py`); the two large tables add `topic`. Small tables stay one directory per dump
+and replica, so thousands of tiny checkpoint rows never become thousands of tiny files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+REPLACE_KEY = ("dump_id", "replica")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A Delta table: its name (also its directory under `--output`), schema, partitioning and natural key.
+
+    The natural key identifies a row within the table: no two rows share it.
+    """
+
+    name: str
+    schema: StructType
+    partition_by: tuple[str, ...]
+    natural_key: tuple[str, ...]
+    doc: str
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.schema.fields]
+
+
+def _f(name: str, data_type: DataType, nullable: bool = True) -> StructField:
+    return StructField(name, data_type, nullable)
+
+
+def _provenance(position: str | None = "position") -> list[StructField]:
+    fields = [
+        _f("dump_id", StringType(), False),
+        _f("replica", StringType()),
+        _f("topic", StringType()),
+        _f("partition", IntegerType()),
+        _f("file", StringType(), False),
+    ]
+    if position is not None:
+        fields.append(_f(position, LongType(), False))
+    return fields
+
+
+FILES = TableSpec(
+    name="files",
+    schema=StructType(
+        [
+            *_provenance(position=None),
+            # log, index, timeindex, txnindex, snapshot, leader-epoch-checkpoint, offset-checkpoint,
+            # partition.metadata, meta.properties, quorum-state, kraft-snapshot, clean-shutdown,
+            # bootstrap-checkpoint, dump-log-text, or other (an excluded file).
+            _f("kind", StringType(), False),
+            _f("log_dir", StringType()),
+            _f("base_offset", LongType()),
+            _f("size_bytes", LongType(), False),
+            _f("mtime_ms", LongType(), False),
+            # size + mtime + a hash of the first and last 64 KiB: tells a changed file without reading it.
+            _f("fingerprint", StringType()),
+            _f("is_live", BooleanType(), False),
+            _f("excluded_reason", StringType()),
+        ]
+    ),
+    partition_by=REPLACE_KEY,
+    natural_key=("dump_id", "replica", "file"),
+    doc="Inventory: every file found under the inputs, live or not (with why not).",
+)
+
+BATCHES = TableSpec(
+    name="batches",
+    schema=StructType(
+        [
+            *_provenance(),
+            _f("base_offset", LongType(), False),
+            _f("last_offset", LongType(), False),
+            _f("count", IntegerType(), False),
+            _f("magic", ByteType(), False),
+            _f("crc", LongType(), False),
+            _f("crc_valid", BooleanType(), False),
+            _f("attributes", ShortType(), False),
+            _f("compression", StringType(), False),
+            _f("timestamp_type", StringType(), False),
+            _f("is_transactional", BooleanType(), False),
+            _f("is_control", BooleanType(), False),
+            _f("partition_leader_epoch", IntegerType(), False),
+            # Null only where the source does not carry it (dump-log text).
+            _f("base_timestamp", LongType()),
+            _f("max_timestamp", LongType(), False),
+            _f("producer_id", LongType(), False),
+            _f("producer_epoch", ShortType(), False),
+            _f("base_sequence", IntegerType(), False),
+            _f("last_sequence", IntegerType(), False),
+            _f("size_bytes", IntegerType(), False),
+            _f("delete_horizon_ms", LongType()),
+            _f("control_type", StringType()),
+            _f("coordinator_epoch", IntegerType()),
+        ]
+    ),
+    partition_by=(*REPLACE_KEY, "topic"),
+    natural_key=("dump_id", "replica", "file", "position"),
+    doc="One row per v2 record batch or legacy (magic 0/1) entry of every live segment.",
+)
+
+RECORDS = TableSpec(
+    name="records",
+    schema=StructType(
+        [
+            *_provenance(position="batch_position"),
+            _f("offset", LongType(), False),
+            _f("timestamp", LongType(), False),
+            _f("sequence", IntegerType(), False),
+            _f("key_size", IntegerType(), False),
+            _f("value_size", IntegerType(), False),
+            # Null for a null key/value, and for dump-log text printed without the data.
+            _f("key", BinaryType()),
+            _f("value", BinaryType()),
+            _f("header_keys", ArrayType(StringType(), False), False),
+            _f("header_values", ArrayType(BinaryType(), True)),
+        ]
+    ),
+    partition_by=(*REPLACE_KEY, "topic"),
+    natural_key=("dump_id", "replica", "file", "batch_position", "offset"),
+    doc="Record-level mode (--records): one row per record, all codecs decoded.",
+)
+
+PRODUCER_SNAPSHOTS = TableSpec(
+    name="producer_snapshots",
+    schema=StructType(
+        [
+            *_provenance(),
+            _f("snapshot_offset", LongType(), False),
+            _f("producer_id", LongType(), False),
+            _f("producer_epoch", ShortType(), False),
+            _f("last_sequence", IntegerType(), False),
+            _f("last_offset", LongType(), False),
+            _f("offset_delta", IntegerType(), False),
+            _f("timestamp", LongType(), False),
+            _f("coordinator_epoch", IntegerType(), False),
+            _f("current_txn_first_offset", LongType(), False),
+        ]
+    ),
+    partition_by=REPLACE_KEY,
+    natural_key=("dump_id", "replica", "file", "position"),
+    doc="One row per producer entry of every `<offset>.snapshot` (ProducerSnapshot version 1).",
+)
+
+PARTITION_STATE = TableSpec(
+    name="partition_state",
+    schema=StructType(
+        [
+            *_provenance(),
+            # log_start_offset | recovery_point | high_watermark | cleaner_offset | leader_epoch | topic_id
+            _f("state", StringType(), False),
+            # The checkpointed offset; for leader_epoch the epoch's start offset.
+            _f("offset", LongType()),
+            _f("leader_epoch", IntegerType()),
+            _f("topic_id", StringType()),
+        ]
+    ),
+    partition_by=REPLACE_KEY,
+    natural_key=("dump_id", "replica", "file", "position"),
+    doc=(
+        "Per-partition state from the checkpoint files, one row per entry: log start offset, "
+        "high watermark (replication-offset-checkpoint), recovery point, cleaner offset, "
+        "leader epochs and the topic id; `position` is the byte position of the entry's line."
+    ),
+)
+
+TXN_INDEX = TableSpec(
+    name="txn_index",
+    schema=StructType(
+        [
+            *_provenance(),
+            _f("version", ShortType(), False),
+            _f("producer_id", LongType(), False),
+            _f("first_offset", LongType(), False),
+            _f("last_offset", LongType(), False),
+            _f("last_stable_offset", LongType(), False),
+        ]
+    ),
+    partition_by=REPLACE_KEY,
+    natural_key=("dump_id", "replica", "file", "position"),
+    doc="Aborted transactions of every `.txnindex` (AbortedTxn entries).",
+)
+
+QUARANTINE = TableSpec(
+    name="quarantine",
+    schema=StructType(
+        [
+            *_provenance(),
+            # Bytes from `position` that are corrupt; null where the decoder cannot tell.
+            _f("length", LongType()),
+            # A corruption kind of audit-contract §4, or UNREADABLE_FILE.
+            _f("kind", StringType(), False),
+            _f("message", StringType(), False),
+        ]
+    ),
+    partition_by=REPLACE_KEY,
+    natural_key=("dump_id", "replica", "file", "position", "kind"),
+    doc="Corrupt regions: the file, the byte range and why; the bytes themselves stay in the file.",
+)
+
+ACKS = TableSpec(
+    name="acks",
+    schema=StructType(
+        [
+            # dump_id is the ledger's label (`--acks LABEL=PATH`, else the file name); replica is null.
+            *_provenance(),
+            _f("offset", LongType(), False),
+            _f("producer_id", LongType()),
+            _f("producer_epoch", ShortType()),
+            _f("sequence", IntegerType()),
+            _f("key", StringType()),
+            _f("timestamp", LongType()),
+            _f("app_producer", StringType()),
+            _f("app_sequence", LongType()),
+        ]
+    ),
+    partition_by=REPLACE_KEY,
+    natural_key=("dump_id", "file", "position"),
+    doc=(
+        "The --acks ledger: records producers were told were written. `position` is the row's "
+        "number in the ledger (0-based, data rows only), whatever its format."
+    ),
+)
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (FILES, BATCHES, RECORDS, PRODUCER_SNAPSHOTS, PARTITION_STATE, TXN_INDEX, QUARANTINE, ACKS)
+}

@@ -1,0 +1,419 @@
+"""`replay-audit ingest`: inputs of audit-contract §1 -> bronze Delta tables, read back jar-free (deltalake)
+and compared with the decoders' direct output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from jobs import decode_tasks as dt
+from jobs.cli import main as cli_main
+from jobs.ingest import IngestOptions, LabeledPath, plan_ingest, run_ingest, split_segment
+from kafka_log_decoder.errors import DecodeError
+from kafka_log_decoder.rows import BatchHeader, Record
+from kafka_log_decoder.segment import read_log_segment
+from schemas.tables import TABLES
+
+REAL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real"
+PROVENANCE = ("dump_id", "replica", "topic", "partition")
+
+pytestmark = pytest.mark.integration
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def ingest(spark: Any, output: Path, *inputs: str | Path, **options: Any) -> None:
+    after_write = options.pop("after_write", None)
+    opts = IngestOptions(
+        inputs=[LabeledPath.parse(str(p)) for p in inputs],
+        output=str(output),
+        acks=[LabeledPath.parse(str(p)) for p in options.pop("acks", ())],
+        **options,
+    )
+    run_ingest(spark, opts, after_write=after_write)
+
+
+def read(output: Path, table: str) -> list[dict[str, Any]]:
+    rows = DeltaTable(str(output / table)).to_pyarrow_table().to_pylist()
+    columns = TABLES[table].columns
+    return sorted(({c: r[c] for c in columns} for r in rows), key=repr)
+
+
+def contents(output: Path) -> dict[str, list[dict[str, Any]]]:
+    return {name: read(output, name) for name in TABLES}
+
+
+def without(rows: Iterable[dict[str, Any]], *columns: str) -> list[dict[str, Any]]:
+    return sorted(({k: v for k, v in r.items() if k not in columns} for r in rows), key=repr)
+
+
+def decoded(path: Path, kind: type, *, records: bool = False) -> list[Any]:
+    return [item for item in read_log_segment(path, records=records) if isinstance(item, kind)]
+
+
+def batch_dicts(path: Path) -> list[dict[str, Any]]:
+    return [h.to_dict() for h in decoded(path, BatchHeader)]
+
+
+def error_dicts(path: Path, *, records: bool = False) -> list[dict[str, Any]]:
+    return [
+        {
+            "file": e.file,
+            "position": e.position,
+            "length": e.length,
+            "kind": e.kind.value,
+            "message": e.message,
+        }
+        for e in decoded(path, DecodeError, records=records)
+    ]
+
+
+def rows_of(rows: Iterable[dict[str, Any]], file: Path, *drop: str) -> list[dict[str, Any]]:
+    return without((r for r in rows if r["file"] == str(file)), *PROVENANCE, *drop)
+
+
+def write_index(segment: Path, every: int = 4096) -> Path:
+    """An `.index` as the broker writes it: (last offset - base, position) about every `every` bytes."""
+    base = int(segment.name.split(".")[0])
+    entries = bytearray()
+    last = -every
+    for h in decoded(segment, BatchHeader):
+        if h.position >= last + every:
+            entries += struct.pack(">ii", h.last_offset - base, h.position)
+            last = h.position
+    index = segment.with_suffix(".index")
+    index.write_bytes(bytes(entries))
+    return index
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures/real: three broker trees (KRaft 3.x, ZooKeeper 2.7.1, KRaft 3.x/4.x)
+
+
+@pytest.fixture(scope="module")
+def ledgers(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("ledgers")
+    acks = [{"topic": "foo", "partition": 0, "offset": o, "producer_id": 0, "sequence": o} for o in range(3)]
+    jsonl = root / "acks.jsonl"
+    jsonl.write_text(
+        "\n".join([*map(json.dumps, acks), '{"topic": "foo", "partition": 0, "offset": "x"}']) + "\n"
+    )
+    csv = root / "acks.csv"
+    csv.write_text("topic,partition,offset,key\nfoo,0,0,k0\nfoo,0,2,\n")
+    parquet = root / "acks.parquet"
+    pq.write_table(pa.Table.from_pylist(acks), parquet)
+    return [jsonl, csv, parquet]
+
+
+@pytest.fixture(scope="module")
+def real_out(spark: Any, tmp_path_factory: pytest.TempPathFactory, ledgers: list[Path]) -> Path:
+    out = tmp_path_factory.mktemp("real-out")
+    ingest(spark, out, f"real={REAL}", records=True, acks=ledgers)
+    return out
+
+
+def live_segments() -> list[Path]:
+    return sorted(REAL.glob("*/*-[0-9]*/*.log"))
+
+
+def test_batch_rows_equal_the_decoders_output_for_every_real_segment(real_out: Path) -> None:
+    batches = read(real_out, "batches")
+    assert len(batches) == sum(len(batch_dicts(s)) for s in live_segments()) > 51_000
+    for segment in live_segments():
+        assert rows_of(batches, segment) == without(batch_dicts(segment)), segment
+
+
+def test_record_rows_equal_the_decoders_output(real_out: Path) -> None:
+    records = read(real_out, "records")
+    for segment in live_segments():
+        expected = [
+            {
+                "file": str(segment),
+                "batch_position": r.batch_position,
+                "offset": r.offset,
+                "timestamp": r.timestamp,
+                "sequence": r.sequence,
+                "key_size": r.key_size,
+                "value_size": r.value_size,
+                "key": r.key,
+                "value": r.value,
+                "header_keys": r.header_keys,
+                "header_values": r.header_values or [],
+            }
+            for r in decoded(segment, Record, records=True)
+        ]
+        assert rows_of(records, segment) == without(expected), segment
+
+
+def test_every_row_says_where_it_came_from(real_out: Path) -> None:
+    batches = read(real_out, "batches")
+    replicas = {(r["dump_id"], r["replica"], r["topic"], r["partition"]) for r in batches}
+    # Two trees share node.id 1, so each log directory keeps a dump_id of its own.
+    assert ("real/codecrafters-kraft-3x", "1", "foo", 0) in replicas
+    assert ("real/induswargods-kraft", "1", "test-topic", 0) in replicas
+    assert ("real/donaldy-zk-2.7.1", "0", "__consumer_offsets", 39) in replicas
+    for name in ("batches", "producer_snapshots", "partition_state", "quarantine", "acks"):
+        for row in read(real_out, name):
+            assert row["dump_id"] and row["file"] and row["position"] >= 0, (name, row)
+
+
+def test_snapshots_and_partition_state_of_the_real_trees(real_out: Path) -> None:
+    snapshots = read(real_out, "producer_snapshots")
+    my_topic = sorted((r["producer_id"], r["last_offset"]) for r in snapshots if r["topic"] == "myTopic")
+    assert my_topic == [(4001, 11), (4002, 23), (4003, 37)]
+    state = {
+        (r["dump_id"], r["topic"], r["partition"], r["state"]): r for r in read(real_out, "partition_state")
+    }
+    foo = ("real/codecrafters-kraft-3x", "foo", 0)
+    assert state[(*foo, "high_watermark")]["offset"] == 3
+    assert state[(*foo, "recovery_point")]["offset"] == 3
+    assert state[(*foo, "topic_id")]["topic_id"] == "fZi4qEpCTsik-rzkyV0Ypg"
+    assert state[("real/donaldy-zk-2.7.1", "myTopic", 0, "leader_epoch")]["offset"] == 38
+
+
+def test_inventory_lists_every_file_with_a_fingerprint(real_out: Path) -> None:
+    files = {r["file"]: r for r in read(real_out, "files")}
+    for path in REAL.rglob("*"):
+        if path.is_file() and path.name not in (".lock", "PROVENANCE.md"):
+            assert str(path) in files, path
+    segment = files[str(REAL / "codecrafters-kraft-3x" / "foo-0" / "00000000000000000000.log")]
+    assert segment["kind"] == "log" and segment["is_live"] and segment["size_bytes"] == 150
+    assert len(segment["fingerprint"]) == 32
+
+
+def test_acks_ledgers_in_three_formats(real_out: Path, ledgers: list[Path]) -> None:
+    acks = read(real_out, "acks")
+    by_ledger = {
+        name: [r for r in acks if r["dump_id"] == name] for name in ("acks.jsonl", "acks.csv", "acks.parquet")
+    }
+    assert [r["offset"] for r in sorted(by_ledger["acks.jsonl"], key=lambda r: r["offset"])] == [0, 1, 2]
+    assert sorted((r["offset"], r["key"]) for r in by_ledger["acks.csv"]) == [(0, "k0"), (2, None)]
+    assert sorted(r["sequence"] for r in by_ledger["acks.parquet"]) == [0, 1, 2]
+    bad = [r for r in read(real_out, "quarantine") if r["file"] == str(ledgers[0])]
+    assert [(r["position"], r["kind"]) for r in bad] == [(3, "UNREADABLE_FILE")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Idempotence: the same input twice, a new dump, a run killed halfway
+
+
+SMALL = REAL / "codecrafters-kraft-3x"
+
+
+def test_same_input_twice_leaves_the_same_table_contents(spark: Any, tmp_path: Path) -> None:
+    ingest(spark, tmp_path, f"a={SMALL}", records=True)
+    first = contents(tmp_path)
+    ingest(spark, tmp_path, f"a={SMALL}", records=True)
+    assert contents(tmp_path) == first
+    assert first["batches"] and first["files"]
+
+
+def test_a_new_dump_adds_its_rows_and_keeps_the_others(spark: Any, tmp_path: Path) -> None:
+    ingest(spark, tmp_path, f"a={SMALL}")
+    first = contents(tmp_path)
+    ingest(spark, tmp_path, f"b={SMALL}")
+    after = contents(tmp_path)
+    for name, rows in first.items():
+        assert [r for r in after[name] if r["dump_id"] == "a"] == rows
+        assert without((r for r in after[name] if r["dump_id"] == "b"), "dump_id") == without(rows, "dump_id")
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_run_killed_halfway_then_rerun_ends_as_an_uninterrupted_run(spark: Any, tmp_path: Path) -> None:
+    uninterrupted, interrupted = tmp_path / "uninterrupted", tmp_path / "interrupted"
+    ingest(spark, uninterrupted, f"a={SMALL}")
+    # An older state of the dump first (another input under the same label), then a run killed
+    # after its first table write: batches are new, every other table is stale or missing.
+    ingest(spark, interrupted, f"a={REAL / 'induswargods-kraft'}")
+
+    def kill(table: str) -> None:
+        if table == "batches":
+            raise Killed(table)
+
+    with pytest.raises(Killed):
+        ingest(spark, interrupted, f"a={SMALL}", after_write=kill)
+    ingest(spark, interrupted, f"a={SMALL}")
+    assert contents(interrupted) == contents(uninterrupted)
+
+
+# ---------------------------------------------------------------------------------------------
+# Corrupt inputs become quarantine rows; the job succeeds
+
+
+def build_corrupt_log_dir(root: Path) -> dict[str, Path]:
+    clean = (SMALL / "foo-0" / "00000000000000000000.log").read_bytes()  # batches at 0 (80 B) and 80 (70 B)
+    flipped = bytearray(clean)
+    flipped[80 + 65] ^= 0xFF
+    cases = {
+        "flipped-0": bytes(flipped),
+        "truncated-0": clean + clean[:40],
+        "garbage-0": clean[:80] + b"\xee" * 300 + clean[80:],
+    }
+    segments = {}
+    for name, data in cases.items():
+        (root / name).mkdir(parents=True)
+        segments[name] = root / name / "00000000000000000000.log"
+        segments[name].write_bytes(data)
+    return segments
+
+
+def test_corrupt_regions_become_quarantine_rows_and_the_job_succeeds(spark: Any, tmp_path: Path) -> None:
+    segments = build_corrupt_log_dir(tmp_path / "corrupt")
+    ingest(spark, tmp_path / "out", f"bad={tmp_path / 'corrupt'}", records=True)
+    quarantine, batches = read(tmp_path / "out", "quarantine"), read(tmp_path / "out", "batches")
+    kinds = {
+        name: {r["kind"] for r in quarantine if r["file"] == str(path)} for name, path in segments.items()
+    }
+    # The flipped byte also breaks the record framing it lands in (record mode).
+    assert kinds["flipped-0"] >= {"CRC_MISMATCH"}
+    assert kinds["truncated-0"] == {"TRUNCATED_TAIL"}
+    assert kinds["garbage-0"] == {"UNREADABLE_BATCH"}
+    for path in segments.values():
+        assert rows_of(quarantine, path) == without(error_dicts(path, records=True))
+        assert rows_of(batches, path) == without(batch_dicts(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# A segment split into byte ranges at (checked) index boundaries
+
+
+def test_split_segment_gives_the_rows_of_the_whole_file_even_with_a_stale_index(
+    spark: Any, tmp_path: Path
+) -> None:
+    source = REAL / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
+    logs = tmp_path / "logs"
+    clean = logs / "meta-0" / source.name
+    tampered = logs / "tampered-0" / source.name
+    for segment in (clean, tampered):
+        segment.parent.mkdir(parents=True)
+        shutil.copyfile(source, segment)
+        write_index(segment)
+    split_bytes = 256 << 10
+    ranges = split_segment(
+        dt.WorkUnit(dt.LOG, "d", None, "t", 0, str(tampered), source.stat().st_size), split_bytes
+    )
+    assert len(ranges) >= 10
+    # A stale index entry (points 7 bytes into a batch), and a corrupt region over another boundary.
+    stale, overwritten = ranges[3].boundary, ranges[6].boundary
+    assert stale is not None and overwritten is not None
+    index = tampered.with_suffix(".index")
+    entries = bytearray(index.read_bytes())
+    struct.pack_into(">i", entries, stale.entry_position + 4, stale.position + 7)
+    index.write_bytes(bytes(entries))
+    data = bytearray(tampered.read_bytes())
+    data[overwritten.position - 1000 : overwritten.position + 1000] = b"\xee" * 2000
+    tampered.write_bytes(bytes(data))
+
+    ingest(spark, tmp_path / "out", f"split={logs}", split_bytes=split_bytes)
+    batches, quarantine = read(tmp_path / "out", "batches"), read(tmp_path / "out", "quarantine")
+    for segment in (clean, tampered):
+        assert rows_of(batches, segment) == without(batch_dicts(segment))
+    assert rows_of(quarantine, tampered) == without(error_dicts(tampered))
+    mismatches = [r for r in quarantine if r["kind"] == "INDEX_MISMATCH"]
+    assert {(r["file"], r["position"]) for r in mismatches} == {
+        (str(index), stale.entry_position),
+        (str(index), overwritten.entry_position),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Usage errors: one line, exit status 2, before Spark starts
+
+
+def test_missing_path_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["ingest", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such file or directory" in err
+
+
+def test_a_file_that_is_not_a_kafka_artifact_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("hello\n")
+    assert cli_main(["ingest", "--input", str(other), "--output", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.startswith("replay-audit: ")
+
+
+def test_an_acks_ledger_without_offsets_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "acks.csv"
+    ledger.write_text("topic,partition\nfoo,0\n")
+    argv = ["ingest", "--input", str(SMALL), "--acks", str(ledger), "--output", str(tmp_path / "o")]
+    assert cli_main(argv) == 2
+    assert "lacks column(s) offset" in capsys.readouterr().err
+
+
+def test_planning_lists_files_without_decoding_segments() -> None:
+    plan = plan_ingest(IngestOptions(inputs=[LabeledPath(None, str(SMALL))], output="unused"))
+    kinds = {u.kind for u in plan.units}
+    assert dt.LOG in kinds and dt.SNAPSHOT in kinds and dt.OFFSET_CHECKPOINT in kinds
+    assert plan.pairs == {("codecrafters-kraft-3x", "1")}
+
+
+# ---------------------------------------------------------------------------------------------
+# Real broker data: two log directories standing for two replicas, and DumpLogSegments text
+
+
+def two_replicas(log_dir: Path, root: Path) -> tuple[Path, Path]:
+    """Copies of the broker's log dir as replicas 1 and 2 (a second `node.id` in meta.properties)."""
+    a, b = root / "broker-a", root / "broker-b"
+    shutil.copytree(log_dir, a)
+    shutil.copytree(log_dir, b)
+    meta = b / "meta.properties"
+    lines = [
+        line for line in meta.read_text().splitlines() if not line.startswith(("node.id=", "broker.id="))
+    ]
+    meta.write_text("\n".join([*lines, "node.id=2"]) + "\n")
+    a_meta = a / "meta.properties"
+    lines = [
+        line for line in a_meta.read_text().splitlines() if not line.startswith(("node.id=", "broker.id="))
+    ]
+    a_meta.write_text("\n".join([*lines, "node.id=1"]) + "\n")
+    return a, b
+
+
+def test_real_broker_replicas_and_dump_log_text_give_the_decoders_rows(
+    spark: Any, broker_dump: Any, tmp_path: Path
+) -> None:
+    from kafka_harness.dump_log_segments import run_dump_log_segments
+
+    replicas = tmp_path / "replicas"
+    a, b = two_replicas(broker_dump.log_dir, replicas)
+    segments = sorted(p for p in a.glob("*-[0-9]*/*.log") if not p.parent.name.startswith("__"))
+    assert segments
+    text = tmp_path / "dump.txt"
+    text.write_text(run_dump_log_segments(segments, deep_iteration=True))
+    out = tmp_path / "out"
+    ingest(spark, out, f"broker={replicas}", f"text={text}", records=True)
+    batches, records = read(out, "batches"), read(out, "records")
+
+    for segment in segments:
+        binary = rows_of((r for r in batches if r["dump_id"] == "broker"), segment)
+        assert binary == without(batch_dicts(segment)), segment
+        twin = Path(str(segment).replace(str(a), str(b)))
+        assert without(rows_of(batches, twin), "file") == without(binary, "file")
+        # The text carries every batch field but the base timestamp.
+        from_text = rows_of((r for r in batches if r["dump_id"] == "text"), segment)
+        assert without(from_text, "base_timestamp") == without(binary, "base_timestamp"), segment
+        record_fields = ("key", "value", "header_values")
+        text_records = rows_of((r for r in records if r["dump_id"] == "text"), segment, *record_fields)
+        binary_records = rows_of((r for r in records if r["dump_id"] == "broker"), segment, *record_fields)
+        assert text_records == binary_records, segment
+    assert {r["replica"] for r in batches if r["dump_id"] == "broker"} == {"1", "2"}
+    assert not [r for r in read(out, "quarantine") if r["kind"] != "UNREADABLE_FILE"]
