@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from kafka_log_decoder.codecs import CodecError, decompress
 from kafka_log_decoder.constants import (
     COMPRESSION_CODEC_MASK,
     COMPRESSION_NAMES,
+    CONTROL_FLAG_MASK,
     CONTROL_KEY_SIZE,
     CONTROL_TYPE_NAMES,
     CONTROL_TYPE_UNKNOWN,
@@ -192,13 +194,19 @@ def crc_mismatch(file: str, position: int, size: int, stored: int, computed: int
 
 
 class _Window:
-    """A read-only view of `[start, start + len(buf))` of the file, refilled on demand."""
+    """A read-only view of `[start, start + len(buf))` of the file, refilled on demand.
+
+    Refills alternate between two buffers. A buffer is reused only when nothing else refers to it
+    (runs already handed out keep theirs intact); otherwise a fresh one is allocated. Reuse
+    avoids zero-filling and page-faulting a new window on every refill.
+    """
 
     def __init__(self, fd: int, size: int, chunk_size: int) -> None:
         self.fd = fd
         self.size = size
         self.chunk_size = chunk_size
         self.buf = bytearray()
+        self.spare: bytearray | None = None
         self.start = 0
 
     @property
@@ -211,8 +219,7 @@ class _Window:
         if self.start <= pos and pos + need <= self.end:
             return
         want = min(max(self.chunk_size, need), self.size - pos)
-        # A fresh buffer each refill: earlier runs keep referencing theirs, and nothing is mutated.
-        new = bytearray(want)
+        new = self._free_buffer(want)
         keep = 0
         if self.start <= pos < self.end:
             keep = self.end - pos
@@ -224,10 +231,21 @@ class _Window:
             if n <= 0:
                 break
             got += n
+        view.release()
         if got < want:
             del new[got:]
-        self.buf = new
+        self.spare, self.buf = self.buf, new
         self.start = pos
+
+    def _free_buffer(self, want: int) -> bytearray:
+        spare, self.spare = self.spare, None
+        # References: the local name and getrefcount's argument. Any more means a run still uses it.
+        if spare is not None and len(spare) == want and sys.getrefcount(spare) == _UNREFERENCED:
+            return spare
+        return bytearray(want)
+
+
+_UNREFERENCED = 2
 
 
 def iter_segment_runs(
@@ -294,7 +312,7 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
     if walk.records is not None:
         run.records.append(RecordRun(window.buf, walk.records, None))
     c = walk.batches
-    for i in range(walk.n):
+    for i in _batches_needing_python(c, walk.n, records):
         attributes = c["attributes"][i]
         codec = attributes & COMPRESSION_CODEC_MASK
         if codec not in COMPRESSION_NAMES:
@@ -351,6 +369,46 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
         elif records:
             run.records.append(RecordRun(plain, columns, i))
     return run
+
+
+def _attention_table(records: bool) -> bytes:
+    """Per low attribute byte: 1 where the batch needs Python (decompression, or an unknown codec)."""
+    flags = bytearray(256)
+    for value in range(256):
+        codec = value & COMPRESSION_CODEC_MASK
+        compressed_control = codec != 0 and value & CONTROL_FLAG_MASK
+        flags[value] = codec not in COMPRESSION_NAMES or bool(compressed_control) or (records and codec != 0)
+    return bytes(flags)
+
+
+_ATTENTION = {False: _attention_table(False), True: _attention_table(True)}
+_FRAMING_ERROR = bytes(1 if v == native.RECORDS_FRAMING_ERROR else 0 for v in range(256))
+_LOW_BYTE = 0 if sys.byteorder == "little" else 1
+
+
+def _batches_needing_python(c: dict[str, memoryview], n: int, records: bool) -> Iterator[int]:
+    """Indices of the batches the walker could not finish; found with bytes operations, not a loop.
+
+    Plain batches (the vast majority) are never visited in Python: that per-batch loop cost more
+    than the C walk itself.
+    """
+    # The walker writes native-endian int16 attributes: every second byte is the low byte.
+    flags = _raw(c["attributes"])[_LOW_BYTE::2].translate(_ATTENTION[records])
+    if records:
+        framing = _raw(c["records_decoded"]).translate(_FRAMING_ERROR)
+        if framing.count(0) != n:
+            merged = int.from_bytes(flags, "little") | int.from_bytes(framing, "little")
+            flags = merged.to_bytes(n, "little")
+    i = flags.find(1)
+    while i >= 0:
+        yield i
+        i = flags.find(1, i + 1)
+
+
+def _raw(column: memoryview) -> bytes:
+    raw = column.obj
+    assert isinstance(raw, bytes), "walker columns are bytes objects"
+    return raw
 
 
 def _set_control_from_records(

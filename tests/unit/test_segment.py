@@ -220,3 +220,12 @@ def test_columnar_runs_cover_every_batch_once(tmp_path: Path) -> None:
     assert len(runs) > 1
     offsets = [off for run in runs for off in run.batches["base_offset"]]
     assert offsets == [2 * i for i in range(100)]
+
+
+def test_runs_kept_by_the_caller_are_not_overwritten_by_later_windows(tmp_path: Path) -> None:
+    path = write(tmp_path, b"".join(idempotent_batches(60, records_per_batch=5)))
+    streamed = list(read_log_segment(path, records=True, chunk_size=300))
+    held = list(iter_segment_runs(path, records=True, chunk_size=300))  # every window alive at once
+    assert len(held) > 10
+    replayed = [item for run in held for item in run.items(with_records=True)]
+    assert replayed == streamed
