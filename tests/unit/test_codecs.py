@@ -63,3 +63,11 @@ def test_xxh32_reference_vectors() -> None:
 def test_corrupt_payload_raises_codec_error_naming_the_codec(codec: str) -> None:
     with pytest.raises(CodecError, match=codec):
         decompress(codec, b"\x82SNAPPY\x00garbage-garbage-garbage" if codec == "snappy" else b"garbage" * 10)
+
+
+def test_zstd_concatenated_frames_and_a_truncated_last_frame() -> None:
+    compressor = zstandard.ZstdCompressor(write_content_size=False)
+    two = compressor.compress(PLAIN[:7000]) + compressor.compress(PLAIN[7000:])
+    assert decompress("zstd", two) == PLAIN
+    with pytest.raises(CodecError, match="truncated"):
+        decompress("zstd", two[:-5])
