@@ -29,9 +29,17 @@ unit: setup
 integration: setup kafka-jars
 	$(PY) -m pytest -q -p no:cacheprovider tests/integration
 
+# The bundled sample: a log directory written by a real Kafka 4.3.1 broker, and its acks ledger.
+SAMPLE := samples/broker-4.3.1
+DEMO_OUT ?= out/demo
+
 demo: setup
-	$(VENV)/bin/replay-audit dump --summary ../shared/fixtures/real/codecrafters-kraft-3x/foo-0 \
-	    ../shared/fixtures/real/donaldy-zk-2.7.1/myTopic-0 ../shared/fixtures/real/induswargods-kraft/test-topic-0
+	mkdir -p $(DEMO_OUT)
+	$(VENV)/bin/replay-audit dump --summary $(SAMPLE)/idempotent-segments-0 $(SAMPLE)/transactional-0
+	$(VENV)/bin/replay-audit ingest --input sample=$(SAMPLE) --acks $(SAMPLE).acks.jsonl --records \
+	    --output $(DEMO_OUT) 2> $(DEMO_OUT).spark.log || (tail -20 $(DEMO_OUT).spark.log; exit 1)
+	$(PY) -c "import deltalake, sys; [print(f'{t:20s} {len(deltalake.DeltaTable(\"$(DEMO_OUT)/\" + t).to_pyarrow_table()):>8} rows') for t in sys.argv[1:]]" \
+	    files batches records producer_snapshots partition_state txn_index quarantine acks
 
 bench: setup kafka-jars
 	$(PY) -m bench.decode_throughput
