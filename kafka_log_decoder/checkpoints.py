@@ -21,7 +21,7 @@ from kafka_log_decoder.constants import (
     OFFSET_CHECKPOINT_VERSION,
     PARTITION_METADATA_VERSION,
 )
-from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
+from kafka_log_decoder.errors import CorruptionKind, DecodeError, decode_file
 from kafka_log_decoder.rows import CheckpointEntry, LeaderEpochEntry, MetaProperties, PartitionMetadata
 
 __all__ = [
@@ -336,41 +336,31 @@ def _decode_json_object(data: bytes, file: str) -> tuple[dict[str, Any] | None, 
 
 
 def read_offset_checkpoint(path: str | os.PathLike[str]) -> tuple[list[CheckpointEntry], list[DecodeError]]:
-    return _read(path, decode_offset_checkpoint)
+    return decode_file(path, decode_offset_checkpoint)
 
 
 def read_leader_epoch_checkpoint(
     path: str | os.PathLike[str],
 ) -> tuple[list[LeaderEpochEntry], list[DecodeError]]:
-    return _read(path, decode_leader_epoch_checkpoint)
+    return decode_file(path, decode_leader_epoch_checkpoint)
 
 
 def read_partition_metadata(
     path: str | os.PathLike[str],
 ) -> tuple[PartitionMetadata | None, list[DecodeError]]:
-    return _read(path, decode_partition_metadata)
+    return decode_file(path, decode_partition_metadata)
 
 
 def read_meta_properties(path: str | os.PathLike[str]) -> tuple[MetaProperties, list[DecodeError]]:
-    return _read(path, decode_meta_properties)
+    return decode_file(path, decode_meta_properties)
 
 
 def read_clean_shutdown(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[DecodeError]]:
-    return _read(path, decode_clean_shutdown)
+    return decode_file(path, decode_clean_shutdown)
 
 
 def read_quorum_state(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[DecodeError]]:
-    return _read(path, decode_quorum_state)
-
-
-def _read(path: str | os.PathLike[str], decode: Callable[[bytes, str], _Result]) -> _Result:
-    file = os.fspath(path)
-    try:
-        with open(file, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise NotAKafkaArtifact.from_os_error(file, exc) from None
-    return decode(data, file)
+    return decode_file(path, decode_quorum_state)
 
 
 # ---------------------------------------------------------------------------------------------

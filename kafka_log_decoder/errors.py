@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
+
+_Result = TypeVar("_Result")
 
 
 class CorruptionKind(StrEnum):
@@ -58,3 +63,14 @@ class NotAKafkaArtifact(ValueError):
         """The one-line usage error for a path that cannot be opened (missing, a directory, no permission)."""
         reason = exc.strerror or type(exc).__name__
         return cls(f"{path}: cannot read: {reason}")
+
+
+def decode_file(path: str | os.PathLike[str], decode: Callable[[bytes, str], _Result]) -> _Result:
+    """`decode(bytes, file)` of a small artifact read whole; an unreadable path raises `NotAKafkaArtifact`."""
+    file = os.fspath(path)
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise NotAKafkaArtifact.from_os_error(file, exc) from None
+    return decode(data, file)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import struct
 
-from kafka_log_decoder.checksums import crc32c
 from kafka_log_decoder.constants import (
     PRODUCER_SNAPSHOT_ENTRY_SIZE,
     PRODUCER_SNAPSHOT_HEADER_SIZE,
     PRODUCER_SNAPSHOT_VERSION,
 )
 from kafka_log_decoder.discovery import segment_base_offset
-from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
+from kafka_log_decoder.errors import CorruptionKind, DecodeError, decode_file
+from kafka_log_decoder.native import crc32c
 from kafka_log_decoder.rows import SnapshotEntry
 
 __all__ = ["decode_producer_snapshot", "read_producer_snapshot"]
@@ -73,13 +73,7 @@ def decode_producer_snapshot(data: bytes, file: str) -> tuple[list[SnapshotEntry
 
 def read_producer_snapshot(path: str | os.PathLike[str]) -> tuple[list[SnapshotEntry], list[DecodeError]]:
     """`decode_producer_snapshot` of a file; a path that cannot be read raises `NotAKafkaArtifact`."""
-    file = os.fspath(path)
-    try:
-        with open(file, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise NotAKafkaArtifact.from_os_error(file, exc) from None
-    return decode_producer_snapshot(data, file)
+    return decode_file(path, decode_producer_snapshot)
 
 
 def _check(data: bytes, file: str) -> list[DecodeError]:
