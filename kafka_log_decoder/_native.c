@@ -694,6 +694,7 @@ typedef struct {
     int log_append_time;
     int32_t base_sequence;
     int32_t batch_index;
+    int hash_values; /* XXH64 of keys and values: opt-in, it is a fifth of a 500-record decode */
 } BatchCtx;
 
 /* Decode `count` records from [p, end) into record rows (rc) and header rows (hc).  After the
@@ -743,8 +744,8 @@ static int decode_blob(const BatchCtx *c, const uint8_t *p, const uint8_t *end, 
         int32_t seq = c->base_sequence >= 0 ? increment_sequence(c->base_sequence, f.off_delta) : -1;
         int64_t kpos = f.key ? (int64_t)(f.key - c->base) : -1;
         int64_t vpos = f.val ? (int64_t)(f.val - c->base) : -1;
-        uint64_t kh = f.key ? xxh64(f.key, (size_t)f.key_len, 0) : 0;
-        uint64_t vh = f.val ? xxh64(f.val, (size_t)f.val_len, 0) : 0;
+        uint64_t kh = c->hash_values && f.key ? xxh64(f.key, (size_t)f.key_len, 0) : 0;
+        uint64_t vh = c->hash_values && f.val ? xxh64(f.val, (size_t)f.val_len, 0) : 0;
         STORE32(col[R_BATCH_INDEX], i, c->batch_index);
         STORE64(col[R_OFFSET], i, (uint64_t)c->base_offset + (uint64_t)(int64_t)f.off_delta);
         STORE64(col[R_TIMESTAMP], i, ts);
@@ -857,7 +858,8 @@ static void scan_sizes(const uint8_t *buf, size_t len, size_t start, size_t stop
 
 /* The walk itself; see walk_batches' docstring for the contract.  Returns -1 only with a
  * Python exception set (MemoryError). */
-static int walk_core(const uint8_t *buf, size_t len, size_t start, size_t stop, int decode, Py_ssize_t max_batches,
+static int walk_core(const uint8_t *buf, size_t len, size_t start, size_t stop, int decode, int hash_values,
+                     Py_ssize_t max_batches,
                      ColSet *bc, ColSet *rc, ColSet *hc, Gil *g, size_t *next_pos, int *reason)
 {
     size_t pos = start;
@@ -902,7 +904,8 @@ static int walk_core(const uint8_t *buf, size_t len, size_t start, size_t stop, 
         uint8_t decoded = 0;
         int32_t err_offset = -1;
         if (decode && decodable(attributes)) {
-            BatchCtx c = {buf, base_offset, base_ts, max_ts, (attributes & 0x08) != 0, base_seq, (int32_t)n};
+            BatchCtx c = {buf, base_offset, base_ts, max_ts, (attributes & 0x08) != 0, base_seq, (int32_t)n,
+                          hash_values};
             Py_ssize_t rsave = rc->n, hsave = hc->n;
             const uint8_t *err = NULL;
             int st = decode_blob(&c, p + RECORDS_OFFSET, p + size, count, rc, hc, g, &err);
@@ -1020,12 +1023,12 @@ PyDoc_STRVAR(walk_batches_doc,
 static PyObject *py_walk_batches(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"buf", "start", "stop", "decode_records", "max_batches", NULL};
+    static char *kwlist[] = {"buf", "start", "stop", "decode_records", "max_batches", "hash_values", NULL};
     Py_buffer view;
     Py_ssize_t start, stop, max_batches;
-    int decode;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nnpn:walk_batches", kwlist, &view, &start, &stop, &decode,
-                                     &max_batches))
+    int decode, hash_values = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nnpn|p:walk_batches", kwlist, &view, &start, &stop, &decode,
+                                     &max_batches, &hash_values))
         return NULL;
 
     PyObject *result = NULL, *bdict = NULL, *rdict = NULL;
@@ -1066,7 +1069,7 @@ static PyObject *py_walk_batches(PyObject *self, PyObject *args, PyObject *kw)
 
     if (release)
         g.ts = PyEval_SaveThread();
-    int st = walk_core(buf, (size_t)view.len, (size_t)start, (size_t)stop, decode, max_batches, &bc,
+    int st = walk_core(buf, (size_t)view.len, (size_t)start, (size_t)stop, decode, hash_values, max_batches, &bc,
                        decode ? &rc : NULL, decode ? &hc : NULL, &g, &next_pos, &reason);
     if (g.ts)
         PyEval_RestoreThread(g.ts);
@@ -1107,12 +1110,12 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"data", "base_offset", "base_timestamp", "max_timestamp", "log_append_time",
-                             "base_sequence", "count", NULL};
+                             "base_sequence", "count", "hash_values", NULL};
     Py_buffer view;
     long long base_offset, base_ts, max_ts;
-    int lat, base_seq, count;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*LLLpii:decode_records", kwlist, &view, &base_offset, &base_ts,
-                                     &max_ts, &lat, &base_seq, &count))
+    int lat, base_seq, count, hash_values = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*LLLpii|p:decode_records", kwlist, &view, &base_offset, &base_ts,
+                                     &max_ts, &lat, &base_seq, &count, &hash_values))
         return NULL;
 
     PyObject *result = NULL, *dict = NULL;
@@ -1125,7 +1128,7 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args, PyObject *kw)
         goto done;
 
     const uint8_t *data = view.buf;
-    BatchCtx c = {data, base_offset, base_ts, max_ts, lat, base_seq, 0};
+    BatchCtx c = {data, base_offset, base_ts, max_ts, lat, base_seq, 0, hash_values};
     const uint8_t *err = NULL;
     Gil g = {NULL};
     if (view.len >= GIL_RELEASE_BYTES)

@@ -81,10 +81,17 @@ def _cast(raw: dict[str, bytes], types: dict[str, str]) -> dict[str, memoryview]
 
 
 def walk_batches(
-    buf: bytes | bytearray | memoryview, start: int, stop: int, *, decode_records: bool, max_batches: int
+    buf: bytes | bytearray | memoryview,
+    start: int,
+    stop: int,
+    *,
+    decode_records: bool,
+    max_batches: int,
+    hash_values: bool = False,
 ) -> WalkResult:
+    """Walk v2 batches; `hash_values` also fills key_hash/value_hash (XXH64), else they are 0."""
     n, columns, next_pos, reason, record_columns = _native.walk_batches(
-        buf, start, stop, decode_records, max_batches
+        buf, start, stop, decode_records, max_batches, hash_values
     )
     return WalkResult(
         n,
@@ -104,9 +111,10 @@ def decode_records(
     log_append_time: bool,
     base_sequence: int,
     count: int,
+    hash_values: bool = False,
 ) -> tuple[dict[str, memoryview], int]:
     """Decode a plain (decompressed) records blob; the int is -1, or where framing failed."""
     columns, error_position = _native.decode_records(
-        data, base_offset, base_timestamp, max_timestamp, log_append_time, base_sequence, count
+        data, base_offset, base_timestamp, max_timestamp, log_append_time, base_sequence, count, hash_values
     )
     return _cast(columns, RECORD_COLUMNS), error_position

@@ -61,10 +61,19 @@ def rows(tab: dict[str, list[int]]) -> list[dict[str, int]]:
     return [dict(zip(names, values, strict=True)) for values in zip(*tab.values(), strict=True)]
 
 
-def walk(buf: Any, start: int = 0, stop: int | None = None, decode: bool = True, max_batches: int = 1 << 40):
+def walk(
+    buf: Any,
+    start: int = 0,
+    stop: int | None = None,
+    decode: bool = True,
+    max_batches: int = 1 << 40,
+    hash_values: bool = True,
+):
     """walk_batches -> (n, batch rows, next_pos, reason, record rows | None, header rows | None)."""
     stop = len(buf) if stop is None else stop
-    n, cols, next_pos, reason, rcols = _native.walk_batches(buf, start, stop, decode, max_batches)
+    n, cols, next_pos, reason, rcols = _native.walk_batches(
+        buf, start, stop, decode, max_batches, hash_values
+    )
     assert set(cols) == set(BATCH_FMT)
     b = rows(table(cols, BATCH_FMT))
     assert len(b) == n
@@ -362,6 +371,7 @@ def check_walk_against_kafka_python(buf: bytes) -> tuple[list, list, list]:
                 bool(row["attributes"] & 0x08),
                 row["base_sequence"],
                 row["count"],
+                True,
             )
             assert err == -1
             drecs, dhdrs = rows(table(cols, RECORD_FMT)), rows(table(cols, HEADER_FMT))
@@ -433,6 +443,15 @@ def test_xxh64_reference_values() -> None:
         (0xEF46DB3751D8E999, 0xD24EC4F1A98C6E5B),
         (0x44BC2CF5AD770999, 0xEF46DB3751D8E999),
     ]
+
+
+def test_record_hashes_are_opt_in_and_change_nothing_else() -> None:
+    buf = bytes(build_batch([(0, b"k", b"a", []), (1, b"abc", b"", [])]))
+    _, _, _, _, hashed, _ = walk(buf)
+    _, _, _, _, plain, _ = walk(buf, hash_values=False)
+    assert [(r["key_hash"], r["value_hash"]) for r in plain] == [(0, 0), (0, 0)]
+    strip = [{k: v for k, v in r.items() if not k.endswith("_hash")} for r in hashed]
+    assert strip == [{k: v for k, v in r.items() if not k.endswith("_hash")} for r in plain]
 
 
 def test_xxh64_against_the_xxhash_package() -> None:
