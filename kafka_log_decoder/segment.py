@@ -43,6 +43,7 @@ from kafka_log_decoder.constants import (
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError
 from kafka_log_decoder.legacy import LegacyFormatError, decode_legacy_entry, minimum_message_size
+from kafka_log_decoder.native import Columns
 from kafka_log_decoder.rows import BatchHeader, Record
 
 DEFAULT_CHUNK_SIZE = 8 << 20
@@ -60,7 +61,7 @@ class RecordRun:
     """
 
     source: bytes | bytearray
-    columns: dict[str, memoryview]
+    columns: Columns
     batch_index: int | None
 
 
@@ -75,9 +76,11 @@ class BatchRun:
     buffer: bytearray
     file_offset: int
     n: int
-    batches: dict[str, memoryview]
+    batches: Columns
     records: list[RecordRun] = field(default_factory=list)
     errors: dict[int, list[DecodeError]] = field(default_factory=dict)
+    # (control type, coordinator epoch) of compressed control batches, read in Python.
+    control: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def file_position(self, i: int) -> int:
         return self.file_offset + self.batches["position"][i]
@@ -86,11 +89,11 @@ class BatchRun:
         c = self.batches
         attributes = c["attributes"][i]
         base_timestamp = c["base_timestamp"][i]
-        control = c["control_type"][i]
+        control, coordinator = self.control.get(i, (c["control_type"][i], c["coordinator_epoch"][i]))
         control_type = None if control == native.NOT_CONTROL else CONTROL_TYPE_NAMES.get(control)
         if control != native.NOT_CONTROL and control_type is None:
             control_type = CONTROL_TYPE_UNKNOWN
-        coordinator_epoch = c["coordinator_epoch"][i] if control_type in END_TXN_MARKER_TYPES else None
+        coordinator_epoch = coordinator if control_type in END_TXN_MARKER_TYPES else None
         return BatchHeader(
             file=self.file,
             position=self.file_offset + c["position"][i],
@@ -365,7 +368,7 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             )
             continue
         if is_control:
-            _set_control_from_records(c, i, plain, columns)
+            run.control[i] = _control_from_records(plain, columns)
         elif records:
             run.records.append(RecordRun(plain, columns, i))
     return run
@@ -386,7 +389,7 @@ _FRAMING_ERROR = bytes(1 if v == native.RECORDS_FRAMING_ERROR else 0 for v in ra
 _LOW_BYTE = 0 if sys.byteorder == "little" else 1
 
 
-def _batches_needing_python(c: dict[str, memoryview], n: int, records: bool) -> Iterator[int]:
+def _batches_needing_python(c: Columns, n: int, records: bool) -> Iterator[int]:
     """Indices of the batches the walker could not finish; found with bytes operations, not a loop.
 
     Plain batches (the vast majority) are never visited in Python: that per-batch loop cost more
@@ -411,16 +414,17 @@ def _raw(column: memoryview) -> bytes:
     return raw
 
 
-def _set_control_from_records(
-    c: dict[str, memoryview], i: int, plain: bytes, columns: dict[str, memoryview]
-) -> None:
+def _control_from_records(plain: bytes, columns: Columns) -> tuple[int, int]:
     """Control type and coordinator epoch of a (rare) compressed control batch, from its first record."""
     if not len(columns["key_len"]) or columns["key_len"][0] < CONTROL_KEY_SIZE:
-        return
+        return -1, -1
     version, control = struct.unpack_from(">hh", plain, columns["key_pos"][0])
-    c["control_type"][i] = control if version >= 0 and control in CONTROL_TYPE_NAMES else -1
+    if version < 0 or control not in CONTROL_TYPE_NAMES:
+        return -1, -1
+    coordinator_epoch = -1
     if control in (0, 1) and columns["value_len"][0] >= END_TXN_MARKER_VALUE_SIZE:
-        c["coordinator_epoch"][i] = struct.unpack_from(">i", plain, columns["value_pos"][0] + 2)[0]
+        coordinator_epoch = struct.unpack_from(">i", plain, columns["value_pos"][0] + 2)[0]
+    return control, coordinator_epoch
 
 
 def _python_path(

@@ -229,3 +229,26 @@ def test_runs_kept_by_the_caller_are_not_overwritten_by_later_windows(tmp_path: 
     assert len(held) > 10
     replayed = [item for run in held for item in run.items(with_records=True)]
     assert replayed == streamed
+
+
+def test_compressed_control_batch_gets_its_type_and_coordinator_epoch(tmp_path: Path) -> None:
+    import crc32c
+
+    # Markers are written uncompressed, but a control batch's records may be compressed; the
+    # walker leaves those to Python. key = (version 0, COMMIT), value = (version 0, epoch 7).
+    key, value = struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 7) + b"\x00" * 200
+    raw = bytearray(
+        build_v2(V2Batch(base_offset=5, records=[(key, value)], producer_id=3, producer_epoch=1,
+                         transactional=True, codec="gzip"))
+    )  # fmt: skip
+    raw[22] |= 0x20  # the control bit (low byte of the int16 attributes)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    items = list(read_log_segment(write(tmp_path, bytes(raw))))
+    (batch,) = headers(items)
+    assert errors(items) == []
+    assert (batch.is_control, batch.compression, batch.control_type, batch.coordinator_epoch) == (
+        True,
+        "gzip",
+        "COMMIT",
+        7,
+    )
