@@ -316,38 +316,35 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
     if walk.records is not None:
         run.records.append(RecordRun(window.buf, walk.records, None))
     c = walk.batches
+    # Columns hoisted out of the loop: on compressed data this loop runs once per batch.
+    attributes_of, sizes, counts, control_types = (
+        c["attributes"],
+        c["size_bytes"],
+        c["count"],
+        c["control_type"],
+    )
+    buffer = memoryview(window.buf)
+
+    def error(i: int, message: str) -> None:
+        run.errors.setdefault(i, []).append(_unreadable(file, run.file_position(i), sizes[i], message))
+
     for i in _batches_needing_python(c, walk.n, records):
-        attributes = c["attributes"][i]
+        attributes = attributes_of[i]
         codec = attributes & COMPRESSION_CODEC_MASK
         if codec not in COMPRESSION_NAMES:
-            run.errors.setdefault(i, []).append(
-                _unreadable(
-                    file, run.file_position(i), c["size_bytes"][i], f"unknown compression codec id {codec}"
-                )
-            )
+            error(i, f"unknown compression codec id {codec}")
             continue
-        state = c["records_decoded"][i]
-        if state == native.RECORDS_FRAMING_ERROR:
-            run.errors.setdefault(i, []).append(
-                _unreadable(
-                    file,
-                    run.file_position(i),
-                    c["size_bytes"][i],
-                    f"bad record framing at byte {c['err_offset'][i]} of the batch",
-                )
-            )
-        is_control = c["control_type"][i] != native.NOT_CONTROL
-        if codec == 0 or c["count"][i] == 0 or not (records or is_control):
+        if c["records_decoded"][i] == native.RECORDS_FRAMING_ERROR:
+            error(i, f"bad record framing at byte {c['err_offset'][i]} of the batch")
+        is_control = control_types[i] != native.NOT_CONTROL
+        if codec == 0 or counts[i] == 0 or not (records or is_control):
             continue
         # Compressed: decompress here (the walker never does) for records, or a control type.
         start = c["position"][i]
-        payload = memoryview(window.buf)[start + RECORDS_OFFSET : start + c["size_bytes"][i]]
         try:
-            plain = decompress(COMPRESSION_NAMES[codec], payload)
+            plain = decompress(COMPRESSION_NAMES[codec], buffer[start + RECORDS_OFFSET : start + sizes[i]])
         except CodecError as exc:
-            run.errors.setdefault(i, []).append(
-                _unreadable(file, run.file_position(i), c["size_bytes"][i], str(exc))
-            )
+            error(i, str(exc))
             continue
         columns, error_position = native.decode_records(
             plain,
@@ -356,21 +353,13 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             max_timestamp=c["max_timestamp"][i],
             log_append_time=bool(attributes & TIMESTAMP_TYPE_MASK),
             base_sequence=c["base_sequence"][i],
-            count=c["count"][i],
+            count=counts[i],
         )
         if error_position >= 0:
-            run.errors.setdefault(i, []).append(
-                _unreadable(
-                    file,
-                    run.file_position(i),
-                    c["size_bytes"][i],
-                    f"bad record framing at byte {error_position} of the decompressed payload",
-                )
-            )
-            continue
-        if is_control:
+            error(i, f"bad record framing at byte {error_position} of the decompressed payload")
+        elif is_control:
             run.control[i] = _control_from_records(plain, columns)
-        elif records:
+        else:
             run.records.append(RecordRun(plain, columns, i))
     return run
 
