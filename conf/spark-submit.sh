@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Run replay-audit under a real spark-submit (the cluster run mode of issue 3), locally:
+#
+#   conf/spark-submit.sh ingest --input sample=samples/broker-4.3.1 --output /tmp/audit
+#
+# Every argument goes to `replay-audit` (jobs/run.py is the driver: spark-submit cannot run a console
+# script). spark-submit owns master, jars and the Delta settings here; jobs/spark_session.py takes
+# the session spark-submit made and changes none of it. Environment:
+#   SPARK_MASTER      master URL (default local[2])
+#   KRA_SUBMIT_ARGS   extra spark-submit options, word-split (e.g. "--name x --conf k=v")
+#   KRA_PYTHON        the interpreter of driver and workers (default the repo's .venv/bin/python)
+#   KRA_CACHE, KRA_DELTA_VERSION, DEFAULT_ARTIFACT_REPOSITORY: as for local runs
+# The Delta coordinate and the Ivy cache/settings come from jobs/spark_session.py, so a local run
+# and this one share one resolved set of jars (nothing is downloaded twice). The command it runs:
+#
+#   spark-submit --master local[2] \
+#     --packages io.delta:delta-spark_4.1_2.13:4.4.0 \
+#     --conf spark.jars.ivy=$KRA_CACHE/ivy --conf spark.jars.ivySettings=$KRA_CACHE/ivy/ivysettings.xml \
+#     --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
+#     --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
+#     --conf spark.pyspark.python=.venv/bin/python --conf spark.pyspark.driver.python=.venv/bin/python \
+#     jobs/run.py "$@"
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${KRA_PYTHON:-$root/.venv/bin/python}"
+submit="$(dirname "$python")/spark-submit"
+[[ -x "$submit" ]] || submit="spark-submit"
+# pip's spark-submit finds SPARK_HOME with this interpreter (else `python3` from PATH).
+export PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python"
+
+# One line each: the Delta coordinate, spark.jars.ivy, spark.jars.ivySettings (written if missing).
+mapfile -t delta < <(
+    cd "$root" && "$python" -c '
+from jobs.spark_session import _write_ivy_settings, cache_dir, delta_maven_coordinate
+ivy = cache_dir() / "ivy"
+print(delta_maven_coordinate())
+print(ivy)
+print(_write_ivy_settings(ivy))
+'
+)
+[[ ${#delta[@]} -eq 3 ]] || { echo "spark-submit.sh: could not read the Delta settings of jobs/spark_session.py" >&2; exit 2; }
+
+# shellcheck disable=SC2086  # KRA_SUBMIT_ARGS is word-split on purpose
+exec "$submit" \
+    --master "${SPARK_MASTER:-local[2]}" \
+    --packages "${delta[0]}" \
+    --conf "spark.jars.ivy=${delta[1]}" \
+    --conf "spark.jars.ivySettings=${delta[2]}" \
+    --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
+    --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
+    --conf "spark.pyspark.python=$python" \
+    --conf "spark.pyspark.driver.python=$python" \
+    --conf spark.ui.enabled=false \
+    --conf spark.ui.showConsoleProgress=false \
+    --conf spark.sql.shuffle.partitions=2 \
+    --conf spark.driver.bindAddress=127.0.0.1 \
+    --conf spark.driver.host=127.0.0.1 \
+    --conf spark.sql.session.timeZone=UTC \
+    ${KRA_SUBMIT_ARGS:-} \
+    "$root/jobs/run.py" "$@"

@@ -1,0 +1,187 @@
+"""The run modes of issue 3 besides local[2]: a real `spark-submit` of the ingest job, and the
+Databricks Asset Bundle (databricks.yml + resources/*.yml) validated offline with databricks-bundles."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+from databricks.bundles.jobs import Job
+from deltalake import DeltaTable
+
+from jobs import spark_session
+from jobs.cli import build_parser
+from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.segment import read_log_segment
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "broker-4.3.1"
+SUBMIT = ROOT / "conf" / "spark-submit.sh"
+# Set in the parent only when a session (or platform) exists: the child must decide for itself.
+PLATFORM_ENV = (
+    "PYSPARK_GATEWAY_PORT",
+    "PYSPARK_GATEWAY_SECRET",
+    "SPARK_REMOTE",
+    "SPARK_CONNECT_MODE_ENABLED",
+    "DATABRICKS_RUNTIME_VERSION",
+    "KRA_SPARK_MASTER",
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _event_log(directory: Path) -> list[dict[str, Any]]:
+    """Every event Spark logged (Spark 4 writes `eventlog_v2_<app>/events_<n>_<app>`, uncompressed here)."""
+    files = sorted(
+        p for p in directory.rglob("*") if p.is_file() and not p.name.startswith((".", "appstatus"))
+    )
+    assert files, f"no event log under {directory}"
+    return [json.loads(line) for path in files for line in path.read_text().splitlines() if line]
+
+
+# ---------------------------------------------------------------------------------------------
+# spark-submit
+
+
+def test_spark_submit_ingest_uses_the_submitted_session(tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    events = tmp_path / "events"
+    events.mkdir()
+    app_name = f"kra-submit-{os.getpid()}"
+    env = {k: v for k, v in os.environ.items() if k not in PLATFORM_ENV}
+    env["KRA_PYTHON"] = sys.executable
+    env["SPARK_MASTER"] = "local[2]"
+    # Observable evidence of who built the session: the event log records the master and app name
+    # the JVM actually ran with. The local factory would have set appName("replay-audit ingest").
+    env["KRA_SUBMIT_ARGS"] = (
+        f"--name {app_name} --conf spark.eventLog.enabled=true --conf spark.eventLog.dir={events} "
+        "--conf spark.eventLog.compress=false"
+    )
+    proc = subprocess.run(
+        ["bash", str(SUBMIT), "ingest", "--input", f"sample={SAMPLE}", "--output", str(output)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"batches\t{output / 'batches'}" in proc.stdout.splitlines()
+
+    # The job ran under spark-submit's session: its master and app name, not the factory's.
+    log = _event_log(events)
+    start = [e for e in log if e["Event"] == "SparkListenerApplicationStart"]
+    assert [e["App Name"] for e in start] == [app_name]
+    (environment,) = [e for e in log if e["Event"] == "SparkListenerEnvironmentUpdate"]
+    properties = dict(environment["Spark Properties"])
+    assert properties["spark.master"] == "local[2]"
+    assert properties["spark.app.name"] == app_name
+    # --packages became spark.jars: the Delta jar resolved into the shared Ivy cache.
+    group, artifact, version = spark_session.delta_maven_coordinate().split(":")
+    delta_jar = (spark_session.cache_dir() / "ivy" / "jars" / f"{group}_{artifact}-{version}.jar").as_uri()
+    assert delta_jar in properties["spark.jars"].split(",")
+    assert properties["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    # The same Delta artifact and Ivy cache/settings as local runs: one resolution serves both.
+    ivy = spark_session.cache_dir() / "ivy"
+    assert properties["spark.jars.ivy"] == str(ivy)
+    assert properties["spark.jars.ivySettings"] == str(ivy / "ivysettings.xml")
+
+    # Every batch of every segment of the sample, as the decoder yields it, is a row of `batches`.
+    logs = sorted(SAMPLE.rglob("*.log"))
+    assert logs
+    expected = sum(isinstance(item, BatchHeader) for path in logs for item in read_log_segment(path))
+    rows = DeltaTable(str(output / "batches")).to_pyarrow_table(columns=["dump_id"]).column("dump_id")
+    assert rows.to_pylist() == ["sample"] * expected
+    assert expected > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Databricks Asset Bundle
+
+
+def _yaml(path: Path) -> Any:
+    with path.open() as f:
+        return yaml.safe_load(f)
+
+
+def _resource_files(bundle: dict[str, Any]) -> list[Path]:
+    files = sorted(p for p in (ROOT / "resources").rglob("*.yml"))
+    assert files, "no resources/*.yml"
+    included = [
+        p for p in files if any(fnmatch.fnmatch(p.relative_to(ROOT).as_posix(), g) for g in bundle["include"])
+    ]
+    assert included == files, "a resources file is not included by databricks.yml"
+    return files
+
+
+def test_bundle_jobs_validate_and_run_a_real_console_script() -> None:
+    bundle = _yaml(ROOT / "databricks.yml")
+    assert set(bundle) <= {"bundle", "include", "variables", "artifacts", "targets", "workspace"}
+    assert bundle["bundle"]["name"]
+    assert any(t.get("default") for t in bundle["targets"].values())
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    scripts = pyproject["project"]["scripts"]
+    distribution = _normalize(pyproject["project"]["name"])
+    (artifact,) = bundle["artifacts"].values()
+    assert artifact["type"] == "whl"
+    assert (ROOT / artifact["path"] / "pyproject.toml").is_file()
+
+    variables = set(bundle.get("variables", {}))
+    wheel_tasks = 0
+    for path in _resource_files(bundle):
+        jobs = _yaml(path)["resources"]["jobs"]
+        assert jobs
+        for key, spec in jobs.items():
+            job: Any = Job.from_dict(spec)  # raises on unknown keys and missing required fields
+            for name in re.findall(r"\$\{var\.(\w+)\}", json.dumps(spec)):
+                assert name in variables, f"{key}: undefined bundle variable {name}"
+            for task in job.tasks:
+                wheel = task.python_wheel_task
+                if wheel is None:
+                    continue
+                wheel_tasks += 1
+                assert _normalize(str(wheel.package_name)) == distribution
+                assert wheel.entry_point in scripts, (
+                    f"{key}.{task.task_key}: no console script {wheel.entry_point}"
+                )
+                assert list(task.libraries), f"{key}.{task.task_key}: the wheel is not installed"
+                # The wheel the artifact builds (--wheel-dir dist), seen from resources/.
+                assert all(str(library.whl).startswith("../dist/") for library in task.libraries)
+                # The parameters are a valid `replay-audit` command line.
+                build_parser().parse_args([str(p) for p in wheel.parameters])
+    assert wheel_tasks >= 1
+
+
+def test_job_validator_rejects_unknown_keys() -> None:
+    """The check above is strict: a typo anywhere in the job is an error, not silently dropped."""
+    bundle = _yaml(ROOT / "databricks.yml")
+    spec = next(iter(_yaml(_resource_files(bundle)[0])["resources"]["jobs"].values()))
+    with pytest.raises(ValueError, match="Unexpected field"):
+        Job.from_dict(cast(Any, {**spec, "taskz": spec["tasks"]}))
+    task = {
+        **spec["tasks"][0],
+        "python_wheel_task": {**spec["tasks"][0]["python_wheel_task"], "entrypoint": "x"},
+    }
+    with pytest.raises(ValueError, match="Unexpected field"):
+        Job.from_dict(cast(Any, {**spec, "tasks": [task]}))
+
+
+def test_local_conf_documents_the_session_factory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KRA_DELTA_VERSION", raising=False)
+    local = _yaml(ROOT / "conf" / "local.yaml")
+    assert local["master"] == spark_session.LOCAL_MASTER
+    assert local["delta"]["package"] == spark_session.delta_maven_coordinate()
+    assert local["spark_conf"] == spark_session.LOCAL_CONF
