@@ -38,8 +38,8 @@ demo: setup
 	$(VENV)/bin/replay-audit dump --summary $(SAMPLE)/idempotent-segments-0 $(SAMPLE)/transactional-0
 	$(VENV)/bin/replay-audit ingest --input sample=$(SAMPLE) --acks $(SAMPLE).acks.jsonl --records \
 	    --output $(DEMO_OUT) 2> $(DEMO_OUT).spark.log || (tail -20 $(DEMO_OUT).spark.log; exit 1)
-	$(PY) -c "import deltalake, sys; [print(f'{t:20s} {len(deltalake.DeltaTable(\"$(DEMO_OUT)/\" + t).to_pyarrow_table()):>8} rows') for t in sys.argv[1:]]" \
-	    files batches records producer_snapshots partition_state txn_index quarantine acks
+	$(PY) -m bench.table_counts $(DEMO_OUT) files batches records producer_snapshots partition_state \
+	    txn_index quarantine acks
 
 bench: setup kafka-jars
 	$(PY) -m bench.decode_throughput
