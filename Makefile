@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export KRA_CACHE ?= $(HOME)/.cache/kafka-replay-audit
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test unit integration demo bench lint kafka-jars broker clean
+.PHONY: setup test unit integration demo bench bench-ingest lint kafka-jars broker clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,10 @@ demo: setup
 
 bench: setup kafka-jars
 	$(PY) -m bench.decode_throughput
+
+# Spark ingestion into Delta on local[2] (issue 3): 1 GB / 4 GB of 500-record batches, 256 MB / 1 GB of 1-record.
+bench-ingest: setup
+	$(PY) -m bench.ingest_throughput
 
 lint: setup
 	$(VENV)/bin/ruff check .

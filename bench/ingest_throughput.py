@@ -1,0 +1,510 @@
+"""Ingest throughput of `replay-audit ingest` on `local[2]`, beside the single-process header decoder.
+
+`python -m bench.ingest_throughput [--quick] [--shapes 500-record,1-record] [--sizes 1G,4G]` builds a
+log directory per (shape, size) from kafka-python template batches (bench/datagen.py), runs the whole
+`replay-audit ingest` process on it, samples the memory of the driver tree and of every Python
+worker, times `kafka_log_decoder.segment.iter_segment_runs` (headers only, one process) on the same
+files, prints a table and the issue's targets (PASS/MISS with the measured figure) and writes
+`bench/results/ingest-latest.json`. What is measured is in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import datagen
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_PATH = REPO / "bench" / "results" / "ingest-latest.json"
+MB = datagen.MB
+GB = 1000 * MB
+MIB = 1 << 20
+# Kafka's default segment.bytes is 1 GiB: a size above that becomes several segments.
+SEGMENT_CAP = 1 << 30
+# One .index entry per this many bytes of segment (Kafka writes one per 4 KiB; coarser is enough
+# for the planner, which cuts at entries >= split size apart).
+INDEX_INTERVAL = 1 << 20
+SAMPLE_S = 0.5
+WORKER_MARKERS = ("pyspark.daemon", "pyspark/worker")
+PARTITION_DIR = "bench-0"
+GENERATOR_VERSION = 1
+
+SHAPES = {
+    "500-record": ("500-record batches, 20-40 byte values, keys, 1-2 headers", 500, (20, 40), 2),
+    "1-record": ("one-record batches, 100-byte value", 1, (100, 100), 0),
+}
+DEFAULT_SIZES = {"500-record": ("1G", "4G"), "1-record": ("256M", "1G")}
+QUICK_SIZES = ("64M", "256M")
+
+TARGET_ROWS_S = 500_000
+TARGET_MB_S = 1000
+TARGET_LINEAR = 0.15
+TARGET_WORKER_MIB = 1024
+
+
+def parse_size(text: str) -> int:
+    """`64M`, `1G`, `4G`: decimal (10^6, 10^9) so that MB/s and time per GB read directly."""
+    text = text.strip().upper()
+    units = {"K": 1000, "M": MB, "G": GB}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def size_label(n: int) -> str:
+    return f"{n / GB:g} GB" if n >= GB else f"{n / MB:g} MB"
+
+
+# ------------------------------------------------------------------------------------------------
+# Data: a log directory of one partition, segments <= 1 GiB named by their first base offset.
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LogDirData:
+    shape: str
+    size: int
+    path: str  # the log directory (holds meta.properties)
+    segments: list[str]
+    batches: int
+    records: int
+    batch_size: int
+    file_bytes: int
+
+
+def build_log_dir(shape_name: str, size: int) -> tuple[LogDirData, bool]:
+    """A cached log directory with `size` bytes of `shape_name` batches, plus a `.index` per segment."""
+    description, per_batch, values, headers = SHAPES[shape_name]
+    shape = datagen.Shape(shape_name, description, size, per_batch, "none", values, headers)
+    root = datagen.cache_dir() / f"ingest-{shape_name}-{size}"
+    meta_path = root / "meta.json"
+    params = {"generator_version": GENERATOR_VERSION, "datagen": datagen.GENERATOR_VERSION, **asdict(shape)}
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        data = LogDirData(**meta["data"])
+        if meta.get("params") == params and all(
+            os.path.isfile(s) and os.path.getsize(s) > 0 for s in data.segments
+        ):
+            return data, False
+    if root.exists():
+        shutil.rmtree(root)
+    template = datagen.template_batch(shape)
+    batch_size = len(template)
+    total = max(1, size // batch_size)
+    per_segment = SEGMENT_CAP // batch_size
+    partition = root / "logdir" / PARTITION_DIR
+    partition.mkdir(parents=True)
+    (root / "logdir" / "meta.properties").write_text("version=1\nnode.id=1\n")
+    segments = []
+    first = 0
+    while first < total:
+        count = min(per_segment, total - first)
+        base = first * per_batch
+        path = partition / f"{base:020d}.log"
+        write_segment(path, template, first, count, per_batch)
+        write_index(path.with_suffix(".index"), batch_size, count, per_batch)
+        segments.append(str(path))
+        first += count
+    data = LogDirData(
+        shape_name,
+        size,
+        str(root / "logdir"),
+        segments,
+        total,
+        total * per_batch,
+        batch_size,
+        total * batch_size,
+    )
+    meta_path.write_text(json.dumps({"params": params, "data": asdict(data)}, indent=1) + "\n")
+    return data, True
+
+
+def write_segment(path: Path, template: bytes, first: int, batches: int, per_batch: int) -> None:
+    """Batches `first .. first+batches` of the stream: base offsets `(first + j) * per_batch`."""
+    size = len(template)
+    per_block = max(1, (4 << 20) // size)
+    block = bytearray(template * per_block)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    with tmp.open("wb") as out:
+        done = 0
+        while done < batches:
+            count = min(per_block, batches - done)
+            for j in range(count):
+                struct.pack_into(">q", block, j * size, (first + done + j) * per_batch)
+            out.write(memoryview(block)[: count * size])
+            done += count
+    os.replace(tmp, path)
+
+
+def write_index(path: Path, batch_size: int, batches: int, per_batch: int) -> None:
+    """A Kafka offset index: (relative offset, position) every ~INDEX_INTERVAL bytes, as 2 x int32."""
+    step = max(1, INDEX_INTERVAL // batch_size)
+    entries = bytearray()
+    for j in range(step, batches, step):
+        entries += struct.pack(">ii", j * per_batch, j * batch_size)
+    path.write_bytes(bytes(entries))
+
+
+def tiny_log_dir() -> LogDirData:
+    """One one-record batch: its ingest is the JVM/session start and the per-table fixed cost."""
+    return build_log_dir("1-record", 1)[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# Measurements.
+# ------------------------------------------------------------------------------------------------
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class MemorySampler:
+    """Every SAMPLE_S: the summed RSS of the process tree under `root`, and each Python worker's RSS."""
+
+    root: int
+    tree_peak_mib: float = 0.0
+    workers_peak_mib: dict[int, float] = field(default_factory=dict)
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            tree = _children()
+            pids, todo = [], [self.root]
+            while todo:
+                pid = todo.pop()
+                pids.append(pid)
+                todo.extend(tree.get(pid, ()))
+            total = 0.0
+            for pid in pids:
+                rss = _rss_mib(pid)
+                total += rss
+                if any(marker in _cmdline(pid) for marker in WORKER_MARKERS):
+                    self.workers_peak_mib[pid] = max(self.workers_peak_mib.get(pid, 0.0), rss)
+            self.tree_peak_mib = max(self.tree_peak_mib, total)
+            self.samples += 1
+            self._stop.wait(SAMPLE_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def replay_audit() -> list[str]:
+    script = Path(sys.executable).with_name("replay-audit")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "jobs.cli"]
+
+
+@dataclass
+class IngestRun:
+    seconds: float
+    status: int
+    tree_peak_mib: float
+    workers: int
+    worker_peak_mib: float
+    samples: int
+    stderr_tail: str
+
+
+def run_ingest(log_dir: str, split_bytes: str | None) -> IngestRun:
+    """The whole `replay-audit ingest` subprocess into a fresh output directory, with memory sampled."""
+    with tempfile.TemporaryDirectory(prefix="kra-ingest-bench-") as out:
+        cmd = [*replay_audit(), "ingest", "--input", f"bench={log_dir}", "--output", f"{out}/tables"]
+        if split_bytes:
+            cmd += ["--split-bytes", split_bytes]
+        with tempfile.TemporaryFile() as err:
+            t0 = time.perf_counter()
+            child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+            sampler = MemorySampler(child.pid)
+            thread = threading.Thread(target=sampler.run, daemon=True)
+            thread.start()
+            status = child.wait()
+            seconds = time.perf_counter() - t0
+            sampler.stop()
+            thread.join()
+            err.seek(0)
+            tail = err.read().decode(errors="replace").strip().splitlines()[-5:]
+    peaks = sampler.workers_peak_mib
+    return IngestRun(
+        seconds,
+        status,
+        sampler.tree_peak_mib,
+        len(peaks),
+        max(peaks.values(), default=0.0),
+        sampler.samples,
+        "\n".join(tail),
+    )
+
+
+def header_decoder_seconds(segments: list[str]) -> float:
+    """Single-process `iter_segment_runs(records=False)` over every segment: best of 2 passes."""
+    from kafka_log_decoder.segment import BatchRun, iter_segment_runs
+
+    best = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        batches = 0
+        for path in segments:
+            for run in iter_segment_runs(path, records=False):
+                if isinstance(run, BatchRun):
+                    batches += run.n
+                    _ = run.batches["crc_valid"]
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@dataclass
+class Result:
+    shape: str
+    size: int
+    segments: int
+    batches: int
+    file_bytes: int
+    wall_s: float
+    start_s: float
+    ingest_s: float
+    rows_s: float
+    mb_s: float
+    s_per_gb: float
+    tree_peak_mib: float
+    workers: int
+    worker_peak_mib: float
+    decoder_mb_s: float
+    fraction_of_decoder: float
+    ok: bool
+    note: str = ""
+
+
+def measure(data: LogDirData, start_s: float, split_bytes: str | None) -> Result:
+    header_s = header_decoder_seconds(data.segments)  # also warms the page cache for the ingest
+    run = run_ingest(data.path, split_bytes)
+    ingest_s = max(run.seconds - start_s, 1e-9)
+    mb_s = data.file_bytes / MB / ingest_s
+    decoder_mb_s = data.file_bytes / MB / header_s
+    return Result(
+        data.shape,
+        data.size,
+        len(data.segments),
+        data.batches,
+        data.file_bytes,
+        run.seconds,
+        start_s,
+        ingest_s,
+        data.batches / ingest_s,
+        mb_s,
+        ingest_s / (data.file_bytes / GB),
+        run.tree_peak_mib,
+        run.workers,
+        run.worker_peak_mib,
+        decoder_mb_s,
+        mb_s / decoder_mb_s,
+        run.status == 0,
+        "" if run.status == 0 else f"exit {run.status}: {run.stderr_tail}",
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Targets and the report.
+# ------------------------------------------------------------------------------------------------
+
+
+def evaluate_targets(results: list[Result]) -> list[dict[str, Any]]:
+    targets: list[dict[str, Any]] = []
+
+    def add(name: str, passed: bool | None, measured: str) -> None:
+        targets.append({"name": name, "passed": passed, "measured": measured})
+
+    for shape, name, need, value, unit in (
+        ("1-record", f"1-record >= {TARGET_ROWS_S:,} batch rows/s", TARGET_ROWS_S, "rows_s", "rows/s"),
+        ("500-record", f"500-record >= {TARGET_MB_S:,} MB/s", TARGET_MB_S, "mb_s", "MB/s"),
+    ):
+        rows = [r for r in results if r.shape == shape]
+        if not rows:
+            add(name, None, "not measured")
+            continue
+        worst = min(getattr(r, value) for r in rows)
+        shown = ", ".join(f"{size_label(r.size)}: {getattr(r, value):,.0f}" for r in rows)
+        add(name, worst >= need and all(r.ok for r in rows), f"{shown} {unit}")
+    for shape in dict.fromkeys(r.shape for r in results):
+        rows = sorted((r for r in results if r.shape == shape), key=lambda r: r.size)
+        name = f"{shape} time/GB at larger size within {TARGET_LINEAR:.0%} of smaller"
+        if len(rows) < 2:
+            add(name, None, "needs two sizes")
+            continue
+        small, large = rows[0], rows[-1]
+        ratio = large.s_per_gb / small.s_per_gb
+        add(
+            name,
+            abs(ratio - 1) <= TARGET_LINEAR,
+            f"{size_label(small.size)} {small.s_per_gb:.2f} s/GB, {size_label(large.size)} "
+            f"{large.s_per_gb:.2f} s/GB (x{ratio:.2f})",
+        )
+    if results:
+        peak = max(r.worker_peak_mib for r in results)
+        add(f"peak per Python worker < {TARGET_WORKER_MIB} MiB", peak < TARGET_WORKER_MIB, f"{peak:.0f} MiB")
+    return targets
+
+
+def format_table(results: list[Result]) -> str:
+    header = (
+        f"{'shape':<11}{'size':>8}{'segs':>5}{'batches':>12}{'wall s':>8}{'ingest s':>9}{'rows/s':>11}"
+        f"{'MB/s':>8}{'s/GB':>7}{'tree MiB':>9}{'wkrs':>5}{'wkr MiB':>8}{'dec MB/s':>9}{'frac':>6}"
+    )
+    lines = ["", header]
+    for r in results:
+        lines.append(
+            f"{r.shape:<11}{size_label(r.size):>8}{r.segments:>5}{r.batches:>12,}{r.wall_s:>8.1f}"
+            f"{r.ingest_s:>9.1f}{r.rows_s:>11,.0f}{r.mb_s:>8,.0f}{r.s_per_gb:>7.2f}{r.tree_peak_mib:>9,.0f}"
+            f"{r.workers:>5}{r.worker_peak_mib:>8,.0f}{r.decoder_mb_s:>9,.0f}{r.fraction_of_decoder:>6.3f}"
+            + ("" if r.ok else f"  FAILED {r.note}")
+        )
+    return "\n".join(lines)
+
+
+def git_revision() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=REPO)
+    return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ingest_throughput", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help=f"sizes {' and '.join(QUICK_SIZES)} per shape")
+    parser.add_argument("--shapes", default="500-record,1-record", help="comma-separated shape names")
+    parser.add_argument(
+        "--sizes",
+        help="comma-separated sizes for every shape (e.g. 1G,4G; decimal M/G); default 1G,4G for "
+        "500-record and 256M,1G for 1-record",
+    )
+    parser.add_argument(
+        "--split-bytes", help="passed to `replay-audit ingest --split-bytes` (default: its own)"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS_PATH, help="where to write the JSON results")
+    args = parser.parse_args(argv)
+
+    wanted = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
+    started = time.perf_counter()
+    plan: list[tuple[str, int]] = []
+    for shape in wanted:
+        sizes = args.sizes.split(",") if args.sizes else QUICK_SIZES if args.quick else DEFAULT_SIZES[shape]
+        plan += [(shape, parse_size(s)) for s in sizes]
+    if not args.sizes and not args.quick and "1-record" in wanted:
+        print(
+            "note: 1-record batches run at 256 MB and 1 GB, not 4 GB: at the current ingest speed (~50 s/GB) "
+            "4 GB of one-record batches adds ~3.5 min (run it with --shapes 1-record --sizes 1G,4G)."
+        )
+
+    tiny = tiny_log_dir()
+    starts = [run_ingest(tiny.path, args.split_bytes) for _ in range(2)]
+    if any(s.status != 0 for s in starts):
+        raise SystemExit(f"ingest of the one-batch log directory failed:\n{starts[-1].stderr_tail}")
+    start_s = min(s.seconds for s in starts)
+    print(
+        f"start cost (whole ingest of one one-batch segment, best of "
+        f"{', '.join(f'{s.seconds:.1f}' for s in starts)} s; subtracted below): {start_s:.1f} s",
+        flush=True,
+    )
+
+    results: list[Result] = []
+    for shape, size in plan:
+        t0 = time.perf_counter()
+        data, made = build_log_dir(shape, size)
+        what = f"generated in {time.perf_counter() - t0:.0f} s" if made else "cached"
+        print(
+            f"data {shape} {size_label(size)}: {data.path} ({len(data.segments)} segment(s), {what})",
+            flush=True,
+        )
+        result = measure(data, start_s, args.split_bytes)
+        results.append(result)
+        print(
+            f"  {shape} {size_label(size)}: wall {result.wall_s:.1f} s, {result.rows_s:,.0f} rows/s, "
+            f"{result.mb_s:,.0f} MB/s, {result.s_per_gb:.2f} s/GB, "
+            f"worker peak {result.worker_peak_mib:.0f} MiB",
+            flush=True,
+        )
+
+    targets = evaluate_targets(results)
+    print(format_table(results))
+    print("\n== targets (local[2], start excluded)")
+    for t in targets:
+        verdict = {True: "PASS", False: "MISS", None: "n/a "}[t["passed"]]
+        print(f"{verdict}  {t['name']:<58} {t['measured']}")
+    elapsed = time.perf_counter() - started
+    print(
+        f"\nMB/GB = 10^6/10^9 bytes of segment; ingest s = wall s - {start_s:.1f} s start cost; rows = "
+        "batch rows; tree MiB = peak summed RSS of the ingest process tree (JVM + driver + workers); wkr "
+        "MiB = largest peak RSS of one Python worker (pyspark.daemon/worker); dec MB/s = single-process "
+        "header-only iter_segment_runs on the same files; frac = ingest MB/s / dec MB/s. "
+        f"Took {elapsed:.0f} s."
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "git": git_revision(),
+        "quick": args.quick,
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "start_s": start_s,
+        "start_runs_s": [s.seconds for s in starts],
+        "split_bytes": args.split_bytes,
+        "results": [asdict(r) for r in results],
+        "targets": targets,
+        "elapsed_s": elapsed,
+    }
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"results: {args.out}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
