@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen
+from bench.common import REPO, git_revision, replay_audit_cmd
 
-REPO = Path(__file__).resolve().parents[1]
 RESULTS_PATH = REPO / "bench" / "results" / "latest.json"
 MB = datagen.MB
 CHUNK = 8 << 20
@@ -527,13 +527,6 @@ def jvm_startup(jvm: Jvm, one_batch: datagen.Segment) -> float:
     return statistics.median(run_pinned(cmd, subprocess.DEVNULL)[0] for _ in range(3))
 
 
-def replay_audit_cmd() -> tuple[list[str], str]:
-    script = Path(sys.executable).with_name("replay-audit")
-    if script.is_file():
-        return [str(script)], str(script.relative_to(REPO)) if script.is_relative_to(REPO) else str(script)
-    return [sys.executable, "-m", "jobs.cli"], "python -m jobs.cli (console script not installed; make setup)"
-
-
 def measure_dump_summary(one_batch: datagen.Segment) -> dict[str, Any]:
     """`replay-audit dump --summary` of a one-batch file: median whole-process wall time of 5 runs."""
     base, shown = replay_audit_cmd()
@@ -675,12 +668,6 @@ def format_targets(targets: list[Target]) -> str:
         verdict = {True: "PASS", False: "MISS", None: "n/a "}[t.passed]
         lines.append(f"{verdict}  {t.name:<48} {t.measured}")
     return "\n".join(lines)
-
-
-def git_revision() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=REPO)
-    return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def main(argv: list[str] | None = None) -> int:

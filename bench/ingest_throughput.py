@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen
+from bench.common import REPO, git_revision, replay_audit_cmd
 
-REPO = Path(__file__).resolve().parents[1]
 RESULTS_PATH = REPO / "bench" / "results" / "ingest-latest.json"
 MB = datagen.MB
 GB = 1000 * MB
@@ -234,11 +234,6 @@ class MemorySampler:
         self._stop.set()
 
 
-def replay_audit() -> list[str]:
-    script = Path(sys.executable).with_name("replay-audit")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "jobs.cli"]
-
-
 @dataclass
 class IngestRun:
     seconds: float
@@ -253,7 +248,7 @@ class IngestRun:
 def run_ingest(log_dir: str, split_bytes: str | None) -> IngestRun:
     """The whole `replay-audit ingest` subprocess into a fresh output directory, with memory sampled."""
     with tempfile.TemporaryDirectory(prefix="kra-ingest-bench-") as out:
-        cmd = [*replay_audit(), "ingest", "--input", f"bench={log_dir}", "--output", f"{out}/tables"]
+        cmd = [*replay_audit_cmd()[0], "ingest", "--input", f"bench={log_dir}", "--output", f"{out}/tables"]
         if split_bytes:
             cmd += ["--split-bytes", split_bytes]
         with tempfile.TemporaryFile() as err:
@@ -403,12 +398,6 @@ def format_table(results: list[Result]) -> str:
             + ("" if r.ok else f"  FAILED {r.note}")
         )
     return "\n".join(lines)
-
-
-def git_revision() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=REPO)
-    return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def main(argv: list[str] | None = None) -> int:

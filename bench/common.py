@@ -1,0 +1,23 @@
+"""What both benchmarks share: where the repository is, which revision ran, how to run replay-audit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def git_revision() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=REPO)
+    return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def replay_audit_cmd() -> tuple[list[str], str]:
+    """The `replay-audit` console script of this venv (or `python -m jobs.cli`), and how to show it."""
+    script = Path(sys.executable).with_name("replay-audit")
+    if script.is_file():
+        return [str(script)], str(script.relative_to(REPO)) if script.is_relative_to(REPO) else str(script)
+    return [sys.executable, "-m", "jobs.cli"], "python -m jobs.cli (console script not installed; make setup)"
