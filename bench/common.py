@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,3 +26,20 @@ def replay_audit_cmd() -> tuple[list[str], str]:
     if script.is_file():
         return [str(script)], str(script.relative_to(REPO)) if script.is_relative_to(REPO) else str(script)
     return [sys.executable, "-m", "jobs.cli"], "python -m jobs.cli (console script not installed; make setup)"
+
+
+def write_report(out: Path, fields: dict[str, Any]) -> None:
+    """Write a results JSON: when and where it ran (revision, machine), then the benchmark's own fields."""
+    report = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "git": git_revision(),
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        **fields,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"results: {out}")

@@ -12,7 +12,6 @@ import argparse
 import importlib
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen
-from bench.common import REPO, git_revision, replay_audit_cmd
+from bench.common import REPO, replay_audit_cmd, write_report
 
 RESULTS_PATH = REPO / "bench" / "results" / "latest.json"
 MB = datagen.MB
@@ -742,26 +741,19 @@ def main(argv: list[str] | None = None) -> int:
         f"process after its imports). Took {elapsed:.0f} s."
     )
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "git": git_revision(),
-        "quick": args.quick,
-        "cpu": args.cpu,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
+    write_report(
+        args.out,
+        {
+            "quick": args.quick,
+            "cpu": args.cpu,
+            "jvm": {"classpath": jvm_where, "startup_s": startup},
+            "data": {name: asdict(s) for name, s in segments.items()},
+            "results": [r.to_json() for r in results],
+            "dump_summary": summary,
+            "targets": [asdict(t) for t in targets],
+            "elapsed_s": elapsed,
         },
-        "jvm": {"classpath": jvm_where, "startup_s": startup},
-        "data": {name: asdict(s) for name, s in segments.items()},
-        "results": [r.to_json() for r in results],
-        "dump_summary": summary,
-        "targets": [asdict(t) for t in targets],
-        "elapsed_s": elapsed,
-    }
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"results: {args.out}")
+    )
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import struct
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen
-from bench.common import REPO, git_revision, replay_audit_cmd
+from bench.common import REPO, replay_audit_cmd, write_report
 
 RESULTS_PATH = REPO / "bench" / "results" / "ingest-latest.json"
 MB = datagen.MB
@@ -473,25 +472,18 @@ def main(argv: list[str] | None = None) -> int:
         "header-only iter_segment_runs on the same files; frac = ingest MB/s / dec MB/s. "
         f"Took {elapsed:.0f} s."
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "git": git_revision(),
-        "quick": args.quick,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
+    write_report(
+        args.out,
+        {
+            "quick": args.quick,
+            "start_s": start_s,
+            "start_runs_s": [s.seconds for s in starts],
+            "split_bytes": args.split_bytes,
+            "results": [asdict(r) for r in results],
+            "targets": targets,
+            "elapsed_s": elapsed,
         },
-        "start_s": start_s,
-        "start_runs_s": [s.seconds for s in starts],
-        "split_bytes": args.split_bytes,
-        "results": [asdict(r) for r in results],
-        "targets": targets,
-        "elapsed_s": elapsed,
-    }
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"results: {args.out}")
+    )
     return 0 if all(r.ok for r in results) else 1
 
 
