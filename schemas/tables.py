@@ -23,6 +23,7 @@ from pyspark.sql.types import (
     DataType,
     IntegerType,
     LongType,
+    MapType,
     ShortType,
     StringType,
     StructField,
@@ -248,6 +249,139 @@ ACKS = TableSpec(
         "number in the ledger (0-based, data rows only), whatever its format."
     ),
 )
+
+# ---------------------------------------------------------------------------------------------
+# Silver and gold: written by `jobs.audit`, rebuilt whole on every audit of an output directory.
+
+LOG_KEY = ("dump_id", "replica", "topic", "partition")
+
+SEQUENCE_HISTORY = TableSpec(
+    name="sequence_history",
+    schema=StructType(
+        [
+            _f("dump_id", StringType(), False),
+            _f("replica", StringType()),
+            _f("topic", StringType()),
+            _f("partition", IntegerType()),
+            _f("producer_id", LongType(), False),
+            _f("producer_epoch", ShortType(), False),
+            _f("base_offset", LongType(), False),
+            _f("last_offset", LongType(), False),
+            _f("base_sequence", IntegerType(), False),
+            _f("last_sequence", IntegerType(), False),
+            _f("is_control", BooleanType(), False),
+            _f("is_transactional", BooleanType(), False),
+            _f("control_type", StringType()),
+            _f("coordinator_epoch", IntegerType()),
+            _f("max_timestamp", LongType(), False),
+            _f("partition_leader_epoch", IntegerType(), False),
+            _f("file", StringType(), False),
+            _f("position", LongType(), False),
+            # The producer's previous batch or marker in offset order (null for its first).
+            _f("prev_offset", LongType()),
+            _f("prev_producer_epoch", ShortType()),
+            # Sequences unwrapped across the 2^31 wrap within an epoch (null for markers).
+            _f("base_sequence_unwrapped", LongType()),
+            _f("last_sequence_unwrapped", LongType()),
+            # The broker's next expected sequence for this batch (null where nothing is expected).
+            _f("expected_sequence", IntegerType()),
+            # FIRST | IN_SEQUENCE | EPOCH_START | GAP | REGRESSION | DUPLICATE | EPOCH_REGRESSION
+            # | INVALID | MARKER
+            _f("transition", StringType(), False),
+        ]
+    ),
+    partition_by=("dump_id", "replica", "topic"),
+    natural_key=("dump_id", "replica", "topic", "partition", "base_offset"),
+    doc="Silver: every batch and marker of every producer id, with the broker's view of its sequence.",
+)
+
+FINDINGS = TableSpec(
+    name="findings",
+    schema=StructType(
+        [
+            _f("finding_id", StringType(), False),
+            _f("kind", StringType(), False),
+            _f("severity", StringType(), False),
+            _f("category", StringType(), False),
+            _f("topic", StringType()),
+            _f("partition", IntegerType()),
+            _f("dump_id", StringType()),
+            _f("replica", StringType()),
+            _f("producer_id", LongType()),
+            _f("producer_epoch", IntegerType()),
+            _f("first_offset", LongType()),
+            _f("last_offset", LongType()),
+            _f("base_sequence", IntegerType()),
+            _f("last_sequence", IntegerType()),
+            _f("expected_sequence", IntegerType()),
+            _f("related_offset", LongType()),
+            _f("missing_records", LongType()),
+            _f("explained_by", StringType()),
+            _f("rule", StringType(), False),
+            _f("message", StringType(), False),
+        ]
+    ),
+    partition_by=(),
+    natural_key=("finding_id",),
+    doc="Gold: one row per finding of audit-contract §3.",
+)
+
+PARTITION_SUMMARY = TableSpec(
+    name="partition_summary",
+    schema=StructType(
+        [
+            _f("dump_id", StringType(), False),
+            _f("replica", StringType()),
+            _f("topic", StringType()),
+            _f("partition", IntegerType()),
+            _f("capture_time_ms", LongType()),
+            _f("log_start_offset", LongType()),
+            # checkpoint | first_segment | first_batch
+            _f("log_start_source", StringType()),
+            _f("log_end_offset", LongType()),
+            _f("high_watermark", LongType()),
+            _f("batches", LongType(), False),
+            _f("records", LongType(), False),
+            _f("bytes", LongType(), False),
+            _f("producers", LongType(), False),
+            _f("quarantined_regions", LongType(), False),
+            _f("critical", LongType(), False),
+            _f("error", LongType(), False),
+            _f("warning", LongType(), False),
+            _f("info", LongType(), False),
+            # The worst severity found, or `clean`.
+            _f("verdict", StringType(), False),
+        ]
+    ),
+    partition_by=(),
+    natural_key=LOG_KEY,
+    doc="Gold: one row per partition of each dump and replica, with its log bounds and verdict.",
+)
+
+RUNS = TableSpec(
+    name="runs",
+    schema=StructType(
+        [
+            _f("run_id", StringType(), False),
+            _f("started_at_ms", LongType(), False),
+            _f("finished_at_ms", LongType(), False),
+            _f("command", StringType(), False),
+            _f("profile", StringType(), False),
+            _f("valid", BooleanType(), False),
+            _f("fail_on", StringType(), False),
+            _f("exit_status", IntegerType(), False),
+            _f("findings", LongType(), False),
+            _f("counts", MapType(StringType(), LongType(), False), False),
+        ]
+    ),
+    partition_by=(),
+    natural_key=("run_id",),
+    doc="One row appended per audit run (the only table that grows on re-runs: it is the run log).",
+)
+
+AUDIT_TABLES: dict[str, TableSpec] = {
+    spec.name: spec for spec in (SEQUENCE_HISTORY, FINDINGS, PARTITION_SUMMARY, RUNS)
+}
 
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
