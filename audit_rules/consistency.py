@@ -1,0 +1,254 @@
+"""Corruption and consistency: quarantined bytes, offsets, snapshots against the log, replicas against each
+other."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from audit_rules.findings import fmt, to_findings
+from audit_rules.kinds import KINDS
+from audit_rules.logs import join_log, with_log_key
+
+
+def quarantined(quarantine: DataFrame) -> DataFrame:
+    """CRC_MISMATCH, TRUNCATED_TAIL, UNREADABLE_BATCH, INDEX_MISMATCH, SNAPSHOT_CORRUPT, UNREADABLE_FILE from
+    the quarantine table."""
+    frames = []
+    for kind in (
+        "CRC_MISMATCH",
+        "TRUNCATED_TAIL",
+        "UNREADABLE_BATCH",
+        "INDEX_MISMATCH",
+        "SNAPSHOT_CORRUPT",
+        "UNREADABLE_FILE",
+    ):
+        rows = quarantine.where(F.col("kind") == kind)
+        frames.append(
+            to_findings(
+                rows,
+                kind,
+                F.concat(
+                    fmt("%s at byte %s", "file", "position"),
+                    F.when(F.col("length").isNotNull(), fmt(" (%s bytes)", "length")).otherwise(F.lit("")),
+                    F.lit(": "),
+                    F.col("message"),
+                    F.lit(
+                        f" [{KINDS[kind].category}: the bytes are quarantined, the rest of the file was read]"
+                    ),
+                ),
+                # A byte position is not an offset: it is in the message and in the finding id.
+                evidence=F.concat_ws("@", "file", "position"),
+            )
+        )
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+def offset_overlap(batches: DataFrame) -> DataFrame:
+    """OFFSET_OVERLAP: in file order, a batch whose offsets start at or before the previous batch's last
+    offset."""
+    b = with_log_key(batches.where(F.col("crc_valid")))
+    w = Window.partitionBy("log_key").orderBy("file", "position")
+    b = b.withColumn("_prev_last", F.lag("last_offset").over(w)).withColumn(
+        "_prev_base", F.lag("base_offset").over(w)
+    )
+    rows = b.where(F.col("base_offset") <= F.col("_prev_last"))
+    return to_findings(
+        rows,
+        "OFFSET_OVERLAP",
+        fmt(
+            "The batch at offsets %s-%s (%s byte %s) starts at or before the end of the previous batch "
+            "(offsets %s-%s): "
+            "offsets must increase within a partition.",
+            "base_offset",
+            "last_offset",
+            "file",
+            "position",
+            "_prev_base",
+            "_prev_last",
+        ),
+        producer_id=F.when(F.col("producer_id") >= 0, F.col("producer_id")),
+        producer_epoch=F.when(F.col("producer_id") >= 0, F.col("producer_epoch")),
+        first_offset="base_offset",
+        last_offset="last_offset",
+        related_offset="_prev_base",
+    )
+
+
+def snapshot_mismatch(history: DataFrame, snapshots: DataFrame, logs: DataFrame) -> DataFrame:
+    """SNAPSHOT_MISMATCH: a snapshot entry differs from the state replayed from the retained log below its
+    offset (§4.2, §5.8)."""
+    entries = join_log(with_log_key(snapshots), logs, "log_start_offset")
+    present = history.select("log_key", "producer_id").distinct()
+    entries = entries.join(present, ["log_key", "producer_id"], "inner")
+    # Snapshot entries become events in the producer's offset order: ordered at the snapshot offset,
+    # before a batch ending there (the snapshot holds the state *before* its offset).
+    ev_snap = entries.select(
+        "log_key",
+        "producer_id",
+        F.col("snapshot_offset").alias("at"),
+        F.lit(0).alias("_order"),
+        F.struct(
+            "snapshot_offset",
+            "producer_epoch",
+            "last_sequence",
+            "last_offset",
+            "file",
+            "dump_id",
+            "replica",
+            "topic",
+            "partition",
+            "log_start_offset",
+        ).alias("snap"),
+    )
+    ok = history.where(F.col("ok"))
+    ev_batch = ok.select(
+        "log_key",
+        "producer_id",
+        F.col("last_offset").alias("at"),
+        F.lit(1).alias("_order"),
+        F.when(
+            ~F.col("is_control"), F.struct("base_offset", "last_offset", "last_sequence", "producer_epoch")
+        ).alias("data"),
+        F.col("producer_epoch").cast("int").alias("epoch"),
+    )
+    events = (
+        ev_snap.withColumn("data", F.lit(None).cast(ev_batch.schema["data"].dataType))
+        .withColumn("epoch", F.lit(None).cast("int"))
+        .unionByName(ev_batch.withColumn("snap", F.lit(None).cast(ev_snap.schema["snap"].dataType)))
+    )
+    w = (
+        Window.partitionBy("log_key", "producer_id")
+        .orderBy("at", "_order")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    replayed = (
+        events.withColumn("last_data", F.last("data", ignorenulls=True).over(w))
+        .withColumn("epoch_seen", F.max("epoch").over(w))
+        .where(F.col("snap").isNotNull() & F.col("epoch_seen").isNotNull())
+    )
+    s = F.col("snap")
+    full = (s.last_offset >= s.log_start_offset) & (s.last_offset >= 0)
+    differs = (s.producer_epoch != F.col("epoch_seen")) | (
+        full
+        & (
+            F.col("last_data").isNull()
+            | (s.last_offset != F.col("last_data.last_offset"))
+            | (s.last_sequence != F.col("last_data.last_sequence"))
+        )
+    )
+    rows = replayed.where(differs).select(
+        "producer_id",
+        "snap.*",
+        "epoch_seen",
+        F.col("last_data.last_offset").alias("replayed_last_offset"),
+        F.col("last_data.last_sequence").alias("replayed_last_sequence"),
+    )
+    return to_findings(
+        rows,
+        "SNAPSHOT_MISMATCH",
+        fmt(
+            "%s says producer %s had epoch %s, last sequence %s at offset %s, but replaying the log up to "
+            "offset %s "
+            "gives epoch %s, last sequence %s at offset %s.",
+            "file",
+            "producer_id",
+            "producer_epoch",
+            "last_sequence",
+            "last_offset",
+            "snapshot_offset",
+            "epoch_seen",
+            "replayed_last_sequence",
+            "replayed_last_offset",
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="last_offset",
+        last_offset="last_offset",
+        last_sequence="last_sequence",
+        related_offset="snapshot_offset",
+    )
+
+
+def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
+    """REPLICA_DIVERGENCE: logs of one partition (replicas, dumps) hold different batches at the same offset
+    below both bounds."""
+    part = Window.partitionBy("topic", "partition").orderBy("dump_id", F.coalesce("replica", F.lit("")))
+    ranked = (
+        logs.where(~F.col("compacted"))
+        .withColumn("_rank", F.row_number().over(part))
+        .withColumn("_bound", F.coalesce("high_watermark", "log_end_offset"))
+    )
+    ref = ranked.where(F.col("_rank") == 1).select(
+        "topic",
+        "partition",
+        F.col("log_key").alias("ref_key"),
+        F.col("dump_id").alias("ref_dump_id"),
+        F.col("replica").alias("ref_replica"),
+        F.col("log_start_offset").alias("ref_start"),
+        F.col("_bound").alias("ref_bound"),
+    )
+    pairs = (
+        ranked.where(F.col("_rank") > 1)
+        .join(ref, ["topic", "partition"], "inner")
+        .select(
+            "log_key",
+            "dump_id",
+            "replica",
+            "topic",
+            "partition",
+            "ref_key",
+            "ref_dump_id",
+            "ref_replica",
+            F.greatest("log_start_offset", "ref_start").alias("lo"),
+            F.least("_bound", "ref_bound").alias("hi"),
+        )
+        .where(F.col("lo") < F.col("hi"))
+    )
+    b = with_log_key(batches.where(F.col("crc_valid"))).select(
+        "log_key", "base_offset", "last_offset", "crc", "producer_id"
+    )
+    mine = b.join(F.broadcast(pairs), "log_key", "inner").where(
+        (F.col("base_offset") >= F.col("lo")) & (F.col("base_offset") < F.col("hi"))
+    )
+    theirs = (
+        b.withColumnRenamed("log_key", "ref_key")
+        .join(F.broadcast(pairs.select("log_key", "ref_key", "lo", "hi")), "ref_key", "inner")
+        .where((F.col("base_offset") >= F.col("lo")) & (F.col("base_offset") < F.col("hi")))
+    )
+    a = mine.select("log_key", "base_offset", F.struct("last_offset", "crc", "producer_id").alias("x"))
+    r = theirs.select("log_key", "base_offset", F.struct("last_offset", "crc", "producer_id").alias("y"))
+    diff = a.join(r, ["log_key", "base_offset"], "full_outer").where(
+        F.col("x").isNull()
+        | F.col("y").isNull()
+        | (F.col("x.last_offset") != F.col("y.last_offset"))
+        | (F.col("x.crc") != F.col("y.crc"))
+    )
+    agg = diff.groupBy("log_key").agg(
+        F.min("base_offset").alias("first"),
+        F.max(F.coalesce("x.last_offset", "y.last_offset")).alias("last"),
+        F.count(F.lit(1)).alias("n"),
+    )
+    rows = agg.join(F.broadcast(pairs), "log_key", "inner")
+    return to_findings(
+        rows,
+        "REPLICA_DIVERGENCE",
+        fmt(
+            "%s batch position(s) between offsets %s and %s differ between dump %s replica %s and dump %s "
+            "replica %s, "
+            "below both high watermarks: acknowledged data was rewritten (e.g. an unclean leader election).",
+            "n",
+            "first",
+            "last",
+            "dump_id",
+            "replica",
+            "ref_dump_id",
+            "ref_replica",
+        ),
+        first_offset="first",
+        last_offset="last",
+        related_offset="first",
+    )

@@ -1,0 +1,156 @@
+"""Duplicate rules: exact batch copies (KIP-98 duplicate window) and records re-sent under a new epoch.
+
+The broker recognises a retry only if its `(epoch, baseSeq, lastSeq)` is among the last 5 batches it
+holds for the producer (`ProducerStateEntry.findDuplicateBatch`, KAFKA-5494; 1 in 0.11), and only
+while the producer's state has not expired. A batch re-sent after an epoch bump gets new sequences,
+so only its content can match (KAFKA-14034, librdkafka #4953).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from audit_rules.findings import fmt, to_findings
+from audit_rules.profile import Profile
+
+_BATCH: dict[str, Any] = {
+    "producer_id": "producer_id",
+    "producer_epoch": "producer_epoch",
+    "first_offset": "base_offset",
+    "last_offset": "last_offset",
+    "base_sequence": "base_sequence",
+    "last_sequence": "last_sequence",
+}
+
+
+def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
+    """DUPLICATE_BATCH: the same (pid, epoch, baseSeq, lastSeq) retained at two offsets; says whether the
+    profile's broker should have caught it."""
+    rows = history.where(F.col("transition") == "DUPLICATE")
+    between = F.col("stream_index") - F.col("first_copy_stream_index") - 1
+    if profile.duplicate_window_sequences is not None:
+        in_window = (
+            F.col("prev_last_unwrapped") - F.col("last_sequence_unwrapped")
+        ) < profile.duplicate_window_sequences
+    else:
+        in_window = between < profile.duplicate_window_batches
+    fresh = (F.col("max_timestamp") - F.col("prev_max_timestamp")) < profile.producer_id_expiration_ms
+    window = profile.describe_window()
+    verdict = (
+        F.when(
+            in_window & fresh,
+            F.lit(f"a broker keeping {window} ({profile.name}) should have caught it"),
+        )
+        .when(
+            ~fresh,
+            F.lit(
+                f"the producer had been idle longer than producer.id.expiration.ms, so {profile.name} had "
+                f"forgotten it"
+            ),
+        )
+        .otherwise(
+            F.lit(
+                f"the first copy was outside {window} ({profile.name}), so the broker could not recognise it"
+            )
+        )
+    )
+    return to_findings(
+        rows,
+        "DUPLICATE_BATCH",
+        F.concat(
+            fmt(
+                "Producer %s epoch %s sequences %s-%s are written twice, at offset %s and again at offset %s "
+                "(%s batch(es) later): ",
+                "producer_id",
+                "producer_epoch",
+                "base_sequence",
+                "last_sequence",
+                "first_copy_offset",
+                "base_offset",
+                between,
+            ),
+            verdict,
+            F.lit("."),
+        ),
+        related_offset="first_copy_offset",
+        **_BATCH,
+    )
+
+
+def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile: Profile) -> DataFrame:
+    """DUPLICATE_RECORDS_NEW_EPOCH: a record's key and value re-appear in the first batches of a later epoch
+    of the same producer."""
+    batch_cols = history.where(F.col("ok") & ~F.col("is_control")).select(
+        "log_key",
+        "dump_id",
+        "replica",
+        "topic",
+        "partition",
+        "file",
+        F.col("position").alias("batch_position"),
+        "producer_id",
+        "producer_epoch",
+        "base_offset",
+        "last_offset",
+        "stream_index",
+    )
+    keyed = records.where(F.col("key").isNotNull() | F.col("value").isNotNull()).select(
+        "dump_id",
+        "replica",
+        "file",
+        "batch_position",
+        "offset",
+        F.xxhash64(
+            F.coalesce(F.col("key"), F.lit(b"")),
+            F.col("key").isNull(),
+            F.coalesce(F.col("value"), F.lit(b"")),
+            F.col("value").isNull(),
+        ).alias("content"),
+    )
+    joined = keyed.join(batch_cols, ["dump_id", "file", "batch_position"], "inner").drop(keyed.replica)
+    first = Window.partitionBy("log_key", "producer_id", "content").orderBy("producer_epoch", "offset")
+    marked = joined.withColumn("_first", F.first(F.struct("producer_epoch", "offset")).over(first))
+    copies = marked.where(
+        (F.col("producer_epoch") > F.col("_first.producer_epoch"))
+        & (F.col("stream_index") <= profile.duplicate_window_batches)
+    )
+    per_batch = copies.groupBy(
+        "log_key",
+        "dump_id",
+        "replica",
+        "topic",
+        "partition",
+        "producer_id",
+        "producer_epoch",
+        "base_offset",
+        "last_offset",
+    ).agg(
+        F.count(F.lit(1)).alias("copied"),
+        F.min("_first.offset").alias("original_offset"),
+        F.min("_first.producer_epoch").alias("original_epoch"),
+    )
+    return to_findings(
+        per_batch,
+        "DUPLICATE_RECORDS_NEW_EPOCH",
+        fmt(
+            "Producer %s re-wrote %s record(s) under epoch %s at offsets %s-%s that were already written "
+            "under epoch "
+            "%s (first at offset %s): a retry after an epoch bump duplicated them (KAFKA-14034, librdkafka "
+            "#4953).",
+            "producer_id",
+            "copied",
+            "producer_epoch",
+            "base_offset",
+            "last_offset",
+            "original_epoch",
+            "original_offset",
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="base_offset",
+        last_offset="last_offset",
+        related_offset="original_offset",
+    )

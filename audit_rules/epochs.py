@@ -1,0 +1,91 @@
+"""Epoch rules (KIP-98 fencing, KIP-360 epoch bumps, KIP-588 InvalidProducerEpoch).
+
+A CLIENT append with a lower epoch is refused (§5.3), so one in the log came through a path that
+does not check (replication after an unclean election, a zombie). A new epoch must start at
+sequence 0 (§5.4 step 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from audit_rules.findings import fmt, to_findings
+from audit_rules.logs import join_log
+
+_BATCH: dict[str, Any] = {
+    "producer_id": "producer_id",
+    "producer_epoch": "producer_epoch",
+    "first_offset": "base_offset",
+    "last_offset": "last_offset",
+    "base_sequence": "base_sequence",
+    "last_sequence": "last_sequence",
+}
+
+
+def epoch_regression(history: DataFrame) -> DataFrame:
+    """EPOCH_REGRESSION: a batch or marker with a lower epoch than an earlier one of its producer (zombie
+    write)."""
+    rows = history.where(F.col("transition") == "EPOCH_REGRESSION")
+    return to_findings(
+        rows,
+        "EPOCH_REGRESSION",
+        fmt(
+            "Producer %s wrote epoch %s at offset %s after epoch %s had been used at offset %s: a fenced "
+            "(zombie) producer's write reached the log.",
+            "producer_id",
+            "producer_epoch",
+            "base_offset",
+            "max_epoch_before",
+            "regression_related_offset",
+        ),
+        related_offset="regression_related_offset",
+        **_BATCH,
+    )
+
+
+def epoch_starts(history: DataFrame, logs: DataFrame) -> DataFrame:
+    """EPOCH_BUMP (info) when a new epoch starts at sequence 0; NEW_EPOCH_NONZERO_SEQUENCE otherwise
+    (KIP-360)."""
+    rows = history.where(F.col("transition") == "EPOCH_START")
+    bumps = to_findings(
+        rows.where(F.col("base_sequence") == 0),
+        "EPOCH_BUMP",
+        fmt(
+            "Producer %s moved from epoch %s (offset %s) to epoch %s at offset %s and restarted at "
+            "sequence 0: "
+            "normal recovery or a new session.",
+            "producer_id",
+            "prev_producer_epoch",
+            "prev_offset",
+            "producer_epoch",
+            "base_offset",
+        ),
+        related_offset="prev_offset",
+        expected_sequence=F.lit(0),
+        explained_by=F.lit("epoch_bump"),
+        **_BATCH,
+    )
+    nonzero = join_log(rows.where(F.col("base_sequence") != 0), logs, "compacted").where(~F.col("compacted"))
+    wrong = to_findings(
+        nonzero,
+        "NEW_EPOCH_NONZERO_SEQUENCE",
+        fmt(
+            "Producer %s started epoch %s at offset %s with sequence %s instead of 0 (previous epoch %s at "
+            "offset "
+            "%s): the first %s record(s) of the new epoch are missing or the producer reused sequences.",
+            "producer_id",
+            "producer_epoch",
+            "base_offset",
+            "base_sequence",
+            "prev_producer_epoch",
+            "prev_offset",
+            "base_sequence",
+        ),
+        related_offset="prev_offset",
+        expected_sequence=F.lit(0),
+        **_BATCH,
+    )
+    return bumps.unionByName(wrong)

@@ -1,0 +1,188 @@
+"""The silver stage: every producer batch and marker with the broker's view of its sequence.
+
+Replays `ProducerAppendInfo` (kafka-formats-and-rules §5.3-§5.4, RULES.md) with window functions:
+per `(log, producer_id)` in offset order for epochs, per `(log, producer_id, epoch)` for sequences.
+No per-producer state is collected anywhere: a producer with ten million batches costs one window
+sort, which Spark spills to disk as needed.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
+
+from audit_rules.logs import with_log_key
+from schemas.tables import SEQUENCE_HISTORY
+
+SEQUENCE_MODULUS = 1 << 31  # sequences are non-negative int32 and wrap after 2147483647 (§1.4)
+HALF_RANGE = 1 << 30
+
+
+def producer_batches(batches: DataFrame) -> DataFrame:
+    """Batches that take part in producer state (§5.1): magic 2, a producer id, a trustworthy header."""
+    return batches.where((F.col("magic") == 2) & (F.col("producer_id") >= 0) & F.col("crc_valid"))
+
+
+def _pid_window() -> WindowSpec:
+    return Window.partitionBy("log_key", "producer_id").orderBy("base_offset")
+
+
+def _stream_window() -> WindowSpec:
+    # `in_stream` in the key: rows outside the epoch stream form their own partitions and are ignored.
+    return Window.partitionBy("log_key", "producer_id", "producer_epoch", "in_stream").orderBy("base_offset")
+
+
+def build_history(batches: DataFrame) -> DataFrame:
+    """Producer batches with their replay columns (internal ones too; `history_table` selects the silver
+    schema)."""
+    b = with_log_key(producer_batches(batches))
+    pid = _pid_window()
+    before = pid.rowsBetween(Window.unboundedPreceding, -1)
+    whole = pid.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    epoch = F.col("producer_epoch").cast("int")
+
+    # INVALID_SEQUENCE (KIP-98): a data batch's sequence range must span exactly its offset range.
+    invalid = ~F.col("is_control") & (
+        (F.col("base_sequence") < 0)
+        | (
+            F.pmod(F.col("last_sequence").cast("long") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS))
+            != F.col("last_offset") - F.col("base_offset")
+        )
+    )
+    b = b.withColumn("invalid", invalid)
+    # Highest earlier epoch and the first batch that carried it (max of (epoch, -offset)).
+    b = b.withColumn(
+        "_max_before",
+        F.max(F.when(~F.col("invalid"), F.struct(epoch.alias("e"), (-F.col("base_offset")).alias("o")))).over(
+            before
+        ),
+    )
+    b = b.withColumn(
+        "epoch_regressed", ~F.col("invalid") & F.coalesce(epoch < F.col("_max_before.e"), F.lit(False))
+    )
+    b = b.withColumn("regression_related_offset", -F.col("_max_before.o"))
+    b = b.withColumn("max_epoch_before", F.col("_max_before.e"))
+    ok = ~F.col("invalid") & ~F.col("epoch_regressed")
+    b = b.withColumn("ok", ok).withColumn("in_stream", ok & ~F.col("is_control"))
+    b = b.withColumn(
+        "prev_offset", F.last(F.when(F.col("ok"), F.col("base_offset")), ignorenulls=True).over(before)
+    )
+    b = b.withColumn(
+        "prev_producer_epoch",
+        F.last(F.when(F.col("ok"), F.col("producer_epoch")), ignorenulls=True).over(before),
+    )
+    b = b.withColumn("min_epoch_before", F.min(F.when(F.col("ok"), epoch)).over(before))
+    b = b.withColumn(
+        "last_marker_offset", F.max(F.when(F.col("is_control"), F.col("base_offset"))).over(whole)
+    )
+    markers_before = (
+        Window.partitionBy("log_key", "producer_id", "is_control")
+        .orderBy("base_offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    b = b.withColumn(
+        "_coord_before",
+        F.max(F.struct(F.col("coordinator_epoch").alias("c"), (-F.col("base_offset")).alias("o"))).over(
+            markers_before
+        ),
+    )
+
+    # The epoch stream: lag values, then the 2^31 unwrapping of RULES.md.
+    s = _stream_window()
+    upto = s.rowsBetween(Window.unboundedPreceding, 0)
+    s_before = s.rowsBetween(Window.unboundedPreceding, -1)
+    b = (
+        b.withColumn("stream_index", F.row_number().over(s))
+        .withColumn("prev_base_offset", F.lag("base_offset").over(s))
+        .withColumn("prev_last_sequence", F.lag("last_sequence").over(s))
+        .withColumn("prev_max_timestamp", F.lag("max_timestamp").over(s))
+    )
+    step = F.col("base_sequence").cast("long") - F.col("prev_last_sequence")
+    jump = (
+        F.when(F.col("prev_last_sequence").isNull(), 0)
+        .when(step < -HALF_RANGE, 1)
+        .when(step > HALF_RANGE, -1)
+        .otherwise(0)
+    )
+    spans = F.when(F.col("last_sequence") < F.col("base_sequence"), 1).otherwise(0)
+    b = b.withColumn("_jump", jump).withColumn("_spans", spans)
+    wraps = F.sum("_jump").over(upto) + F.coalesce(F.sum("_spans").over(s_before), F.lit(0))
+    b = b.withColumn("base_sequence_unwrapped", F.col("base_sequence") + wraps * F.lit(SEQUENCE_MODULUS))
+    b = b.withColumn(
+        "last_sequence_unwrapped",
+        F.col("base_sequence_unwrapped")
+        + F.pmod(F.col("last_sequence").cast("long") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS)),
+    )
+    b = b.withColumn("prev_last_unwrapped", F.lag("last_sequence_unwrapped").over(s))
+    b = b.withColumn("expected_unwrapped", F.col("prev_last_unwrapped") + 1)
+
+    # Exact copies of an earlier batch of the stream (KIP-98 duplicate: same epoch and sequence range).
+    copies = Window.partitionBy(
+        "log_key",
+        "producer_id",
+        "producer_epoch",
+        "in_stream",
+        "base_sequence_unwrapped",
+        "last_sequence_unwrapped",
+    ).orderBy("base_offset")
+    b = (
+        b.withColumn("copy_index", F.row_number().over(copies))
+        .withColumn("first_copy_offset", F.first("base_offset").over(copies))
+        .withColumn("first_copy_stream_index", F.first("stream_index").over(copies))
+    )
+
+    first_of_epoch = F.col("in_stream") & (F.col("stream_index") == 1)
+    first_of_producer = F.col("min_epoch_before").isNull() | (F.col("min_epoch_before") == epoch)
+    transition = (
+        F.when(F.col("invalid"), "INVALID")
+        .when(F.col("epoch_regressed"), "EPOCH_REGRESSION")
+        .when(F.col("is_control"), "MARKER")
+        .when(first_of_epoch & first_of_producer, "FIRST")
+        .when(first_of_epoch, "EPOCH_START")
+        .when(F.col("copy_index") > 1, "DUPLICATE")
+        .when(F.col("base_sequence_unwrapped") == F.col("expected_unwrapped"), "IN_SEQUENCE")
+        .when(F.col("base_sequence_unwrapped") < F.col("expected_unwrapped"), "REGRESSION")
+        .otherwise("GAP")
+    )
+    b = b.withColumn("transition", transition)
+    expected = (
+        F.when(F.col("transition") == "EPOCH_START", F.lit(0))
+        .when(
+            F.col("expected_unwrapped").isNotNull(),
+            F.pmod(F.col("expected_unwrapped"), F.lit(SEQUENCE_MODULUS)),
+        )
+        .cast("int")
+    )
+    return b.withColumn("expected_sequence", expected).drop("_max_before", "_jump", "_spans")
+
+
+def coordinator_epoch_before() -> tuple[Column, Column]:
+    """The highest coordinator epoch of the producer's earlier markers, and that marker's offset."""
+    return F.col("_coord_before.c"), -F.col("_coord_before.o")
+
+
+def coverage_holes(history: DataFrame) -> DataFrame:
+    """Sequence ranges of each (log, pid, epoch) that no retained batch covers, between its lowest and
+    highest."""
+    stream = history.where(F.col("in_stream"))
+    w = (
+        Window.partitionBy("log_key", "producer_id", "producer_epoch")
+        .orderBy("base_sequence_unwrapped", "base_offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    covered = stream.withColumn("_covered_to", F.max("last_sequence_unwrapped").over(w))
+    return covered.where(F.col("base_sequence_unwrapped") > F.col("_covered_to") + 1).select(
+        "log_key",
+        "producer_id",
+        "producer_epoch",
+        (F.col("_covered_to") + 1).alias("hole_start"),
+        (F.col("base_sequence_unwrapped") - 1).alias("hole_end"),
+    )
+
+
+def history_table(history: DataFrame) -> DataFrame:
+    """The silver `sequence_history` rows."""
+    return history.select(
+        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in SEQUENCE_HISTORY.schema.fields]
+    )

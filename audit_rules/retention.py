@@ -1,0 +1,294 @@
+"""Retention versus loss (seeds 000 and 001, KIP-360, KAFKA-7190).
+
+What lies below the log start offset was deleted by retention (or DeleteRecords) and is explained;
+what is at or above it and absent is loss. Evidence that a producer or record existed comes from
+producer snapshots, earlier dumps of the same partition and the acknowledgement ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from audit_rules.findings import fmt, to_findings
+from audit_rules.history import SEQUENCE_MODULUS
+from audit_rules.logs import join_log, with_log_key
+from schemas.tables import LOG_KEY
+
+
+def _producers_of(history: DataFrame) -> DataFrame:
+    """(log, pid) -> last offset of any retained batch or marker of the pid."""
+    return history.groupBy("log_key", "producer_id").agg(F.max("last_offset").alias("retained_last_offset"))
+
+
+def latest_snapshot_entries(snapshots: DataFrame) -> DataFrame:
+    """Entries of the newest snapshot of each log (the state the broker would load, §5.8)."""
+    s = with_log_key(snapshots)
+    newest = Window.partitionBy("log_key")
+    return (
+        s.withColumn("_newest", F.max("snapshot_offset").over(newest))
+        .where(F.col("snapshot_offset") == F.col("_newest"))
+        .drop("_newest")
+    )
+
+
+def snapshot_producers(history: DataFrame, snapshots: DataFrame, logs: DataFrame) -> DataFrame:
+    """PRODUCER_STATE_RETAINED (info) or UNKNOWN_PRODUCER_LOSS (critical) for snapshot producers with no
+    retained batch."""
+    entries = latest_snapshot_entries(snapshots)
+    absent = entries.join(_producers_of(history), ["log_key", "producer_id"], "left_anti")
+    absent = join_log(absent, logs, "log_start_offset")
+    retained = to_findings(
+        absent.where(F.col("last_offset") < F.col("log_start_offset")),
+        "PRODUCER_STATE_RETAINED",
+        fmt(
+            "The producer snapshot at offset %s still lists producer %s epoch %s (last offset %s, sequence "
+            "%s), whose "
+            "batches all lie below the log start offset %s: state kept after retention (Kafka >= 2.5), not "
+            "loss.",
+            "snapshot_offset",
+            "producer_id",
+            "producer_epoch",
+            "last_offset",
+            "last_sequence",
+            "log_start_offset",
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="last_offset",
+        last_offset="last_offset",
+        last_sequence="last_sequence",
+        related_offset="snapshot_offset",
+        explained_by=F.lit("retention"),
+    )
+    lost = to_findings(
+        absent.where(F.col("last_offset") >= F.col("log_start_offset")),
+        "UNKNOWN_PRODUCER_LOSS",
+        fmt(
+            "The producer snapshot at offset %s lists producer %s epoch %s with its last batch at offset "
+            "%s, at or "
+            "above the log start offset %s, but the log holds no batch of that producer: its data is lost.",
+            "snapshot_offset",
+            "producer_id",
+            "producer_epoch",
+            "last_offset",
+            "log_start_offset",
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="last_offset",
+        last_offset="last_offset",
+        last_sequence="last_sequence",
+        related_offset="snapshot_offset",
+    )
+    return retained.unionByName(lost)
+
+
+def previous_dumps(logs: DataFrame) -> DataFrame:
+    """Each log with the log of the same (replica, topic, partition) in the dump captured just before it."""
+    w = Window.partitionBy("replica", "topic", "partition").orderBy("capture_time_ms", "dump_id")
+    return logs.select(
+        "log_key",
+        *LOG_KEY,
+        "log_start_offset",
+        "capture_time_ms",
+        F.lag("log_key").over(w).alias("previous_log_key"),
+        F.lag("dump_id").over(w).alias("previous_dump_id"),
+    ).where(F.col("previous_log_key").isNotNull())
+
+
+def producers_across_dumps(history: DataFrame, logs: DataFrame) -> DataFrame:
+    """UNKNOWN_PRODUCER_RETENTION (info) or UNKNOWN_PRODUCER_LOSS (critical): a producer of the earlier dump
+    absent from the later one (seed 000 rule 4)."""
+    pairs = previous_dumps(logs)
+    producers = _producers_of(history)
+    earlier = pairs.join(
+        producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
+    )
+    gone = earlier.join(producers, ["log_key", "producer_id"], "left_anti")
+    common: dict[str, Any] = {
+        "producer_id": "producer_id",
+        "first_offset": "retained_last_offset",
+        "last_offset": "retained_last_offset",
+        "related_offset": "retained_last_offset",
+    }
+    retention = to_findings(
+        gone.where(F.col("retained_last_offset") < F.col("log_start_offset")),
+        "UNKNOWN_PRODUCER_RETENTION",
+        fmt(
+            "Producer %s, last seen at offset %s in dump %s, is absent from this dump because the log "
+            "start offset "
+            "moved to %s (retention): the broker may answer it with UNKNOWN_PRODUCER_ID, nothing is lost.",
+            "producer_id",
+            "retained_last_offset",
+            "previous_dump_id",
+            "log_start_offset",
+        ),
+        explained_by=F.lit("retention"),
+        **common,
+    )
+    loss = to_findings(
+        gone.where(F.col("retained_last_offset") >= F.col("log_start_offset")),
+        "UNKNOWN_PRODUCER_LOSS",
+        fmt(
+            "Producer %s wrote up to offset %s in dump %s, but this dump holds none of its batches "
+            "although its log "
+            "starts at %s: the producer's data was lost or rewritten.",
+            "producer_id",
+            "retained_last_offset",
+            "previous_dump_id",
+            "log_start_offset",
+        ),
+        **common,
+    )
+    return retention.unionByName(loss)
+
+
+def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataFrame:
+    """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
+    checked against the newest dump of each replica."""
+    newest = Window.partitionBy("replica", "topic", "partition").orderBy(
+        F.col("capture_time_ms").desc(), F.col("dump_id").desc()
+    )
+    targets = (
+        logs.withColumn("_rank", F.row_number().over(newest))
+        .where(F.col("_rank") == 1)
+        .select("log_key", "dump_id", "replica", "topic", "partition", "log_start_offset")
+    )
+    ack_rows = acks.select(
+        "topic",
+        "partition",
+        "offset",
+        F.col("producer_id").alias("ack_producer_id"),
+        F.col("producer_epoch").alias("ack_producer_epoch"),
+        F.col("sequence").alias("ack_sequence"),
+    ).distinct()
+    # Every acknowledged offset against every target log of its partition (targets: one per replica).
+    events_acks = ack_rows.join(F.broadcast(targets), ["topic", "partition"], "inner").select(
+        "log_key",
+        "dump_id",
+        "replica",
+        "topic",
+        "partition",
+        "log_start_offset",
+        F.col("offset").alias("at"),
+        F.lit(1).alias("_order"),
+        "ack_producer_id",
+        "ack_producer_epoch",
+        "ack_sequence",
+    )
+    data = with_log_key(batches.where(~F.col("is_control"))).join(
+        F.broadcast(targets.select("log_key")), "log_key", "inner"
+    )
+    events_batches = data.select(
+        "log_key",
+        "dump_id",
+        "replica",
+        "topic",
+        "partition",
+        F.lit(None).cast("long").alias("log_start_offset"),
+        F.col("base_offset").alias("at"),
+        F.lit(0).alias("_order"),
+        F.struct("base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence").alias("b"),
+    )
+    events = events_acks.withColumn("b", F.lit(None).cast(events_batches.schema["b"].dataType)).unionByName(
+        events_batches.withColumn("ack_producer_id", F.lit(None).cast("long"))
+        .withColumn("ack_producer_epoch", F.lit(None).cast("short"))
+        .withColumn("ack_sequence", F.lit(None).cast("int"))
+    )
+    # The batch holding an offset is the last batch starting at or before it (one sort per partition).
+    w = Window.partitionBy("log_key").orderBy("at", "_order").rowsBetween(Window.unboundedPreceding, 0)
+    located = events.withColumn("cover", F.last("b", ignorenulls=True).over(w)).where(F.col("_order") == 1)
+    seq_at = F.pmod(
+        F.col("cover.base_sequence").cast("long") + (F.col("at") - F.col("cover.base_offset")),
+        F.lit(SEQUENCE_MODULUS),
+    )
+    covered = F.col("cover").isNotNull() & (F.col("cover.last_offset") >= F.col("at"))
+    matches = (
+        covered
+        & (F.col("ack_producer_id").isNull() | (F.col("ack_producer_id") == F.col("cover.producer_id")))
+        & (
+            F.col("ack_producer_epoch").isNull()
+            | (F.col("ack_producer_epoch") == F.col("cover.producer_epoch"))
+        )
+        & (
+            F.col("ack_sequence").isNull()
+            | (F.col("cover.producer_id") < 0)
+            | (F.col("ack_sequence") == seq_at)
+        )
+    )
+    outcome = (
+        F.when(F.col("at") < F.col("log_start_offset"), F.lit("retention"))
+        .when(matches, F.lit("ok"))
+        .when(~covered, F.lit("absent"))
+        .otherwise(F.lit("other"))
+    )
+    judged = located.withColumn("_outcome", outcome).where(F.col("_outcome") != "ok")
+    # Consecutive offsets with one outcome and producer are one finding (offset minus rank is constant along
+    # a run).
+    run = Window.partitionBy("log_key", "_outcome", "ack_producer_id").orderBy("at")
+    judged = judged.withColumn("_run", F.col("at") - F.row_number().over(run))
+    ranges = judged.groupBy(
+        "log_key", "dump_id", "replica", "topic", "partition", "_outcome", "ack_producer_id", "_run"
+    ).agg(
+        F.min("at").alias("first"),
+        F.max("at").alias("last"),
+        F.count(F.lit(1)).alias("n"),
+        F.first("log_start_offset").alias("log_start_offset"),
+        F.min_by("cover", "at").alias("cover"),
+    )
+    retention = to_findings(
+        ranges.where(F.col("_outcome") == "retention"),
+        "ACKED_RECORD_RETENTION",
+        fmt(
+            "%s acknowledged record(s) at offsets %s-%s lie below the log start offset %s: deleted by "
+            "retention, "
+            "not lost.",
+            "n",
+            "first",
+            "last",
+            "log_start_offset",
+        ),
+        producer_id="ack_producer_id",
+        first_offset="first",
+        last_offset="last",
+        explained_by=F.lit("retention"),
+    )
+    missing = to_findings(
+        ranges.where(F.col("_outcome") != "retention"),
+        "ACKED_RECORD_MISSING",
+        F.when(
+            F.col("_outcome") == "absent",
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s (producer %s) are not in the log although they "
+                "are at or "
+                "above the log start offset %s: acknowledged data was lost.",
+                "n",
+                "first",
+                "last",
+                "ack_producer_id",
+                "log_start_offset",
+            ),
+        ).otherwise(
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s (producer %s) are held by a batch of producer "
+                "%s epoch %s "
+                "at offset %s with other sequences: the acknowledged data was overwritten.",
+                "n",
+                "first",
+                "last",
+                "ack_producer_id",
+                "cover.producer_id",
+                "cover.producer_epoch",
+                "cover.base_offset",
+            )
+        ),
+        producer_id="ack_producer_id",
+        first_offset="first",
+        last_offset="last",
+        related_offset=F.when(F.col("_outcome") == "other", F.col("cover.base_offset")),
+        missing_records="n",
+    )
+    return retention.unionByName(missing)

@@ -1,0 +1,207 @@
+"""Sequence rules within one producer epoch (KIP-98 `checkSequence`, KIP-360, seeds 000-001).
+
+A gap is loss only when nothing else explains it: the missing numbers appear nowhere else in the
+epoch (else the late batch is a regression, Sarama #2619), the producer state cannot have expired in
+between (KIP-854: the broker then accepts any sequence, §5.7), and the topic is not compacted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from audit_rules.findings import fmt, to_findings
+from audit_rules.history import coverage_holes
+from audit_rules.logs import join_log
+from audit_rules.profile import Profile
+
+_BATCH: dict[str, Any] = {
+    "producer_id": "producer_id",
+    "producer_epoch": "producer_epoch",
+    "first_offset": "base_offset",
+    "last_offset": "last_offset",
+    "base_sequence": "base_sequence",
+    "last_sequence": "last_sequence",
+}
+
+
+def invalid_sequence(history: DataFrame) -> DataFrame:
+    """INVALID_SEQUENCE: a negative base sequence, or a sequence range that differs from the offset range
+    (KIP-98)."""
+    rows = history.where(F.col("transition") == "INVALID")
+    return to_findings(
+        rows,
+        "INVALID_SEQUENCE",
+        fmt(
+            "Producer %s epoch %s wrote a batch at offsets %s-%s with sequences %s-%s, which do not match "
+            "its "
+            "offsets; the broker should have refused it (INVALID_RECORD).",
+            "producer_id",
+            "producer_epoch",
+            "base_offset",
+            "last_offset",
+            "base_sequence",
+            "last_sequence",
+        ),
+        **_BATCH,
+    )
+
+
+def history_start(history: DataFrame, logs: DataFrame) -> DataFrame:
+    """HISTORY_TRUNCATED_BY_RETENTION or HISTORY_START_MISSING for a producer whose first retained batch
+    starts mid-sequence (KIP-360)."""
+    rows = join_log(
+        history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0)),
+        logs,
+        "log_start_offset",
+        "compacted",
+    )
+    explained = rows.where((F.col("log_start_offset") > 0) | F.col("compacted"))
+    because = F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("compaction"))
+    truncated = to_findings(
+        explained,
+        "HISTORY_TRUNCATED_BY_RETENTION",
+        F.when(
+            F.col("log_start_offset") > 0,
+            fmt(
+                "Producer %s epoch %s starts at sequence %s at offset %s because its earlier batches lie "
+                "below the "
+                "log start offset %s (deleted by retention); nothing is lost.",
+                "producer_id",
+                "producer_epoch",
+                "base_sequence",
+                "base_offset",
+                "log_start_offset",
+            ),
+        ).otherwise(
+            fmt(
+                "Producer %s epoch %s starts at sequence %s at offset %s on a compacted topic, where the "
+                "cleaner "
+                "removes earlier batches; nothing is lost.",
+                "producer_id",
+                "producer_epoch",
+                "base_sequence",
+                "base_offset",
+            )
+        ),
+        expected_sequence=F.lit(0),
+        explained_by=because,
+        **_BATCH,
+    )
+    missing = to_findings(
+        rows.where((F.col("log_start_offset") <= 0) & ~F.col("compacted")),
+        "HISTORY_START_MISSING",
+        fmt(
+            "Producer %s epoch %s first appears at offset %s with sequence %s, but the log is complete "
+            "from offset 0: "
+            "%s record(s) of that epoch before it are missing.",
+            "producer_id",
+            "producer_epoch",
+            "base_offset",
+            "base_sequence",
+            "base_sequence",
+        ),
+        expected_sequence=F.lit(0),
+        missing_records=F.col("base_sequence").cast("long"),
+        **_BATCH,
+    )
+    return truncated.unionByName(missing)
+
+
+def sequence_regression(history: DataFrame) -> DataFrame:
+    """SEQUENCE_REGRESSION: a base sequence at or below the previous batch's last one, not an exact copy
+    (KIP-98 OutOfOrderSequence)."""
+    rows = history.where(F.col("transition") == "REGRESSION")
+    return to_findings(
+        rows,
+        "SEQUENCE_REGRESSION",
+        fmt(
+            "Producer %s epoch %s wrote sequences %s-%s at offset %s after sequence %s (offset %s): the "
+            "batch arrived "
+            "out of order; the broker expected sequence %s.",
+            "producer_id",
+            "producer_epoch",
+            "base_sequence",
+            "last_sequence",
+            "base_offset",
+            "prev_last_sequence",
+            "prev_base_offset",
+            "expected_sequence",
+        ),
+        expected_sequence="expected_sequence",
+        related_offset="prev_base_offset",
+        **_BATCH,
+    )
+
+
+def sequence_gaps(history: DataFrame, logs: DataFrame, profile: Profile) -> DataFrame:
+    """SEQUENCE_GAP (critical) or SEQUENCE_GAP_UNVERIFIED (expiry, KIP-854): sequences skipped and found
+    nowhere else in the epoch."""
+    jumps = history.where(F.col("transition") == "GAP").alias("j")
+    holes = coverage_holes(history).alias("h")
+    overlap = (
+        F.least(F.col("h.hole_end"), F.col("j.base_sequence_unwrapped") - 1)
+        - F.greatest(F.col("h.hole_start"), F.col("j.expected_unwrapped"))
+        + 1
+    )
+    joined = jumps.join(
+        holes,
+        (F.col("j.log_key") == F.col("h.log_key"))
+        & (F.col("j.producer_id") == F.col("h.producer_id"))
+        & (F.col("j.producer_epoch") == F.col("h.producer_epoch"))
+        & (F.col("h.hole_start") <= F.col("j.base_sequence_unwrapped") - 1)
+        & (F.col("h.hole_end") >= F.col("j.expected_unwrapped")),
+        "inner",
+    ).select("j.*", overlap.alias("_missing"))
+    keys = [c for c in jumps.columns]
+    gaps = joined.groupBy(*keys).agg(F.sum("_missing").alias("missing"))
+    gaps = join_log(gaps, logs, "compacted").where(~F.col("compacted"))
+    elapsed = F.col("max_timestamp") - F.col("prev_max_timestamp")
+    expired = F.lit(profile.accepts_unknown_producer) & (elapsed >= F.lit(profile.producer_id_expiration_ms))
+    common: dict[str, Any] = {
+        **_BATCH,
+        "expected_sequence": "expected_sequence",
+        "related_offset": "prev_base_offset",
+        "missing_records": "missing",
+    }
+    lost = to_findings(
+        gaps.where(~expired),
+        "SEQUENCE_GAP",
+        fmt(
+            "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s): %s record(s) were "
+            "acknowledged by the producer's sequence but are absent from the log.",
+            "producer_id",
+            "producer_epoch",
+            "prev_last_sequence",
+            "prev_base_offset",
+            "base_sequence",
+            "base_offset",
+            "missing",
+        ),
+        **common,
+    )
+    unverified = to_findings(
+        gaps.where(expired),
+        "SEQUENCE_GAP_UNVERIFIED",
+        fmt(
+            "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s) after %s ms idle, "
+            "longer "
+            "than producer.id.expiration.ms = %s: the broker had forgotten the producer and did not check, "
+            "so "
+            "the loss of %s record(s) cannot be excluded.",
+            "producer_id",
+            "producer_epoch",
+            "prev_last_sequence",
+            "prev_base_offset",
+            "base_sequence",
+            "base_offset",
+            elapsed,
+            F.lit(profile.producer_id_expiration_ms),
+            "missing",
+        ),
+        explained_by=F.lit("expiry"),
+        **common,
+    )
+    return lost.unionByName(unverified)

@@ -1,0 +1,172 @@
+"""Transaction rules (KIP-98 markers, KIP-664 hanging transactions, KAFKA-9144 coordinator epochs)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from audit_rules.findings import fmt, to_findings
+from audit_rules.history import coordinator_epoch_before
+from audit_rules.logs import join_log
+from audit_rules.profile import Profile
+
+
+def hanging_transactions(history: DataFrame, logs: DataFrame, profile: Profile) -> DataFrame:
+    """HANGING_TRANSACTION: transactional data with no later marker, older than transaction.max.timeout.ms at
+    the log's last timestamp."""
+    open_data = history.where(
+        F.col("is_transactional")
+        & ~F.col("is_control")
+        & F.col("ok")
+        & (F.col("last_marker_offset").isNull() | (F.col("base_offset") > F.col("last_marker_offset")))
+    )
+    txns = open_data.groupBy("log_key", "dump_id", "replica", "topic", "partition", "producer_id").agg(
+        F.min_by(
+            F.struct("base_offset", "producer_epoch", "base_sequence", "max_timestamp"), F.col("base_offset")
+        ).alias("f"),
+        F.max("last_offset").alias("open_last_offset"),
+        F.max("last_sequence").alias("open_last_sequence"),
+    )
+    txns = join_log(txns, logs, "max_timestamp")
+    age = F.col("max_timestamp") - F.col("f.max_timestamp")
+    hanging = txns.where(age > profile.transaction_max_timeout_ms)
+    return to_findings(
+        hanging,
+        "HANGING_TRANSACTION",
+        fmt(
+            "Producer %s epoch %s opened a transaction at offset %s that has no COMMIT or ABORT marker, %s "
+            "ms before "
+            "the partition's last timestamp (transaction.max.timeout.ms = %s): read_committed consumers "
+            "are stuck "
+            "at offset %s.",
+            "producer_id",
+            "f.producer_epoch",
+            "f.base_offset",
+            age,
+            F.lit(profile.transaction_max_timeout_ms),
+            "f.base_offset",
+        ),
+        producer_id="producer_id",
+        producer_epoch="f.producer_epoch",
+        first_offset="f.base_offset",
+        last_offset="open_last_offset",
+        base_sequence="f.base_sequence",
+    )
+
+
+def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
+    """COORDINATOR_EPOCH_REGRESSION: a marker's coordinator epoch below an earlier marker's for the same pid
+    (KAFKA-9144)."""
+    highest, at = coordinator_epoch_before()
+    rows = (
+        history.where(F.col("is_control") & (F.col("coordinator_epoch") < highest))
+        .withColumn("_at", at)
+        .withColumn("_hi", highest)
+    )
+    return to_findings(
+        rows,
+        "COORDINATOR_EPOCH_REGRESSION",
+        fmt(
+            "The %s marker of producer %s at offset %s carries coordinator epoch %s, lower than %s at "
+            "offset %s: a "
+            "stale transaction coordinator wrote it (KAFKA-9144).",
+            "control_type",
+            "producer_id",
+            "base_offset",
+            "coordinator_epoch",
+            "_hi",
+            "_at",
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="base_offset",
+        last_offset="last_offset",
+        related_offset="_at",
+    )
+
+
+def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataFrame) -> DataFrame:
+    """INDEX_MISMATCH (TransactionIndex): ABORT markers closing a transaction and `.txnindex` entries must
+    match one to one."""
+    w_first = history.where(F.col("ok"))
+    # The first offset of the transaction an ABORT closes: the first transactional data batch after the
+    # pid's previous marker.
+    from pyspark.sql import Window
+
+    pid = Window.partitionBy("log_key", "producer_id").orderBy("base_offset")
+    marked = w_first.withColumn(
+        "_txn",
+        F.sum(F.when(F.col("is_control"), 1).otherwise(0)).over(pid)
+        - F.when(F.col("is_control"), 1).otherwise(0),
+    )
+    firsts = (
+        marked.where(F.col("is_transactional") & ~F.col("is_control"))
+        .groupBy("log_key", "producer_id", "_txn")
+        .agg(F.min("base_offset").alias("txn_first_offset"))
+    )
+    aborts = marked.where(F.col("is_control") & (F.col("control_type") == "ABORT")).join(
+        firsts, ["log_key", "producer_id", "_txn"], "inner"
+    )
+    # Only segments whose .txnindex was dumped can be checked.
+    indexed = files.where(F.col("kind") == "txnindex").select(
+        F.regexp_replace("file", r"\.txnindex$", ".log").alias("file"), F.lit(True).alias("_indexed")
+    )
+    aborts = aborts.join(indexed, "file", "inner")
+    entries = txn_index.select(
+        F.regexp_replace("file", r"\.txnindex$", ".log").alias("file"),
+        "producer_id",
+        F.col("first_offset").alias("txn_first_offset"),
+        F.col("last_offset").alias("base_offset"),
+        F.lit(True).alias("_entry"),
+        "dump_id",
+        "replica",
+        "topic",
+        "partition",
+    )
+    missing = aborts.join(
+        entries.select("file", "producer_id", "txn_first_offset", "base_offset", "_entry"),
+        ["file", "producer_id", "txn_first_offset", "base_offset"],
+        "left_anti",
+    )
+    stray = entries.join(
+        aborts.select("file", "producer_id", "txn_first_offset", "base_offset"),
+        ["file", "producer_id", "txn_first_offset", "base_offset"],
+        "left_anti",
+    )
+    a = to_findings(
+        missing,
+        "INDEX_MISMATCH",
+        fmt(
+            "The ABORT marker of producer %s at offset %s closes a transaction from offset %s, but %s has no "
+            "aborted-transaction entry for it: read_committed consumers of this segment would see aborted "
+            "data.",
+            "producer_id",
+            "base_offset",
+            "txn_first_offset",
+            F.regexp_replace("file", r"\.log$", ".txnindex"),
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="txn_first_offset",
+        last_offset="base_offset",
+        related_offset="base_offset",
+        rule=F.lit("TransactionIndex: one AbortedTxn per ABORT marker"),
+    )
+    b = to_findings(
+        stray,
+        "INDEX_MISMATCH",
+        fmt(
+            "%s lists an aborted transaction of producer %s from offset %s to %s, but no ABORT marker "
+            "closes such "
+            "a transaction there.",
+            F.regexp_replace("file", r"\.log$", ".txnindex"),
+            "producer_id",
+            "txn_first_offset",
+            "base_offset",
+        ),
+        producer_id="producer_id",
+        first_offset="txn_first_offset",
+        last_offset="base_offset",
+        rule=F.lit("TransactionIndex: one AbortedTxn per ABORT marker"),
+    )
+    return a.unionByName(b)
