@@ -56,7 +56,9 @@ LOCAL_CONF: dict[str, str] = {
     "spark.databricks.delta.delta.log.cacheSize": "3",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     # Must reach the JVM command line: pyspark hands builder conf to spark-submit.
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "spark.driver.extraJavaOptions": (
+        "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+    ),
     # Keep Python workers alive between tasks: each decode task would otherwise pay an import.
     "spark.python.worker.reuse": "true",
 }
