@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import pytest
 
+from kafka_harness.clean_scenarios import CleanManifest, record_clean_scenarios
 from kafka_harness.jars import HarnessError
 from kafka_harness.scenarios import Manifest, record_scenarios
 from tests.integration.spark_fixtures import spark  # noqa: F401  (the session-scoped Spark fixture)
@@ -40,3 +41,32 @@ def broker_dump(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerDump
     if failure is not None:  # outside `except`, so the report is the one line, not a chained traceback
         pytest.fail(f"the Kafka test broker could not be run (work dir {work_dir}): {failure}", pytrace=False)
     yield BrokerDump(log_dir, manifest)
+
+
+# --- clean logs for the audit's zero-findings promise (kafka_harness.clean_scenarios) --------------
+
+
+class CleanBrokerDump(NamedTuple):
+    """The data directory of the broker that ran the clean scenarios, and their manifest."""
+
+    log_dir: Path
+    manifest: CleanManifest
+
+
+@pytest.fixture(scope="session")
+def clean_broker_dump(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CleanBrokerDump]:
+    """`(log_dir, manifest)` of a broker that ran kafka_harness.clean_scenarios (retention, DeleteRecords,
+    producer restarts, epoch bumps, aborted transactions) and shut down cleanly; its own broker, so
+    `broker_dump`'s topics are not in it. The work directory keeps `server.log` and `clean-manifest.json`.
+    """
+    work_dir = tmp_path_factory.mktemp("kafka-clean-broker")
+    failure: str | None = None
+    try:
+        log_dir, manifest = record_clean_scenarios(work_dir)
+    except HarnessError as exc:
+        failure = str(exc)
+    if failure is not None:  # outside `except`, so the report is the one line, not a chained traceback
+        pytest.fail(
+            f"the clean-scenario broker could not be run (work dir {work_dir}): {failure}", pytrace=False
+        )
+    yield CleanBrokerDump(log_dir, manifest)
