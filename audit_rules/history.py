@@ -34,12 +34,17 @@ def _stream_window() -> WindowSpec:
 
 
 def build_history(batches: DataFrame) -> DataFrame:
-    """Producer batches with their replay columns (internal ones too; `history_table` selects the silver
-    schema)."""
+    """Producer batches with their replay columns (internal ones too; `history_table` selects the
+    silver schema). Columns are added level by level with `withColumns`: one analysis per level."""
     b = with_log_key(producer_batches(batches))
     pid = _pid_window()
     before = pid.rowsBetween(Window.unboundedPreceding, -1)
     whole = pid.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    markers_before = (
+        Window.partitionBy("log_key", "producer_id", "is_control")
+        .orderBy("base_offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
     epoch = F.col("producer_epoch").cast("int")
 
     # INVALID_SEQUENCE (KIP-98): a data batch's sequence range must span exactly its offset range.
@@ -50,53 +55,46 @@ def build_history(batches: DataFrame) -> DataFrame:
             != F.col("last_offset") - F.col("base_offset")
         )
     )
-    b = b.withColumn("invalid", invalid)
+    b = b.withColumns(
+        {
+            "invalid": invalid,
+            "last_marker_offset": F.max(F.when(F.col("is_control"), F.col("base_offset"))).over(whole),
+            "_coord_before": F.max(
+                F.struct(F.col("coordinator_epoch").alias("c"), (-F.col("base_offset")).alias("o"))
+            ).over(markers_before),
+        }
+    )
     # Highest earlier epoch and the first batch that carried it (max of (epoch, -offset)).
-    b = b.withColumn(
-        "_max_before",
-        F.max(F.when(~F.col("invalid"), F.struct(epoch.alias("e"), (-F.col("base_offset")).alias("o")))).over(
-            before
-        ),
+    max_before = F.max(
+        F.when(~F.col("invalid"), F.struct(epoch.alias("e"), (-F.col("base_offset")).alias("o")))
+    ).over(before)
+    b = b.withColumn("_max_before", max_before)
+    regressed = ~F.col("invalid") & F.coalesce(epoch < F.col("_max_before.e"), F.lit(False))
+    b = b.withColumns(
+        {
+            "epoch_regressed": regressed,
+            "regression_related_offset": -F.col("_max_before.o"),
+            "max_epoch_before": F.col("_max_before.e"),
+            "ok": ~F.col("invalid") & ~regressed,
+            "in_stream": ~F.col("invalid") & ~regressed & ~F.col("is_control"),
+        }
     )
-    b = b.withColumn(
-        "epoch_regressed", ~F.col("invalid") & F.coalesce(epoch < F.col("_max_before.e"), F.lit(False))
-    )
-    b = b.withColumn("regression_related_offset", -F.col("_max_before.o"))
-    b = b.withColumn("max_epoch_before", F.col("_max_before.e"))
-    ok = ~F.col("invalid") & ~F.col("epoch_regressed")
-    b = b.withColumn("ok", ok).withColumn("in_stream", ok & ~F.col("is_control"))
-    b = b.withColumn(
-        "prev_offset", F.last(F.when(F.col("ok"), F.col("base_offset")), ignorenulls=True).over(before)
-    )
-    b = b.withColumn(
-        "prev_producer_epoch",
-        F.last(F.when(F.col("ok"), F.col("producer_epoch")), ignorenulls=True).over(before),
-    )
-    b = b.withColumn("min_epoch_before", F.min(F.when(F.col("ok"), epoch)).over(before))
-    b = b.withColumn(
-        "last_marker_offset", F.max(F.when(F.col("is_control"), F.col("base_offset"))).over(whole)
-    )
-    markers_before = (
-        Window.partitionBy("log_key", "producer_id", "is_control")
-        .orderBy("base_offset")
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
-    b = b.withColumn(
-        "_coord_before",
-        F.max(F.struct(F.col("coordinator_epoch").alias("c"), (-F.col("base_offset")).alias("o"))).over(
-            markers_before
-        ),
-    )
-
-    # The epoch stream: lag values, then the 2^31 unwrapping of RULES.md.
     s = _stream_window()
     upto = s.rowsBetween(Window.unboundedPreceding, 0)
     s_before = s.rowsBetween(Window.unboundedPreceding, -1)
-    b = (
-        b.withColumn("stream_index", F.row_number().over(s))
-        .withColumn("prev_base_offset", F.lag("base_offset").over(s))
-        .withColumn("prev_last_sequence", F.lag("last_sequence").over(s))
-        .withColumn("prev_max_timestamp", F.lag("max_timestamp").over(s))
+    b = b.withColumns(
+        {
+            "prev_offset": F.last(F.when(F.col("ok"), F.col("base_offset")), ignorenulls=True).over(before),
+            "prev_producer_epoch": F.last(F.when(F.col("ok"), F.col("producer_epoch")), ignorenulls=True).over(
+                before
+            ),
+            "min_epoch_before": F.min(F.when(F.col("ok"), epoch)).over(before),
+            # The epoch stream: lag values, then the 2^31 unwrapping of RULES.md.
+            "stream_index": F.row_number().over(s),
+            "prev_base_offset": F.lag("base_offset").over(s),
+            "prev_last_sequence": F.lag("last_sequence").over(s),
+            "prev_max_timestamp": F.lag("max_timestamp").over(s),
+        }
     )
     step = F.col("base_sequence").cast("long") - F.col("prev_last_sequence")
     jump = (
@@ -106,17 +104,15 @@ def build_history(batches: DataFrame) -> DataFrame:
         .otherwise(0)
     )
     spans = F.when(F.col("last_sequence") < F.col("base_sequence"), 1).otherwise(0)
-    b = b.withColumn("_jump", jump).withColumn("_spans", spans)
+    b = b.withColumns({"_jump": jump, "_spans": spans})
     wraps = F.sum("_jump").over(upto) + F.coalesce(F.sum("_spans").over(s_before), F.lit(0))
-    b = b.withColumn("base_sequence_unwrapped", F.col("base_sequence") + wraps * F.lit(SEQUENCE_MODULUS))
+    base_unwrapped = F.col("base_sequence") + wraps * F.lit(SEQUENCE_MODULUS)
+    b = b.withColumn("base_sequence_unwrapped", base_unwrapped)
     b = b.withColumn(
         "last_sequence_unwrapped",
         F.col("base_sequence_unwrapped")
         + F.pmod(F.col("last_sequence").cast("long") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS)),
     )
-    b = b.withColumn("prev_last_unwrapped", F.lag("last_sequence_unwrapped").over(s))
-    b = b.withColumn("expected_unwrapped", F.col("prev_last_unwrapped") + 1)
-
     # Exact copies of an earlier batch of the stream (KIP-98 duplicate: same epoch and sequence range).
     copies = Window.partitionBy(
         "log_key",
@@ -126,11 +122,15 @@ def build_history(batches: DataFrame) -> DataFrame:
         "base_sequence_unwrapped",
         "last_sequence_unwrapped",
     ).orderBy("base_offset")
-    b = (
-        b.withColumn("copy_index", F.row_number().over(copies))
-        .withColumn("first_copy_offset", F.first("base_offset").over(copies))
-        .withColumn("first_copy_stream_index", F.first("stream_index").over(copies))
+    b = b.withColumns(
+        {
+            "prev_last_unwrapped": F.lag("last_sequence_unwrapped").over(s),
+            "copy_index": F.row_number().over(copies),
+            "first_copy_offset": F.first("base_offset").over(copies),
+            "first_copy_stream_index": F.first("stream_index").over(copies),
+        }
     )
+    b = b.withColumn("expected_unwrapped", F.col("prev_last_unwrapped") + 1)
 
     first_of_epoch = F.col("in_stream") & (F.col("stream_index") == 1)
     first_of_producer = F.col("min_epoch_before").isNull() | (F.col("min_epoch_before") == epoch)
@@ -145,16 +145,16 @@ def build_history(batches: DataFrame) -> DataFrame:
         .when(F.col("base_sequence_unwrapped") < F.col("expected_unwrapped"), "REGRESSION")
         .otherwise("GAP")
     )
-    b = b.withColumn("transition", transition)
     expected = (
-        F.when(F.col("transition") == "EPOCH_START", F.lit(0))
+        F.when(transition == "EPOCH_START", F.lit(0))
         .when(
             F.col("expected_unwrapped").isNotNull(),
             F.pmod(F.col("expected_unwrapped"), F.lit(SEQUENCE_MODULUS)),
         )
         .cast("int")
     )
-    return b.withColumn("expected_sequence", expected).drop("_max_before", "_jump", "_spans")
+    b = b.withColumns({"transition": transition, "expected_sequence": expected})
+    return b.drop("_max_before", "_jump", "_spans")
 
 
 def coordinator_epoch_before() -> tuple[Column, Column]:

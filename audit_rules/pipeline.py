@@ -93,17 +93,29 @@ class AuditOutput:
             df.unpersist()
 
 
+def local_checkpoint(df: DataFrame) -> DataFrame:
+    """Materialise on the executors (memory, spilling to disk) and cut the lineage.
+
+    Every rule reads the history; without this each would re-run its window sorts, and the plan of
+    the findings union would re-analyse them all.
+    """
+    return df.localCheckpoint(eager=True)
+
+
 def audit(
-    bronze: Bronze, profile: Profile, *, persist: Callable[[DataFrame], DataFrame] | None = None
+    bronze: Bronze,
+    profile: Profile,
+    *,
+    materialize: Callable[[DataFrame], DataFrame] | None = local_checkpoint,
 ) -> AuditOutput:
-    """Every rule of RULES.md over the bronze tables; `persist` may cache the history that every rule
-    reads."""
+    """Every rule of RULES.md over the bronze tables; `materialize` stores the history and log bounds
+    that every rule reads (None: recompute them in each rule)."""
     logs = log_bounds(bronze.batches, bronze.files, bronze.partition_state, profile)
     history = build_history(bronze.batches)
     persisted: tuple[DataFrame, ...] = ()
-    if persist is not None:
-        logs = persist(logs)
-        history = persist(history)
+    if materialize is not None:
+        logs = materialize(logs)
+        history = materialize(history)
         persisted = (logs, history)
     frames = [
         sequences.invalid_sequence(history),

@@ -58,7 +58,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="cut segments larger than N bytes (K/M/G suffixes) into tasks at .index boundaries "
         "(default 128M)",
     )
+    audit = sub.add_parser(
+        "audit",
+        help="replay producer histories from the ingested tables and write findings, reports and validations",
+    )
+    audit.add_argument("--output", required=True, metavar="DIR", help="the directory `ingest` wrote")
+    _audit_options(audit)
+    run = sub.add_parser("run", help="ingest then audit, end to end")
+    for action in ingest._actions:
+        if action.dest != "help":
+            run._add_action(action)
+    _audit_options(run)
     return parser
+
+
+def _audit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", metavar="NAME", help="rule profile of conf/profiles (default kafka-3.4)")
+    parser.add_argument("--config", metavar="PATH", help="YAML rule profile and app-sequence extractor")
+    parser.add_argument(
+        "--fail-on",
+        default="error",
+        choices=["info", "warning", "error", "critical"],
+        help="exit 1 when a finding reaches this severity (default error)",
+    )
+    parser.add_argument(
+        "--app-producer", metavar="SPEC", help="header:NAME or json:FIELD naming the app producer"
+    )
+    parser.add_argument(
+        "--app-sequence", metavar="SPEC", help="header:NAME or json:FIELD holding the app sequence"
+    )
+    parser.add_argument("--no-gx", action="store_true", help="skip the Great Expectations validations")
 
 
 def _size(text: str) -> int:
@@ -91,6 +120,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return run_cli(args)
         except UsageError as exc:
+            print(f"replay-audit: {exc}", file=sys.stderr)
+            return 2
+    if args.command in ("audit", "run"):
+        from jobs.ingest import UsageError
+        from jobs.pipeline import run_cli as run_pipeline
+        from jobs.profiles import ProfileError
+
+        try:
+            return run_pipeline(args)
+        except (UsageError, ProfileError) as exc:
             print(f"replay-audit: {exc}", file=sys.stderr)
             return 2
     raise AssertionError(f"unhandled command {args.command}")

@@ -1,0 +1,194 @@
+"""The audit stage: bronze Delta tables -> sequence history, findings, partition summary, runs and reports.
+
+Silver and gold tables are rebuilt whole from the bronze tables under `--output` on every run, so a
+re-run on the same input writes the same rows. `runs` keeps one row per distinct run id, a hash of
+the audited files' fingerprints and the profile, so re-running replaces its row instead of adding one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from audit_rules.kinds import Severity
+from audit_rules.pipeline import AuditOutput, Bronze, audit
+from audit_rules.profile import Profile
+from jobs.ingest import UsageError, _table_location, write_table
+from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+BRONZE_REQUIRED = (
+    "files",
+    "batches",
+    "partition_state",
+    "producer_snapshots",
+    "txn_index",
+    "quarantine",
+    "acks",
+)
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    run_id: str
+    valid: bool
+    exit_status: int
+    counts: dict[str, int]
+    tables: dict[str, str]
+    report_dir: str
+
+
+def read_bronze(spark: SparkSession, output: str) -> Bronze:
+    """The ingest stage's tables under `output`; a usage error if it holds none."""
+    frames: dict[str, DataFrame] = {}
+    for name in (*BRONZE_REQUIRED, "records"):
+        path = _table_location(output, name)
+        if not _is_delta(path):
+            if name == "records":
+                continue
+            raise UsageError(f"{output}: no Delta table {name!r}: run `replay-audit ingest` first")
+        frames[name] = spark.read.format("delta").load(path)
+    return Bronze(**frames)
+
+
+def _is_delta(path: str) -> bool:
+    if "://" in path or path.startswith("dbfs:"):
+        return True  # resolved by Spark; a missing table fails at read time
+    return os.path.isdir(os.path.join(path, "_delta_log"))
+
+
+def run_id_of(bronze: Bronze, profile: Profile) -> str:
+    """Same audited files and profile, same id (contract §3: same input, same ids)."""
+    from pyspark.sql import functions as F
+
+    row = bronze.files.agg(
+        F.sha2(
+            F.concat_ws(
+                "\n",
+                F.array_sort(
+                    F.collect_list(
+                        F.concat_ws("|", "dump_id", F.coalesce("replica", F.lit("")), "file", "fingerprint")
+                    )
+                ),
+            ),
+            256,
+        ).alias("h")
+    ).first()
+    files_hash = row["h"] if row is not None else ""
+    digest = hashlib.sha256(json.dumps([files_hash, asdict(profile)], sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:32]
+
+
+def exit_status(counts_by_severity: dict[str, int], fail_on: Severity) -> int:
+    """Contract §2: 1 when a finding reaches the --fail-on severity, else 0."""
+    worst = [Severity.parse(s) for s, n in counts_by_severity.items() if n > 0]
+    return 1 if worst and max(worst) >= fail_on else 0
+
+
+def run_audit(
+    spark: SparkSession,
+    output: str,
+    profile: Profile,
+    *,
+    fail_on: Severity = Severity.ERROR,
+    command: str = "audit",
+    gx: bool = True,
+) -> AuditResult:
+    """Audit everything ingested under `output`; write tables and `report/`; return the exit status."""
+    from pyspark.sql import functions as F
+
+    from jobs import gx_checks, report
+
+    started = int(time.time() * 1000)
+    bronze = read_bronze(spark, output)
+    run_id = run_id_of(bronze, profile)
+    out: AuditOutput = audit(bronze, profile)
+    tables: dict[str, str] = {}
+    tables[SEQUENCE_HISTORY.name] = _overwrite(
+        out.history, SEQUENCE_HISTORY.name, output, run_id, SEQUENCE_HISTORY.partition_by
+    )
+    tables[FINDINGS.name] = _overwrite(out.findings, FINDINGS.name, output, run_id, ())
+    findings = spark.read.format("delta").load(tables[FINDINGS.name])
+    summary = out.summary_of(findings)
+    tables[PARTITION_SUMMARY.name] = _overwrite(summary, PARTITION_SUMMARY.name, output, run_id, ())
+    summary = spark.read.format("delta").load(tables[PARTITION_SUMMARY.name])
+
+    by_severity = {
+        r["severity"]: int(r["n"])
+        for r in findings.groupBy("severity").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    counts = {
+        r["kind"]: int(r["n"]) for r in findings.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    status = exit_status(by_severity, fail_on)
+    valid = status == 0
+    report_dir = _report_dir(output)
+    report.write_findings_json(
+        findings, run_id=run_id, valid=valid, path=os.path.join(report_dir, "findings.json")
+    )
+    report.write_html_report(
+        findings,
+        summary,
+        run_id=run_id,
+        valid=valid,
+        profile_name=profile.name,
+        path=os.path.join(report_dir, "index.html"),
+    )
+    if gx:
+        gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
+        gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))
+    out.release()
+    finished = int(time.time() * 1000)
+    run_row = {
+        "run_id": run_id,
+        "started_at_ms": started,
+        "finished_at_ms": finished,
+        "command": command,
+        "profile": profile.name,
+        "valid": valid,
+        "fail_on": fail_on.label,
+        "exit_status": status,
+        "findings": sum(counts.values()),
+        "counts": counts,
+    }
+    tables[RUNS.name] = _upsert_run(spark, run_row, output)
+    return AuditResult(run_id, valid, status, counts, tables, report_dir)
+
+
+def _report_dir(output: str) -> str:
+    path = os.path.join(os.path.abspath(output), "report")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _overwrite(df: DataFrame, name: str, output: str, run_id: str, partition_by: tuple[str, ...]) -> str:
+    path = _table_location(output, name)
+    writer = (
+        df.write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .option("userMetadata", f"replay-audit audit run {run_id}")
+    )
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(path)
+    return path
+
+
+def _upsert_run(spark: SparkSession, row: dict[str, Any], output: str) -> str:
+    """Replace the row of this run id (a re-run of the same audit) or add it."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    df = spark.createDataFrame(pa.Table.from_pylist([row], schema=to_arrow_schema(RUNS.schema)))
+    predicate = f"run_id = '{row['run_id']}'"
+    return write_table(df, RUNS, output, predicate, row["run_id"])
+
+
+__all__ = ["AUDIT_TABLES", "TABLES", "AuditResult", "run_audit"]

@@ -1,0 +1,53 @@
+"""`replay-audit audit` and `replay-audit run` (ingest, then audit): the stages chained, with the exit status
+of contract §2."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from audit_rules.kinds import Severity
+
+
+def run_cli(args: Any) -> int:
+    """Parse the audit options, run the stages, print where the results are; exit 0, 1 or 2."""
+    from jobs.audit import run_audit
+    from jobs.profiles import load_profile
+    from jobs.spark_session import get_spark
+
+    profile = load_profile(
+        args.profile, args.config, app_producer=args.app_producer, app_sequence=args.app_sequence
+    )
+    fail_on = Severity.parse(args.fail_on)
+    if args.command == "run":
+        from jobs.ingest import (
+            DEFAULT_SPLIT_BYTES,
+            IngestOptions,
+            LabeledPath,
+            _check_output,
+            plan_ingest,
+            run_ingest,
+        )
+
+        options = IngestOptions(
+            inputs=[LabeledPath.parse(p) for p in args.input],
+            output=args.output,
+            # App sequences live in records (contract §1: the extractor implies --records).
+            records=args.records or profile.app_sequence is not None,
+            acks=[LabeledPath.parse(p) for p in args.acks or ()],
+            split_bytes=args.split_bytes or DEFAULT_SPLIT_BYTES,
+        )
+        plan = plan_ingest(options)
+        _check_output(options.output)
+        spark = get_spark("replay-audit run")
+        run_ingest(spark, options, plan=plan)
+    else:
+        spark = get_spark("replay-audit audit")
+    result = run_audit(spark, args.output, profile, fail_on=fail_on, command=args.command, gx=not args.no_gx)
+    for name, path in result.tables.items():
+        print(f"{name}\t{path}")
+    print(f"report\t{result.report_dir}")
+    counts = ", ".join(f"{k}={v}" for k, v in sorted(result.counts.items())) or "none"
+    verdict = "valid" if result.valid else f"INVALID (a finding reached {fail_on.label})"
+    print(f"replay-audit: {verdict}; findings: {counts}", file=sys.stderr)
+    return result.exit_status
