@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export KRA_CACHE ?= $(HOME)/.cache/kafka-replay-audit
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test unit integration demo bench bench-ingest lint kafka-jars broker clean
+.PHONY: setup test unit integration demo bench bench-ingest bench-audit lint kafka-jars broker clean
 
 setup: $(STAMP)
 
@@ -36,10 +36,12 @@ DEMO_OUT ?= out/demo
 demo: setup
 	mkdir -p $(DEMO_OUT)
 	$(VENV)/bin/replay-audit dump --summary $(SAMPLE)/idempotent-segments-0 $(SAMPLE)/transactional-0
-	$(VENV)/bin/replay-audit ingest --input sample=$(SAMPLE) --acks $(SAMPLE).acks.jsonl --records \
+	$(VENV)/bin/replay-audit run --input sample=$(SAMPLE) --acks $(SAMPLE).acks.jsonl --records \
 	    --output $(DEMO_OUT) 2> $(DEMO_OUT).spark.log || (tail -20 $(DEMO_OUT).spark.log; exit 1)
+	@grep '^replay-audit:' $(DEMO_OUT).spark.log
 	$(PY) -m bench.table_counts $(DEMO_OUT) files batches records producer_snapshots partition_state \
-	    txn_index quarantine acks
+	    txn_index quarantine acks sequence_history findings partition_summary runs
+	@echo "report: $(DEMO_OUT)/report/index.html, $(DEMO_OUT)/report/findings.json, $(DEMO_OUT)/report/gx/"
 
 bench: setup kafka-jars
 	$(PY) -m bench.decode_throughput
@@ -47,6 +49,10 @@ bench: setup kafka-jars
 # Spark ingestion into Delta on local[2] (issue 3): 1 GB / 4 GB of 500-record batches, 256 MB / 1 GB of 1-record.
 bench-ingest: setup
 	$(PY) -m bench.ingest_throughput
+
+# The audit stage (history + every rule) on local[2]: 1 GB and 4 GB, uniform and skewed producers (issue 4).
+bench-audit: setup
+	$(PY) -m bench.audit_throughput
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -13,7 +13,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
-from audit_rules.logs import join_log
 
 _BATCH: dict[str, Any] = {
     "producer_id": "producer_id",
@@ -46,7 +45,7 @@ def epoch_regression(history: DataFrame) -> DataFrame:
     )
 
 
-def epoch_starts(history: DataFrame, logs: DataFrame) -> DataFrame:
+def epoch_starts(history: DataFrame) -> DataFrame:
     """EPOCH_BUMP (info) when a new epoch starts at sequence 0; NEW_EPOCH_NONZERO_SEQUENCE otherwise
     (KIP-360)."""
     rows = history.where(F.col("transition") == "EPOCH_START")
@@ -68,7 +67,7 @@ def epoch_starts(history: DataFrame, logs: DataFrame) -> DataFrame:
         explained_by=F.lit("epoch_bump"),
         **_BATCH,
     )
-    nonzero = join_log(rows.where(F.col("base_sequence") != 0), logs, "compacted").where(~F.col("compacted"))
+    nonzero = rows.where((F.col("base_sequence") != 0) & ~F.col("compacted"))
     wrong = to_findings(
         nonzero,
         "NEW_EPOCH_NONZERO_SEQUENCE",

@@ -75,5 +75,6 @@ def union_findings(frames: list[DataFrame]) -> DataFrame:
 def fmt(template: str, *cols: Column | str) -> Column:
     """`format_string` whose %s arguments print `?` when null, so a message is never null."""
     return F.format_string(
-        template, *[F.coalesce((F.col(c) if isinstance(c, str) else c).cast("string"), F.lit("?")) for c in cols]
+        template,
+        *[F.coalesce((F.col(c) if isinstance(c, str) else c).cast("string"), F.lit("?")) for c in cols],
     )

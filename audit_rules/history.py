@@ -85,9 +85,9 @@ def build_history(batches: DataFrame) -> DataFrame:
     b = b.withColumns(
         {
             "prev_offset": F.last(F.when(F.col("ok"), F.col("base_offset")), ignorenulls=True).over(before),
-            "prev_producer_epoch": F.last(F.when(F.col("ok"), F.col("producer_epoch")), ignorenulls=True).over(
-                before
-            ),
+            "prev_producer_epoch": F.last(
+                F.when(F.col("ok"), F.col("producer_epoch")), ignorenulls=True
+            ).over(before),
             "min_epoch_before": F.min(F.when(F.col("ok"), epoch)).over(before),
             # The epoch stream: lag values, then the 2^31 unwrapping of RULES.md.
             "stream_index": F.row_number().over(s),

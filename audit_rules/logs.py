@@ -111,7 +111,7 @@ def _left(left: DataFrame, right: DataFrame) -> DataFrame:
     return left.withColumn("_lk", log_key()).join(r, F.col("_lk") == F.col("_rk"), "left").drop("_lk", "_rk")
 
 
-def join_log(df: DataFrame, logs: DataFrame, *columns: str) -> DataFrame:
+def join_log(df: DataFrame, logs: DataFrame, *columns: str | Column) -> DataFrame:
     """Add the given per-log columns of `logs` (a `log_bounds` frame) to `df` (broadcast: logs are few)."""
     small = logs.select(F.col("log_key").alias("_lk"), *columns)
     return df.join(F.broadcast(small), log_key() == F.col("_lk"), "left").drop("_lk")

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from audit_rules import consistency, duplicates, epochs, ordering, retention, sequences, transactions
 from audit_rules.findings import union_findings
 from audit_rules.history import build_history, history_table
-from audit_rules.logs import log_bounds, with_log_key
+from audit_rules.logs import join_log, log_bounds, with_log_key
 from audit_rules.profile import Profile
 from schemas.tables import FILES, LOG_KEY, PARTITION_SUMMARY, TABLES
 
@@ -111,7 +111,14 @@ def audit(
     """Every rule of RULES.md over the bronze tables; `materialize` stores the history and log bounds
     that every rule reads (None: recompute them in each rule)."""
     logs = log_bounds(bronze.batches, bronze.files, bronze.partition_state, profile)
-    history = build_history(bronze.batches)
+    # The per-log facts every producer rule needs ride along with the history: no join per rule.
+    history = join_log(
+        build_history(bronze.batches),
+        logs,
+        "log_start_offset",
+        "compacted",
+        F.col("max_timestamp").alias("log_max_timestamp"),
+    )
     persisted: tuple[DataFrame, ...] = ()
     if materialize is not None:
         logs = materialize(logs)
@@ -119,13 +126,13 @@ def audit(
         persisted = (logs, history)
     frames = [
         sequences.invalid_sequence(history),
-        sequences.history_start(history, logs),
+        sequences.history_start(history),
         sequences.sequence_regression(history),
-        sequences.sequence_gaps(history, logs, profile),
+        sequences.sequence_gaps(history, profile),
         epochs.epoch_regression(history),
-        epochs.epoch_starts(history, logs),
+        epochs.epoch_starts(history),
         duplicates.duplicate_batches(history, profile),
-        transactions.hanging_transactions(history, logs, profile),
+        transactions.hanging_transactions(history, profile),
         transactions.coordinator_epoch_regression(history),
         transactions.txn_index_consistency(history, bronze.txn_index, bronze.files),
         retention.snapshot_producers(history, bronze.producer_snapshots, logs),

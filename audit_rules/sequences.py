@@ -14,7 +14,6 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import coverage_holes
-from audit_rules.logs import join_log
 from audit_rules.profile import Profile
 
 _BATCH: dict[str, Any] = {
@@ -49,15 +48,10 @@ def invalid_sequence(history: DataFrame) -> DataFrame:
     )
 
 
-def history_start(history: DataFrame, logs: DataFrame) -> DataFrame:
+def history_start(history: DataFrame) -> DataFrame:
     """HISTORY_TRUNCATED_BY_RETENTION or HISTORY_START_MISSING for a producer whose first retained batch
     starts mid-sequence (KIP-360)."""
-    rows = join_log(
-        history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0)),
-        logs,
-        "log_start_offset",
-        "compacted",
-    )
+    rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
     explained = rows.where((F.col("log_start_offset") > 0) | F.col("compacted"))
     because = F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("compaction"))
     truncated = to_findings(
@@ -136,7 +130,7 @@ def sequence_regression(history: DataFrame) -> DataFrame:
     )
 
 
-def sequence_gaps(history: DataFrame, logs: DataFrame, profile: Profile) -> DataFrame:
+def sequence_gaps(history: DataFrame, profile: Profile) -> DataFrame:
     """SEQUENCE_GAP (critical) or SEQUENCE_GAP_UNVERIFIED (expiry, KIP-854): sequences skipped and found
     nowhere else in the epoch."""
     jumps = history.where(F.col("transition") == "GAP").alias("j")
@@ -157,7 +151,7 @@ def sequence_gaps(history: DataFrame, logs: DataFrame, profile: Profile) -> Data
     ).select("j.*", overlap.alias("_missing"))
     keys = [c for c in jumps.columns]
     gaps = joined.groupBy(*keys).agg(F.sum("_missing").alias("missing"))
-    gaps = join_log(gaps, logs, "compacted").where(~F.col("compacted"))
+    gaps = gaps.where(~F.col("compacted"))
     elapsed = F.col("max_timestamp") - F.col("prev_max_timestamp")
     expired = F.lit(profile.accepts_unknown_producer) & (elapsed >= F.lit(profile.producer_id_expiration_ms))
     common: dict[str, Any] = {

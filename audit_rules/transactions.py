@@ -7,11 +7,10 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import coordinator_epoch_before
-from audit_rules.logs import join_log
 from audit_rules.profile import Profile
 
 
-def hanging_transactions(history: DataFrame, logs: DataFrame, profile: Profile) -> DataFrame:
+def hanging_transactions(history: DataFrame, profile: Profile) -> DataFrame:
     """HANGING_TRANSACTION: transactional data with no later marker, older than transaction.max.timeout.ms at
     the log's last timestamp."""
     open_data = history.where(
@@ -26,8 +25,8 @@ def hanging_transactions(history: DataFrame, logs: DataFrame, profile: Profile) 
         ).alias("f"),
         F.max("last_offset").alias("open_last_offset"),
         F.max("last_sequence").alias("open_last_sequence"),
+        F.max("log_max_timestamp").alias("max_timestamp"),
     )
-    txns = join_log(txns, logs, "max_timestamp")
     age = F.col("max_timestamp") - F.col("f.max_timestamp")
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
     return to_findings(
