@@ -1,0 +1,455 @@
+"""A plain-Python replay of one partition log, the way a broker walks it: the test oracle for `audit_rules`.
+
+Deliberately simple and sequential, and independent of the Spark rules: batches are visited once in
+offset order while per-producer state (highest epoch, the batches of each epoch, the highest coordinator
+epoch) is kept in dictionaries, as `ProducerStateManager` keeps its entries. The rules are those of
+`audit_rules/RULES.md` ("Per producer", "Transactions", OFFSET_OVERLAP, CRC_MISMATCH); the broker
+behaviour behind them is kafka-formats-and-rules §5. Slow by design: it is for test-sized logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from audit_rules.profile import Profile
+
+SEQUENCE_MODULUS = 1 << 31
+"""Sequences are non-negative int32 values: after 2147483647 comes 0 (§1.4, `incrementSequence`)."""
+
+_HALF_RANGE = 1 << 30
+
+Batch = Mapping[str, Any]
+Finding = dict[str, Any]
+
+FINDING_FIELDS = (
+    "kind",
+    "producer_id",
+    "producer_epoch",
+    "first_offset",
+    "last_offset",
+    "base_sequence",
+    "last_sequence",
+    "expected_sequence",
+    "related_offset",
+    "missing_records",
+    "explained_by",
+    "message",
+)
+
+
+def reference_findings(
+    batches: Iterable[Batch], *, profile: Profile, log_start_offset: int, compacted: bool = False
+) -> list[Finding]:
+    """The findings RULES.md defines for one log's batches (BATCHES rows), sorted by offset then kind."""
+    rows = list(batches)
+    findings: list[Finding] = []
+    findings += _crc_mismatches(rows)
+    findings += _offset_overlaps(rows)
+    replay = _Replay(profile, log_start_offset, compacted)
+    for batch in sorted(_producer_batches(rows), key=_offset_order):
+        replay.append(batch)
+    findings += replay.finish()
+    findings += _hanging_transactions(rows, profile)
+    return sorted(
+        findings, key=lambda f: (_none_last(f["first_offset"]), f["kind"], _none_last(f["related_offset"]))
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Sequence arithmetic
+
+
+def sequence_span(base_sequence: int, last_sequence: int) -> int:
+    """How many sequence numbers after the base the batch covers, across the wrap (`last - base` mod 2^31)."""
+    return (last_sequence - base_sequence) % SEQUENCE_MODULUS
+
+
+def unwrap_after(base_sequence: int, previous_last_unwrapped: int) -> int:
+    """The unwrapped value of `base_sequence` read next to the previous batch's last sequence.
+
+    A counter that wraps is read the way a person reads a clock: the copy of `base_sequence` (plus a
+    multiple of 2^31) nearest the previous value, so 2147483647 -> 0 is a step forward and
+    5 -> 2147483640 a step back. A tie at exactly half the range stays on the same turn.
+    """
+    turns, previous_last = divmod(previous_last_unwrapped, SEQUENCE_MODULUS)
+    step = base_sequence - previous_last
+    if step < -_HALF_RANGE:
+        turns += 1
+    elif step > _HALF_RANGE:
+        turns -= 1
+    return base_sequence + turns * SEQUENCE_MODULUS
+
+
+# ---------------------------------------------------------------------------------------------
+# The per-producer replay
+
+
+@dataclass
+class _StreamBatch:
+    """A data batch of an epoch stream, with its sequences unwrapped along the stream."""
+
+    batch: Batch
+    base: int
+    last: int
+
+
+@dataclass
+class _PendingGap:
+    """A jump forward, resolved once the whole stream is known (the hole may be filled later)."""
+
+    batch: Batch
+    previous: _StreamBatch
+    expected: int
+    base: int
+    stream: list[_StreamBatch]
+    expired: bool
+
+
+@dataclass
+class _ProducerState:
+    """What the broker holds for one producer id (`ProducerStateEntry`), plus the audit's memory."""
+
+    # Batches that passed the epoch and sequence-shape checks, data and markers, as (is_control, epoch).
+    accepted: list[tuple[bool, int]] = field(default_factory=list)
+    previous: Batch | None = None
+    epoch: int | None = None
+    first_at_epoch: Batch | None = None
+    streams: dict[int, list[_StreamBatch]] = field(default_factory=dict)
+    coordinator_epoch: int | None = None
+    coordinator_marker: Batch | None = None
+
+
+class _Replay:
+    def __init__(self, profile: Profile, log_start_offset: int, compacted: bool) -> None:
+        self.profile = profile
+        self.log_start_offset = log_start_offset
+        self.compacted = compacted
+        self.producers: dict[int, _ProducerState] = {}
+        self.findings: list[Finding] = []
+        self.pending_gaps: list[_PendingGap] = []
+
+    def append(self, batch: Batch) -> None:
+        state = self.producers.setdefault(batch["producer_id"], _ProducerState())
+        if batch["is_control"]:
+            self._append_marker(state, batch)
+        else:
+            self._append_data(state, batch)
+
+    # -- data batches --------------------------------------------------------------------------
+
+    def _append_data(self, state: _ProducerState, batch: Batch) -> None:
+        base_sequence, last_sequence = batch["base_sequence"], batch["last_sequence"]
+        # LogValidator: a producer id needs a sequence, and the sequence range spans the offset range.
+        if base_sequence < 0 or sequence_span(base_sequence, last_sequence) != (
+            batch["last_offset"] - batch["base_offset"]
+        ):
+            self._emit(
+                "INVALID_SEQUENCE",
+                batch,
+                message=(
+                    f"sequences {base_sequence}-{last_sequence} do not match offsets "
+                    f"{batch['base_offset']}-{batch['last_offset']}"
+                ),
+            )
+            return
+        if self._epoch_regressed(state, batch):
+            return
+        stream = state.streams.setdefault(batch["producer_epoch"], [])
+        if not stream:
+            current = _StreamBatch(
+                batch, base_sequence, base_sequence + sequence_span(base_sequence, last_sequence)
+            )
+            self._first_of_epoch(state, batch)
+        else:
+            previous = stream[-1]
+            base = unwrap_after(base_sequence, previous.last)
+            current = _StreamBatch(batch, base, base + sequence_span(base_sequence, last_sequence))
+            self._next_in_epoch(stream, previous, current, self._expired(state, batch))
+        stream.append(current)
+        self._accept(state, batch)
+
+    def _first_of_epoch(self, state: _ProducerState, batch: Batch) -> None:
+        epoch, base_sequence = batch["producer_epoch"], batch["base_sequence"]
+        history_starts_here = all(is_control and e == epoch for is_control, e in state.accepted)
+        if history_starts_here:
+            if base_sequence == 0:
+                return
+            if self.log_start_offset > 0:
+                kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "retention"
+            elif self.compacted:
+                kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "compaction"
+            else:
+                kind, because = "HISTORY_START_MISSING", None
+            self._emit(
+                kind,
+                batch,
+                expected_sequence=0,
+                # Sequences 0..base-1 of this epoch are absent from a log that is complete from offset 0.
+                missing_records=None if because else base_sequence,
+                explained_by=because,
+                message=f"first retained batch starts at sequence {base_sequence}",
+            )
+            return
+        # The epoch rose, through data or a marker: KIP-360 says the new epoch starts at 0.
+        related = state.previous["base_offset"] if state.previous is not None else None
+        if base_sequence == 0:
+            self._emit(
+                "EPOCH_BUMP",
+                batch,
+                expected_sequence=0,
+                related_offset=related,
+                explained_by="epoch_bump",
+                message=f"epoch {epoch} starts at sequence 0",
+            )
+        elif not self.compacted:
+            self._emit(
+                "NEW_EPOCH_NONZERO_SEQUENCE",
+                batch,
+                expected_sequence=0,
+                related_offset=related,
+                message=f"epoch {epoch} starts at sequence {base_sequence}, not 0",
+            )
+
+    def _expired(self, state: _ProducerState, batch: Batch) -> bool:
+        """`isProducerExpired` (§5.7): no open transaction and `producer.id.expiration.ms` since the
+        producer's previous batch or marker (markers refresh `lastTimestamp` since 2.5)."""
+        previous = state.previous
+        if previous is None:
+            return False
+        open_transaction = previous["is_transactional"] and not previous["is_control"]
+        idle = batch["max_timestamp"] - previous["max_timestamp"]
+        return not open_transaction and idle >= self.profile.producer_id_expiration_ms
+
+    def _next_in_epoch(
+        self, stream: list[_StreamBatch], previous: _StreamBatch, current: _StreamBatch, expired: bool
+    ) -> None:
+        batch = current.batch
+        expected = previous.last + 1
+        first_copy = next((s for s in stream if (s.base, s.last) == (current.base, current.last)), None)
+        if first_copy is not None:
+            self._emit(
+                "DUPLICATE_BATCH",
+                batch,
+                related_offset=first_copy.batch["base_offset"],
+                message=self._duplicate_message(stream, first_copy, previous, current, expired),
+            )
+        elif current.base == expected:
+            return
+        elif current.base < expected:
+            self._emit(
+                "SEQUENCE_REGRESSION",
+                batch,
+                expected_sequence=expected % SEQUENCE_MODULUS,
+                related_offset=previous.batch["base_offset"],
+                message=f"sequence {batch['base_sequence']} arrived after {previous.batch['last_sequence']}",
+            )
+        else:
+            self.pending_gaps.append(_PendingGap(batch, previous, expected, current.base, stream, expired))
+
+    def _duplicate_message(
+        self,
+        stream: list[_StreamBatch],
+        first_copy: _StreamBatch,
+        previous: _StreamBatch,
+        current: _StreamBatch,
+        expired: bool,
+    ) -> str:
+        profile = self.profile
+        between = len(stream) - stream.index(first_copy) - 1
+        if profile.duplicate_window_sequences is not None:
+            in_window = previous.last - current.last < profile.duplicate_window_sequences
+        else:
+            in_window = between < profile.duplicate_window_batches
+        fresh = not expired
+        verdict = (
+            "a broker keeping its duplicate window should have caught it"
+            if in_window and fresh
+            else "the broker could not have recognised it"
+        )
+        return f"copy of offset {first_copy.batch['base_offset']}, {between} batch(es) later: {verdict}"
+
+    def _resolve_gap(self, gap: _PendingGap) -> None:
+        missing = _uncovered(gap.expected, gap.base - 1, ((s.base, s.last) for s in gap.stream))
+        if missing == 0 or self.compacted:
+            return  # every skipped number arrived elsewhere: the late batches are the regression
+        expired = self.profile.accepts_unknown_producer and gap.expired
+        self._emit(
+            "SEQUENCE_GAP_UNVERIFIED" if expired else "SEQUENCE_GAP",
+            gap.batch,
+            expected_sequence=gap.expected % SEQUENCE_MODULUS,
+            related_offset=gap.previous.batch["base_offset"],
+            missing_records=missing,
+            explained_by="expiry" if expired else None,
+            message=f"{missing} sequence number(s) from {gap.expected % SEQUENCE_MODULUS} are in no batch",
+        )
+
+    # -- markers -------------------------------------------------------------------------------
+
+    def _append_marker(self, state: _ProducerState, marker: Batch) -> None:
+        coordinator_epoch = marker.get("coordinator_epoch")
+        if coordinator_epoch is not None:
+            if state.coordinator_epoch is not None and coordinator_epoch < state.coordinator_epoch:
+                assert state.coordinator_marker is not None
+                self._emit(
+                    "COORDINATOR_EPOCH_REGRESSION",
+                    marker,
+                    related_offset=state.coordinator_marker["base_offset"],
+                    message=f"coordinator epoch {coordinator_epoch} after {state.coordinator_epoch}",
+                )
+            if state.coordinator_epoch is None or coordinator_epoch > state.coordinator_epoch:
+                state.coordinator_epoch, state.coordinator_marker = coordinator_epoch, marker
+        if not self._epoch_regressed(state, marker):
+            self._accept(state, marker)
+
+    # -- shared --------------------------------------------------------------------------------
+
+    def _epoch_regressed(self, state: _ProducerState, batch: Batch) -> bool:
+        if state.epoch is None or batch["producer_epoch"] >= state.epoch:
+            return False
+        assert state.first_at_epoch is not None
+        self._emit(
+            "EPOCH_REGRESSION",
+            batch,
+            related_offset=state.first_at_epoch["base_offset"],
+            message=f"epoch {batch['producer_epoch']} after epoch {state.epoch}",
+        )
+        return True
+
+    def _accept(self, state: _ProducerState, batch: Batch) -> None:
+        epoch = batch["producer_epoch"]
+        if state.epoch is None or epoch > state.epoch:
+            state.epoch, state.first_at_epoch = epoch, batch
+        state.accepted.append((batch["is_control"], epoch))
+        state.previous = batch
+
+    def _emit(self, kind: str, batch: Batch, **fields: Any) -> None:
+        self.findings.append(_finding(kind, batch, **fields))
+
+    def finish(self) -> list[Finding]:
+        for gap in self.pending_gaps:
+            self._resolve_gap(gap)
+        self.pending_gaps = []
+        return self.findings
+
+
+def _uncovered(low: int, high: int, ranges: Iterable[tuple[int, int]]) -> int:
+    """How many integers of `[low, high]` lie in none of the inclusive `ranges`."""
+    clipped = sorted((max(a, low), min(b, high)) for a, b in ranges if a <= high and b >= low)
+    covered, reach = 0, low - 1
+    for a, b in clipped:
+        if b > reach:
+            covered += b - max(a, reach + 1) + 1
+            reach = b
+    return (high - low + 1) - covered
+
+
+# ---------------------------------------------------------------------------------------------
+# Log-level rules
+
+
+def _crc_mismatches(rows: list[Batch]) -> list[Finding]:
+    return [
+        _finding(
+            "CRC_MISMATCH",
+            b,
+            producer_id=None,
+            producer_epoch=None,
+            base_sequence=None,
+            last_sequence=None,
+            message=f"{b['file']} at byte {b['position']}: stored CRC does not match",
+        )
+        for b in rows
+        if not b["crc_valid"]
+    ]
+
+
+def _offset_overlaps(rows: list[Batch]) -> list[Finding]:
+    """OFFSET_OVERLAP: in file order, a batch starting at or before the previous batch's last offset."""
+    out: list[Finding] = []
+    previous: Batch | None = None
+    for b in sorted((b for b in rows if b["crc_valid"]), key=lambda b: (b["file"], b["position"])):
+        if previous is not None and b["base_offset"] <= previous["last_offset"]:
+            has_producer = b["producer_id"] >= 0
+            out.append(
+                _finding(
+                    "OFFSET_OVERLAP",
+                    b,
+                    producer_id=b["producer_id"] if has_producer else None,
+                    producer_epoch=b["producer_epoch"] if has_producer else None,
+                    base_sequence=None,
+                    last_sequence=None,
+                    related_offset=previous["base_offset"],
+                    message=f"offsets {b['base_offset']}-{b['last_offset']} overlap the previous batch",
+                )
+            )
+        previous = b
+    return out
+
+
+def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
+    """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout."""
+    trusted = [b for b in rows if b["crc_valid"]]
+    if not trusted:
+        return []
+    log_max_timestamp = max(b["max_timestamp"] for b in trusted)
+    by_producer: dict[int, list[Batch]] = {}
+    for b in sorted(_producer_batches(rows), key=_offset_order):
+        by_producer.setdefault(b["producer_id"], []).append(b)
+    out: list[Finding] = []
+    for batches in by_producer.values():
+        open_batches: list[Batch] = []
+        for b in batches:
+            if b["is_control"]:
+                open_batches = []
+            elif b["is_transactional"]:
+                open_batches.append(b)
+        if not open_batches:
+            continue
+        first, last = open_batches[0], open_batches[-1]
+        age = log_max_timestamp - first["max_timestamp"]
+        if age > profile.transaction_max_timeout_ms:
+            out.append(
+                _finding(
+                    "HANGING_TRANSACTION",
+                    first,
+                    last_offset=last["last_offset"],
+                    last_sequence=None,
+                    message=f"transaction open since offset {first['base_offset']}, {age} ms before the end",
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _producer_batches(rows: Iterable[Batch]) -> list[Batch]:
+    """Batches that take part in producer state (§5.1): magic 2, a producer id, a header to trust."""
+    return [b for b in rows if b["magic"] == 2 and b["producer_id"] >= 0 and b["crc_valid"]]
+
+
+def _offset_order(b: Batch) -> tuple[int, str, int]:
+    return (b["base_offset"], b["file"], b["position"])
+
+
+def _none_last(value: int | None) -> tuple[bool, int]:
+    return (value is None, value or 0)
+
+
+def _finding(kind: str, batch: Batch, **fields: Any) -> Finding:
+    """A finding about `batch`: its producer, offsets and sequences unless `fields` say otherwise."""
+    out: Finding = dict.fromkeys(FINDING_FIELDS)
+    out.update(
+        kind=kind,
+        producer_id=batch["producer_id"],
+        producer_epoch=batch["producer_epoch"],
+        first_offset=batch["base_offset"],
+        last_offset=batch["last_offset"],
+        base_sequence=batch["base_sequence"],
+        last_sequence=batch["last_sequence"],
+    )
+    out.update(fields)
+    return out

@@ -1,0 +1,587 @@
+"""The reference replay (tests/reference_replay.py) against RULES.md, one behaviour per test.
+
+Cases come from the broker's own tests (`ProducerStateManagerTest`, kafka-formats-and-rules §5) and
+the failure signatures of prior-art §5. `B(off, pid, e, s..t)` in a docstring is a batch at `off`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from audit_rules.kinds import EXPLAINED_BY, KINDS
+from audit_rules.profile import DAY_MS, Profile
+from tests.reference_replay import SEQUENCE_MODULUS, reference_findings, unwrap_after
+from tests.strategies import MAX_SEQUENCE, MINUTE_MS, LogBuilder, LogHistory, log_histories
+
+PID = 4242
+KAFKA_3_4 = Profile()
+KAFKA_1_0 = Profile(name="kafka-1.0", broker_line="1.0", producer_id_expiration_ms=7 * DAY_MS)
+KAFKA_0_11 = Profile(
+    name="kafka-0.11", broker_line="0.11", duplicate_window_batches=1, producer_id_expiration_ms=7 * DAY_MS
+)
+KIP_758 = Profile(name="kip-758-window", duplicate_window_sequences=1000)
+
+
+def replay(
+    log: LogBuilder, *, profile: Profile = KAFKA_3_4, log_start_offset: int = 0, compacted: bool = False
+) -> list[dict[str, Any]]:
+    return reference_findings(
+        log.rows, profile=profile, log_start_offset=log_start_offset, compacted=compacted
+    )
+
+
+def kinds(findings: list[dict[str, Any]]) -> list[str]:
+    return [f["kind"] for f in findings]
+
+
+def only(findings: list[dict[str, Any]], kind: str | None = None) -> dict[str, Any]:
+    """The single finding (of `kind`, if given)."""
+    chosen = [f for f in findings if kind is None or f["kind"] == kind]
+    assert len(chosen) == 1, findings
+    return chosen[0]
+
+
+def evidence(finding: dict[str, Any], *fields: str) -> tuple[Any, ...]:
+    return tuple(finding[f] for f in fields)
+
+
+def in_sequence(log: LogBuilder, *sizes: int, epoch: int = 0, first: int = 0) -> int:
+    """Data batches of `sizes` records from sequence `first`; returns the next sequence."""
+    seq = first
+    for n in sizes:
+        log.data(PID, epoch, seq, n)
+        seq = (seq + n) % SEQUENCE_MODULUS
+    return seq
+
+
+# ---------------------------------------------------------------------------------------------
+# Clean histories
+
+
+def test_in_sequence_batches_have_no_findings() -> None:
+    log = LogBuilder()
+    in_sequence(log, 3, 1, 5, 2)
+    assert replay(log) == []
+
+
+def test_non_idempotent_batches_are_ignored() -> None:
+    log = LogBuilder()
+    log.plain(3)
+    log.data(PID, 0, 0, 2)
+    log.plain(1)
+    log.data(PID, 0, 2, 2)
+    assert replay(log) == []
+
+
+def test_sequence_continues_across_a_marker_of_the_same_epoch() -> None:
+    """Before transactions V2 a COMMIT keeps the epoch, and the sequence carries on (§5.6)."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True)
+    log.marker(PID, 0, "COMMIT", 1)
+    log.data(PID, 0, 2, 2, transactional=True)
+    log.marker(PID, 0, "COMMIT", 1)
+    assert replay(log) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Where a producer's history starts
+
+
+def test_gap_below_log_start_is_retention_not_loss() -> None:
+    """franz-go #805 / KIP-360: the first retained batch starts mid-sequence: older segments were deleted."""
+    log = LogBuilder(start_offset=1000)
+    log.data(PID, 0, 50, 3)
+    f = only(replay(log, log_start_offset=1000))
+    assert evidence(f, "kind", "first_offset", "base_sequence", "expected_sequence", "explained_by") == (
+        "HISTORY_TRUNCATED_BY_RETENTION", 1000, 50, 0, "retention",
+    )  # fmt: skip
+
+
+def test_mid_sequence_start_on_complete_log_is_history_start_missing() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 7, 3)
+    f = only(replay(log))
+    assert evidence(f, "kind", "expected_sequence", "explained_by") == ("HISTORY_START_MISSING", 0, None)
+
+
+def test_mid_sequence_start_on_compacted_topic_is_explained_by_compaction() -> None:
+    log = LogBuilder(topic="__consumer_offsets")
+    log.data(PID, 0, 7, 3)
+    f = only(replay(log, compacted=True))
+    assert evidence(f, "kind", "explained_by") == ("HISTORY_TRUNCATED_BY_RETENTION", "compaction")
+
+
+def test_first_batch_at_sequence_zero_needs_no_history() -> None:
+    log = LogBuilder(start_offset=1000)
+    log.data(PID, 3, 0, 3)
+    assert replay(log, log_start_offset=1000) == []
+
+
+def test_marker_only_history_then_nonzero_is_history_start() -> None:
+    """`testAppendTxnMarkerWithNoProducerState`: only a marker of epoch 2 is known; 17 is not its start."""
+    log = LogBuilder()
+    log.marker(PID, 2, "COMMIT", 0)
+    log.data(PID, 2, 17, 1)
+    f = only(replay(log))
+    assert evidence(f, "kind", "first_offset", "expected_sequence") == ("HISTORY_START_MISSING", 1, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gaps, regressions and the Sarama #2619 shape
+
+
+def test_sequence_gap_within_epoch_is_loss() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 5)
+    log.data(PID, 0, 8, 2)
+    f = only(replay(log))
+    assert evidence(f, "kind", "first_offset", "related_offset", "expected_sequence", "missing_records") == (
+        "SEQUENCE_GAP", 5, 0, 5, 3,
+    )  # fmt: skip
+
+
+def test_sarama_2619_shape_is_one_regression_no_gap() -> None:
+    """Sequences 0-1, 4-5, 2-3, 6: the late batch is the regression and nothing is lost."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2)  # offsets 0-1
+    log.data(PID, 0, 4, 2)  # 2-3
+    log.data(PID, 0, 2, 2)  # 4-5
+    log.data(PID, 0, 6, 1)  # 6
+    f = only(replay(log))
+    assert evidence(f, "kind", "first_offset", "related_offset", "expected_sequence") == (
+        "SEQUENCE_REGRESSION", 4, 2, 6,
+    )  # fmt: skip
+
+
+def test_gap_counts_only_numbers_no_batch_covers() -> None:
+    """0-4, then 12: 5-11 skipped, but 7-8 arrive later, so 5 numbers are missing."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 5)
+    log.data(PID, 0, 12, 1)
+    log.data(PID, 0, 7, 2)
+    gap = only(replay(log), "SEQUENCE_GAP")
+    assert evidence(gap, "first_offset", "expected_sequence", "missing_records") == (5, 5, 5)
+
+
+def test_regression_then_jump_counts_from_the_regression() -> None:
+    """RULES.md step 5: `expected` follows the previous batch, even when that batch was the late one."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 5)  # offsets 0-4
+    log.data(PID, 0, 5, 5)  # 5-9
+    log.data(PID, 0, 2, 2)  # 10-11: regression
+    log.data(PID, 0, 20, 1)  # 12: expected 4, of 4-19 only 10-19 are in no batch
+    findings = replay(log)
+    assert kinds(findings) == ["SEQUENCE_REGRESSION", "SEQUENCE_GAP"]
+    assert evidence(findings[1], "related_offset", "expected_sequence", "missing_records") == (10, 4, 10)
+
+
+def test_gap_on_compacted_topic_is_not_reported() -> None:
+    log = LogBuilder(topic="__consumer_offsets")
+    log.data(PID, 0, 0, 5)
+    log.data(PID, 0, 8, 2)
+    assert replay(log, compacted=True) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Expiry (KIP-854) and broker lines
+
+
+def test_gap_after_expiry_is_unverified() -> None:
+    """KIP-854: idle for longer than producer.id.expiration.ms, a 2.5+ broker accepts any sequence."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 5)
+    log.wait(2 * DAY_MS)
+    log.data(PID, 0, 9, 1)
+    f = only(replay(log))
+    assert evidence(f, "kind", "explained_by", "expected_sequence", "missing_records") == (
+        "SEQUENCE_GAP_UNVERIFIED", "expiry", 5, 4,
+    )  # fmt: skip
+
+
+def test_gap_after_expiry_on_1_0_line_is_gap() -> None:
+    """Brokers before 2.5 answer UNKNOWN_PRODUCER_ID to a producer they forgot: a gap was never accepted."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 5)
+    log.wait(8 * DAY_MS)
+    log.data(PID, 0, 9, 1)
+    assert kinds(replay(log, profile=KAFKA_1_0)) == ["SEQUENCE_GAP"]
+
+
+def test_gap_after_exactly_the_expiration_is_unverified() -> None:
+    """`isProducerExpired`: now - lastTimestamp >= producerIdExpirationMs."""
+    log = LogBuilder()
+    first = log.data(PID, 0, 0, 1)
+    log.data(PID, 0, 5, 1, timestamp=first["max_timestamp"] + DAY_MS)
+    assert kinds(replay(log)) == ["SEQUENCE_GAP_UNVERIFIED"]
+
+
+def test_gap_one_millisecond_before_expiration_is_gap() -> None:
+    log = LogBuilder()
+    first = log.data(PID, 0, 0, 1)
+    log.data(PID, 0, 5, 1, timestamp=first["max_timestamp"] + DAY_MS - 1)
+    assert kinds(replay(log)) == ["SEQUENCE_GAP"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Wraparound at 2^31 (§1.4, `testProducerSequenceWrapAround` and friends)
+
+
+def test_unwrap_reads_the_counter_nearest_the_previous_value() -> None:
+    assert unwrap_after(0, MAX_SEQUENCE) == SEQUENCE_MODULUS
+    assert unwrap_after(MAX_SEQUENCE, SEQUENCE_MODULUS + 3) == MAX_SEQUENCE
+    assert unwrap_after(MAX_SEQUENCE - 1, 5) == -2
+    assert unwrap_after(6, 5) == 6
+
+
+def test_wrap_from_max_to_zero_is_in_sequence() -> None:
+    log = LogBuilder(start_offset=1000)
+    in_sequence(log, 1, 1, 2, 1, first=MAX_SEQUENCE - 1)  # ..., 2147483647, 0-1, 2
+    assert kinds(replay(log, log_start_offset=1000)) == ["HISTORY_TRUNCATED_BY_RETENTION"]
+
+
+def test_batch_spanning_wrap() -> None:
+    """`testProducerSequenceWithWrapAroundBatchRecord`: one batch from MaxInt-10 to 9, then 10."""
+    log = LogBuilder(start_offset=1000)
+    spanning = log.data(PID, 0, MAX_SEQUENCE - 10, 21)
+    log.data(PID, 0, 10, 1)
+    assert spanning["last_sequence"] == 9
+    assert kinds(replay(log, log_start_offset=1000)) == ["HISTORY_TRUNCATED_BY_RETENTION"]
+
+
+def test_invalid_wrap_to_one_is_gap_or_regression() -> None:
+    """`testProducerSequenceInvalidWrapAround`: MaxInt then 1 skips 0: a gap of one, expected 0."""
+    log = LogBuilder(start_offset=1000)
+    log.data(PID, 0, MAX_SEQUENCE, 1)
+    log.data(PID, 0, 1, 1)
+    f = only(replay(log, log_start_offset=1000), "SEQUENCE_GAP")
+    assert evidence(f, "expected_sequence", "missing_records", "related_offset") == (0, 1, 1000)
+
+
+def test_step_back_across_the_wrap_is_regression() -> None:
+    log = LogBuilder(start_offset=1000)
+    log.data(PID, 0, MAX_SEQUENCE - 1, 2)  # offsets 1000-1001
+    log.data(PID, 0, 0, 4)  # 1002-1005: 0-3 after the wrap
+    log.data(PID, 0, MAX_SEQUENCE, 1)  # 1006: back before the wrap
+    f = only(replay(log, log_start_offset=1000), "SEQUENCE_REGRESSION")
+    assert evidence(f, "first_offset", "related_offset", "expected_sequence") == (1006, 1002, 4)
+
+
+def test_gap_across_the_wrap_reports_expected_modulo_2_31() -> None:
+    log = LogBuilder(start_offset=1000)
+    log.data(PID, 0, MAX_SEQUENCE - 1, 2)
+    log.data(PID, 0, 3, 1)
+    f = only(replay(log, log_start_offset=1000), "SEQUENCE_GAP")
+    assert evidence(f, "expected_sequence", "missing_records") == (0, 3)
+
+
+def test_duplicate_is_matched_on_unwrapped_sequences() -> None:
+    """A retry of the batch spanning the wrap is a duplicate, not a regression."""
+    log = LogBuilder(start_offset=1000)
+    log.data(PID, 0, MAX_SEQUENCE - 1, 4)  # 2147483646..1
+    log.data(PID, 0, 2, 1)
+    log.data(PID, 0, MAX_SEQUENCE - 1, 4)
+    f = only(replay(log, log_start_offset=1000), "DUPLICATE_BATCH")
+    assert f["related_offset"] == 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Duplicates and the broker's window (KAFKA-5494, KIP-758 draft)
+
+
+def test_duplicate_inside_window_message_says_caught() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 1)
+    log.data(PID, 0, 1, 1)
+    log.data(PID, 0, 1, 1)
+    f = only(replay(log))
+    assert evidence(f, "kind", "first_offset", "related_offset") == ("DUPLICATE_BATCH", 2, 1)
+    assert "should have caught" in f["message"]
+
+
+def test_duplicate_outside_window_message_says_not_caught() -> None:
+    """Five batches lie between the copies: the first copy has left the 5-batch cache."""
+    log = LogBuilder()
+    in_sequence(log, 1, 1, 1, 1, 1, 1)
+    log.data(PID, 0, 0, 1)
+    f = only(replay(log))
+    assert (f["kind"], f["related_offset"]) == ("DUPLICATE_BATCH", 0)
+    assert "should have caught" not in f["message"]
+
+
+def test_duplicate_four_batches_later_is_inside_the_window() -> None:
+    log = LogBuilder()
+    in_sequence(log, 1, 1, 1, 1, 1)
+    log.data(PID, 0, 0, 1)
+    assert "should have caught" in only(replay(log))["message"]
+
+
+def test_duplicate_after_expiry_message_says_not_caught() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 1)
+    log.wait(2 * DAY_MS)
+    log.data(PID, 0, 0, 1)
+    assert "should have caught" not in only(replay(log))["message"]
+
+
+def test_duplicate_window_of_one_batch_on_0_11() -> None:
+    """0.11 cached only the last batch: a copy one batch later was not recognised."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 1)
+    log.data(PID, 0, 1, 1)
+    log.data(PID, 0, 0, 1)
+    assert "should have caught" not in only(replay(log, profile=KAFKA_0_11))["message"]
+
+
+def test_duplicate_within_kip_758_sequence_window_is_caught_many_batches_later() -> None:
+    log = LogBuilder()
+    in_sequence(log, *[10] * 20)  # 200 sequences in 20 batches
+    log.data(PID, 0, 0, 10)
+    assert "should have caught" in only(replay(log, profile=KIP_758))["message"]
+
+
+def test_every_further_copy_points_at_the_first() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2)
+    log.data(PID, 0, 0, 2)
+    log.data(PID, 0, 0, 2)
+    findings = replay(log)
+    assert [(f["kind"], f["first_offset"], f["related_offset"]) for f in findings] == [
+        ("DUPLICATE_BATCH", 2, 0),
+        ("DUPLICATE_BATCH", 4, 0),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Epochs (KIP-98 fencing, KIP-360 bumps)
+
+
+def test_epoch_bump_to_sequence_zero_is_info() -> None:
+    """Sarama #2803 churn: each new epoch restarts at 0."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 3)
+    log.data(PID, 1, 0, 2)
+    log.data(PID, 3, 0, 1)
+    findings = replay(log)
+    assert [evidence(f, "kind", "first_offset", "related_offset", "explained_by") for f in findings] == [
+        ("EPOCH_BUMP", 3, 0, "epoch_bump"),
+        ("EPOCH_BUMP", 5, 3, "epoch_bump"),
+    ]
+
+
+def test_new_epoch_nonzero_sequence() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 3)
+    log.data(PID, 1, 4, 2)
+    f = only(replay(log))
+    assert evidence(f, "kind", "first_offset", "related_offset", "expected_sequence") == (
+        "NEW_EPOCH_NONZERO_SEQUENCE", 3, 0, 0,
+    )  # fmt: skip
+
+
+def test_new_epoch_nonzero_on_compacted_topic_is_not_reported() -> None:
+    log = LogBuilder(topic="__consumer_offsets")
+    log.data(PID, 0, 0, 3)
+    log.data(PID, 1, 4, 2)
+    assert replay(log, compacted=True) == []
+
+
+def test_marker_epoch_bump_then_nonzero_is_new_epoch_nonzero() -> None:
+    """`testOutOfSequenceAfterControlRecordEpochBump`: a marker with a higher epoch clears the sequences."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True)
+    log.marker(PID, 1, "ABORT", 0)  # offset 2
+    log.data(PID, 1, 2, 1, transactional=True)
+    f = only(replay(log), "NEW_EPOCH_NONZERO_SEQUENCE")
+    assert evidence(f, "first_offset", "related_offset") == (3, 2)
+
+
+def test_marker_epoch_bump_then_zero_is_epoch_bump() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True)
+    log.marker(PID, 1, "ABORT", 0)
+    log.data(PID, 1, 0, 1, transactional=True)
+    log.marker(PID, 1, "COMMIT", 0)
+    assert kinds(replay(log)) == ["EPOCH_BUMP"]
+
+
+def test_lower_epoch_after_higher_is_epoch_regression() -> None:
+    """A zombie write: related offset is the first batch that carried the higher epoch."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2)
+    log.data(PID, 2, 0, 1)  # offset 2
+    log.data(PID, 2, 1, 1)
+    log.data(PID, 1, 0, 1)  # offset 4
+    f = only(replay(log), "EPOCH_REGRESSION")
+    assert evidence(f, "first_offset", "producer_epoch", "related_offset") == (4, 1, 2)
+
+
+def test_marker_with_lower_epoch_is_epoch_regression() -> None:
+    """`testOldEpochForControlRecord`."""
+    log = LogBuilder()
+    log.data(PID, 3, 0, 1, transactional=True)
+    log.marker(PID, 2, "ABORT", 0)
+    f = only(replay(log, log_start_offset=0))
+    assert evidence(f, "kind", "first_offset", "related_offset") == ("EPOCH_REGRESSION", 1, 0)
+
+
+def test_epoch_regressed_batch_takes_no_part_in_its_epoch() -> None:
+    """The zombie's sequences are not compared with anything, and do not move the real stream."""
+    log = LogBuilder()
+    log.data(PID, 1, 0, 2)
+    log.data(PID, 0, 5, 1)
+    log.data(PID, 1, 2, 1)
+    assert kinds(replay(log)) == ["EPOCH_REGRESSION"]
+
+
+# ---------------------------------------------------------------------------------------------
+# INVALID_SEQUENCE
+
+
+def test_negative_base_sequence_is_invalid() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, -1, 2)
+    assert kinds(replay(log)) == ["INVALID_SEQUENCE"]
+
+
+def test_sequence_range_disagreeing_with_offsets_is_invalid() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 3, last_sequence=3)
+    assert kinds(replay(log)) == ["INVALID_SEQUENCE"]
+
+
+def test_invalid_batch_takes_no_part_in_replay() -> None:
+    """Neither its sequences nor its epoch count: the next batch follows the last valid one."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2)
+    log.data(PID, 5, 2, 2, last_sequence=9)
+    log.data(PID, 0, 2, 1)
+    assert kinds(replay(log)) == ["INVALID_SEQUENCE"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Transactions (KIP-664, KAFKA-9144)
+
+
+def test_coordinator_epoch_regression() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 1, transactional=True)
+    log.marker(PID, 0, "COMMIT", 5)  # offset 1
+    log.data(PID, 0, 1, 1, transactional=True)
+    log.marker(PID, 0, "COMMIT", 5)
+    log.data(PID, 0, 2, 1, transactional=True)
+    log.marker(PID, 0, "ABORT", 3)  # offset 5
+    f = only(replay(log))
+    assert evidence(f, "kind", "first_offset", "related_offset") == ("COORDINATOR_EPOCH_REGRESSION", 5, 1)
+
+
+def test_hanging_transaction() -> None:
+    """Transactional data with no marker, 20 minutes before the partition's last write."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True)  # offsets 0-1
+    log.data(PID, 0, 2, 3, transactional=True)  # 2-4
+    log.wait(20 * MINUTE_MS)
+    log.data(7, 0, 0, 1)
+    f = only(replay(log))
+    assert evidence(f, "kind", "producer_id", "first_offset", "last_offset") == (
+        "HANGING_TRANSACTION",
+        PID,
+        0,
+        4,
+    )
+
+
+def test_hanging_transaction_starts_after_the_last_marker() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True)
+    log.marker(PID, 0, "COMMIT", 0)  # offset 2
+    log.data(PID, 0, 2, 1, transactional=True)  # offset 3
+    log.wait(20 * MINUTE_MS)
+    log.plain()
+    f = only(replay(log))
+    assert evidence(f, "kind", "first_offset", "last_offset") == ("HANGING_TRANSACTION", 3, 3)
+
+
+def test_rejected_transactional_batch_still_opens_the_transaction() -> None:
+    """State rebuilt from the log (REPLICATION origin) starts a transaction at any transactional batch,
+    an INVALID_SEQUENCE one too, so read_committed consumers stop there."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True, last_sequence=5)  # offsets 0-1, invalid
+    log.data(PID, 0, 0, 1, transactional=True)  # offset 2
+    log.wait(20 * MINUTE_MS)
+    log.plain()
+    f = only(replay(log), "HANGING_TRANSACTION")
+    assert evidence(f, "first_offset", "last_offset") == (0, 2)
+
+
+def test_bad_crc_batch_timestamp_does_not_age_transactions() -> None:
+    """The log's highest timestamp is taken from batches whose header can be trusted."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True)
+    log.data(7, 0, 0, 1, timestamp=log.clock + 3 * DAY_MS, crc_valid=False)
+    assert kinds(replay(log)) == ["CRC_MISMATCH"]
+
+
+def test_transaction_closed_by_a_marker_is_not_hanging() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True)
+    log.wait(20 * MINUTE_MS)
+    log.marker(PID, 0, "ABORT", 0)
+    log.wait(20 * MINUTE_MS)
+    log.plain()
+    assert replay(log) == []
+
+
+def test_open_transaction_younger_than_the_timeout_is_not_hanging() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2, transactional=True)
+    log.wait(14 * MINUTE_MS)
+    log.plain()
+    assert replay(log) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Corruption and consistency
+
+
+def test_offset_overlap() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 3)  # offsets 0-2
+    assert log.overlap_previous()
+    log.data(PID, 0, 3, 2)  # offsets 2-3
+    f = only(replay(log), "OFFSET_OVERLAP")
+    assert evidence(f, "first_offset", "last_offset", "related_offset", "producer_id") == (2, 3, 0, PID)
+
+
+def test_bad_crc_batch_is_crc_mismatch_and_skipped_by_replay() -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 2)
+    log.data(PID, 9, 77, 1, crc_valid=False)
+    log.data(PID, 0, 2, 1)
+    f = only(replay(log))
+    assert (f["kind"], f["first_offset"], f["producer_id"]) == ("CRC_MISMATCH", 2, None)
+
+
+@pytest.mark.parametrize("profile", [KAFKA_3_4, KAFKA_1_0, KAFKA_0_11, KIP_758], ids=lambda p: p.name)
+def test_every_finding_has_the_contract_fields(profile: Profile) -> None:
+    log = LogBuilder()
+    log.data(PID, 0, 0, 5)
+    log.data(PID, 0, 9, 1)
+    log.data(PID, 0, 9, 1)
+    for f in replay(log, profile=profile):
+        assert set(f) >= {"kind", "producer_id", "first_offset", "related_offset", "expected_sequence"}
+        assert f["message"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=log_histories())
+def test_replay_of_any_generated_history_names_only_contract_kinds(history: LogHistory) -> None:
+    compacted = KAFKA_3_4.is_compacted(history.topic)
+    for f in reference_findings(
+        history.batches, profile=KAFKA_3_4, log_start_offset=history.log_start_offset, compacted=compacted
+    ):
+        assert f["kind"] in KINDS and f["explained_by"] in (None, *EXPLAINED_BY), f
+        assert f["expected_sequence"] is None or 0 <= f["expected_sequence"] <= MAX_SEQUENCE, f
+        assert f["missing_records"] is None or f["missing_records"] > 0, f
