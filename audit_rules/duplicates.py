@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
+from audit_rules.history import state_expired
 from audit_rules.profile import Profile
 
 _BATCH: dict[str, Any] = {
@@ -37,7 +38,7 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
         ) < profile.duplicate_window_sequences
     else:
         in_window = between < profile.duplicate_window_batches
-    fresh = (F.col("max_timestamp") - F.col("prev_max_timestamp")) < profile.producer_id_expiration_ms
+    fresh = ~state_expired(profile.producer_id_expiration_ms)
     window = profile.describe_window()
     verdict = (
         F.when(

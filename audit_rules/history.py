@@ -89,6 +89,14 @@ def build_history(batches: DataFrame) -> DataFrame:
                 F.when(F.col("ok"), F.col("producer_epoch")), ignorenulls=True
             ).over(before),
             "min_epoch_before": F.min(F.when(F.col("ok"), epoch)).over(before),
+            # ProducerStateEntry.lastTimestamp: the previous batch or marker (markers count since 2.5,
+            # KAFKA-9144); a producer with an open transaction never expires (§5.7).
+            "prev_event_timestamp": F.last(
+                F.when(F.col("ok"), F.col("max_timestamp")), ignorenulls=True
+            ).over(before),
+            "prev_event_open_txn": F.last(
+                F.when(F.col("ok"), F.col("is_transactional") & ~F.col("is_control")), ignorenulls=True
+            ).over(before),
             # The epoch stream: lag values, then the 2^31 unwrapping of RULES.md.
             "stream_index": F.row_number().over(s),
             "prev_base_offset": F.lag("base_offset").over(s),
@@ -155,6 +163,15 @@ def build_history(batches: DataFrame) -> DataFrame:
     )
     b = b.withColumns({"transition": transition, "expected_sequence": expected})
     return b.drop("_max_before", "_jump", "_spans")
+
+
+def state_expired(expiration_ms: int) -> Column:
+    """True where the broker had forgotten the producer before this batch (`isProducerExpired`, §5.7):
+    no open transaction and at least `producer.id.expiration.ms` since its previous batch or marker."""
+    idle = F.col("max_timestamp") - F.col("prev_event_timestamp")
+    return ~F.coalesce(F.col("prev_event_open_txn"), F.lit(False)) & F.coalesce(
+        idle >= F.lit(expiration_ms), F.lit(False)
+    )
 
 
 def coordinator_epoch_before() -> tuple[Column, Column]:

@@ -48,7 +48,8 @@ def log_bounds(
     stats = batches.groupBy(*LOG_KEY).agg(
         F.min("base_offset").alias("first_batch_offset"),
         (F.max("last_offset") + 1).alias("log_end_offset"),
-        F.max("max_timestamp").alias("max_timestamp"),
+        # A corrupt batch's timestamp cannot be trusted.
+        F.max(F.when(F.col("crc_valid"), F.col("max_timestamp"))).alias("max_timestamp"),
         F.count(F.lit(1)).alias("batches"),
         F.sum(F.when(F.col("magic") >= 2, F.col("count")).otherwise(1)).cast("long").alias("records"),
         F.sum("size_bytes").cast("long").alias("bytes"),

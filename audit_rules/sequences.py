@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
-from audit_rules.history import coverage_holes
+from audit_rules.history import coverage_holes, state_expired
 from audit_rules.profile import Profile
 
 _BATCH: dict[str, Any] = {
@@ -152,8 +152,8 @@ def sequence_gaps(history: DataFrame, profile: Profile) -> DataFrame:
     keys = [c for c in jumps.columns]
     gaps = joined.groupBy(*keys).agg(F.sum("_missing").alias("missing"))
     gaps = gaps.where(~F.col("compacted"))
-    elapsed = F.col("max_timestamp") - F.col("prev_max_timestamp")
-    expired = F.lit(profile.accepts_unknown_producer) & (elapsed >= F.lit(profile.producer_id_expiration_ms))
+    elapsed = F.col("max_timestamp") - F.col("prev_event_timestamp")
+    expired = F.lit(profile.accepts_unknown_producer) & state_expired(profile.producer_id_expiration_ms)
     common: dict[str, Any] = {
         **_BATCH,
         "expected_sequence": "expected_sequence",

@@ -16,7 +16,7 @@ def hanging_transactions(history: DataFrame, profile: Profile) -> DataFrame:
     open_data = history.where(
         F.col("is_transactional")
         & ~F.col("is_control")
-        & F.col("ok")
+        # Flagged batches count too: state rebuilt from the log does not validate (§5.4, §5.8).
         & (F.col("last_marker_offset").isNull() | (F.col("base_offset") > F.col("last_marker_offset")))
     )
     txns = open_data.groupBy("log_key", "dump_id", "replica", "topic", "partition", "producer_id").agg(
