@@ -11,9 +11,10 @@ from audit_rules.kinds import KINDS
 from audit_rules.logs import join_log, with_log_key
 
 
-def quarantined(quarantine: DataFrame) -> DataFrame:
-    """CRC_MISMATCH, TRUNCATED_TAIL, UNREADABLE_BATCH, INDEX_MISMATCH, SNAPSHOT_CORRUPT, UNREADABLE_FILE from
-    the quarantine table."""
+def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
+    """CRC_MISMATCH, TRUNCATED_TAIL, UNREADABLE_BATCH, INDEX_MISMATCH, SNAPSHOT_CORRUPT, UNREADABLE_FILE
+    from the quarantine table, with the offsets of the region where the log tells them."""
+    located = _locate_regions(quarantine, batches)
     frames = []
     for kind in (
         "CRC_MISMATCH",
@@ -23,7 +24,7 @@ def quarantined(quarantine: DataFrame) -> DataFrame:
         "SNAPSHOT_CORRUPT",
         "UNREADABLE_FILE",
     ):
-        rows = quarantine.where(F.col("kind") == kind)
+        rows = located.where(F.col("kind") == kind)
         frames.append(
             to_findings(
                 rows,
@@ -37,6 +38,8 @@ def quarantined(quarantine: DataFrame) -> DataFrame:
                         f" [{KINDS[kind].category}: the bytes are quarantined, the rest of the file was read]"
                     ),
                 ),
+                first_offset="region_first_offset",
+                last_offset="region_last_offset",
                 # A byte position is not an offset: it is in the message and in the finding id.
                 evidence=F.concat_ws("@", "file", "position"),
             )
@@ -45,6 +48,54 @@ def quarantined(quarantine: DataFrame) -> DataFrame:
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
+
+
+def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
+    """The offsets of each quarantined region of a segment: those of the (CRC-failed) batch that starts
+    there, else the offset right after the last readable batch before it (a torn tail, garbage)."""
+    keys = ["dump_id", "replica", "file", "position"]
+    regions = quarantine.select(
+        *keys, "topic", "partition", "length", "kind", "message", F.lit(1).alias("_order")
+    )
+    at = batches.select(
+        *keys,
+        # Offsets lie outside the CRC; the producer fields of a failed batch cannot be trusted.
+        F.struct("base_offset", "last_offset").alias("b"),
+        F.lit(0).alias("_order"),
+    )
+    events = regions.withColumn("b", F.lit(None).cast(at.schema["b"].dataType)).unionByName(
+        at, allowMissingColumns=True
+    )
+    w = (
+        Window.partitionBy("dump_id", "replica", "file")
+        .orderBy("position", "_order")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    events = events.withColumns(
+        {
+            "_before": F.last("b", ignorenulls=True).over(w),
+            "_before_position": F.last(
+                F.when(F.col("b").isNotNull(), F.col("position")), ignorenulls=True
+            ).over(w),
+        }
+    ).where(F.col("_order") == 1)
+    same = F.col("_before").isNotNull() & (F.col("_before_position") == F.col("position"))
+    # The segment's base offset from its name, for a region before any readable batch.
+    segment_base = F.regexp_extract(F.col("file"), r"(\d{20})\.log$", 1)
+    after = F.coalesce(
+        F.col("_before.last_offset") + 1,
+        F.when(segment_base != "", segment_base.cast("long")),
+    )
+    return events.select(
+        *keys,
+        "topic",
+        "partition",
+        "length",
+        "kind",
+        "message",
+        F.when(same, F.col("_before.base_offset")).otherwise(after).alias("region_first_offset"),
+        F.when(same, F.col("_before.last_offset")).alias("region_last_offset"),
+    )
 
 
 def offset_overlap(batches: DataFrame) -> DataFrame:

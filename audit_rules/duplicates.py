@@ -8,23 +8,12 @@ so only its content can match (KAFKA-14034, librdkafka #4953).
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings
+from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.history import state_expired
 from audit_rules.profile import Profile
-
-_BATCH: dict[str, Any] = {
-    "producer_id": "producer_id",
-    "producer_epoch": "producer_epoch",
-    "first_offset": "base_offset",
-    "last_offset": "last_offset",
-    "base_sequence": "base_sequence",
-    "last_sequence": "last_sequence",
-}
 
 
 def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
@@ -77,7 +66,7 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
             F.lit("."),
         ),
         related_offset="first_copy_offset",
-        **_BATCH,
+        **BATCH_FIELDS,
     )
 
 

@@ -7,21 +7,10 @@ sequence 0 (§5.4 step 2).
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings
-
-_BATCH: dict[str, Any] = {
-    "producer_id": "producer_id",
-    "producer_epoch": "producer_epoch",
-    "first_offset": "base_offset",
-    "last_offset": "last_offset",
-    "base_sequence": "base_sequence",
-    "last_sequence": "last_sequence",
-}
+from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 
 
 def epoch_regression(history: DataFrame) -> DataFrame:
@@ -41,7 +30,7 @@ def epoch_regression(history: DataFrame) -> DataFrame:
             "regression_related_offset",
         ),
         related_offset="regression_related_offset",
-        **_BATCH,
+        **BATCH_FIELDS,
     )
 
 
@@ -65,7 +54,7 @@ def epoch_starts(history: DataFrame) -> DataFrame:
         related_offset="prev_offset",
         expected_sequence=F.lit(0),
         explained_by=F.lit("epoch_bump"),
-        **_BATCH,
+        **BATCH_FIELDS,
     )
     nonzero = rows.where((F.col("base_sequence") != 0) & ~F.col("compacted"))
     wrong = to_findings(
@@ -85,6 +74,6 @@ def epoch_starts(history: DataFrame) -> DataFrame:
         ),
         related_offset="prev_offset",
         expected_sequence=F.lit(0),
-        **_BATCH,
+        **BATCH_FIELDS,
     )
     return bumps.unionByName(wrong)

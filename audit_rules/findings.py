@@ -8,6 +8,7 @@ evidence, so the same input always yields the same ids.
 from __future__ import annotations
 
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -29,6 +30,17 @@ _EVIDENCE = (
     "last_sequence",
     "related_offset",
 )
+
+
+# A finding about one batch: its producer, epoch, offsets and sequences, as named in the history.
+BATCH_FIELDS: dict[str, Any] = {
+    "producer_id": "producer_id",
+    "producer_epoch": "producer_epoch",
+    "first_offset": "base_offset",
+    "last_offset": "last_offset",
+    "base_sequence": "base_sequence",
+    "last_sequence": "last_sequence",
+}
 
 
 def to_findings(

@@ -138,7 +138,7 @@ def audit(
         retention.snapshot_producers(history, bronze.producer_snapshots, logs),
         retention.producers_across_dumps(history, logs),
         retention.acked_records(bronze.batches, bronze.acks, logs),
-        consistency.quarantined(bronze.quarantine),
+        consistency.quarantined(bronze.quarantine, bronze.batches),
         consistency.offset_overlap(bronze.batches),
         consistency.snapshot_mismatch(history, bronze.producer_snapshots, logs),
         consistency.replica_divergence(bronze.batches, logs),

@@ -12,18 +12,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings
+from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.history import coverage_holes, state_expired
 from audit_rules.profile import Profile
-
-_BATCH: dict[str, Any] = {
-    "producer_id": "producer_id",
-    "producer_epoch": "producer_epoch",
-    "first_offset": "base_offset",
-    "last_offset": "last_offset",
-    "base_sequence": "base_sequence",
-    "last_sequence": "last_sequence",
-}
 
 
 def invalid_sequence(history: DataFrame) -> DataFrame:
@@ -44,7 +35,7 @@ def invalid_sequence(history: DataFrame) -> DataFrame:
             "base_sequence",
             "last_sequence",
         ),
-        **_BATCH,
+        **BATCH_FIELDS,
     )
 
 
@@ -82,7 +73,7 @@ def history_start(history: DataFrame) -> DataFrame:
         ),
         expected_sequence=F.lit(0),
         explained_by=because,
-        **_BATCH,
+        **BATCH_FIELDS,
     )
     missing = to_findings(
         rows.where((F.col("log_start_offset") <= 0) & ~F.col("compacted")),
@@ -99,7 +90,7 @@ def history_start(history: DataFrame) -> DataFrame:
         ),
         expected_sequence=F.lit(0),
         missing_records=F.col("base_sequence").cast("long"),
-        **_BATCH,
+        **BATCH_FIELDS,
     )
     return truncated.unionByName(missing)
 
@@ -126,7 +117,7 @@ def sequence_regression(history: DataFrame) -> DataFrame:
         ),
         expected_sequence="expected_sequence",
         related_offset="prev_base_offset",
-        **_BATCH,
+        **BATCH_FIELDS,
     )
 
 
@@ -155,7 +146,7 @@ def sequence_gaps(history: DataFrame, profile: Profile) -> DataFrame:
     elapsed = F.col("max_timestamp") - F.col("prev_event_timestamp")
     expired = F.lit(profile.accepts_unknown_producer) & state_expired(profile.producer_id_expiration_ms)
     common: dict[str, Any] = {
-        **_BATCH,
+        **BATCH_FIELDS,
         "expected_sequence": "expected_sequence",
         "related_offset": "prev_base_offset",
         "missing_records": "missing",

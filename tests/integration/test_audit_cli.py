@@ -1,0 +1,108 @@
+"""`replay-audit run` and `replay-audit audit` end to end on the bundled real-broker sample: tables,
+reports, validations, exit statuses and re-runs (contract §2)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from jobs.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "samples" / "broker-4.3.1"
+ACKS = REPO / "samples" / "broker-4.3.1.acks.jsonl"
+
+
+def rows(out: Path, table: str) -> list[dict[str, Any]]:
+    return sorted(DeltaTable(str(out / table)).to_pyarrow_table().to_pylist(), key=repr)
+
+
+@pytest.fixture(scope="module")
+def sample_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    out = tmp_path_factory.mktemp("cli") / "out"
+    status = main(
+        ["run", "--input", f"sample={SAMPLE}", "--acks", str(ACKS), "--records", "--output", str(out)]
+    )
+    return out, status
+
+
+def test_the_clean_sample_exits_0_with_only_epoch_bumps(sample_run: tuple[Path, int]) -> None:
+    out, status = sample_run
+    assert status == 0
+    report = json.loads((out / "report" / "findings.json").read_text())
+    assert report["valid"] is True
+    assert report["counts"] == {"EPOCH_BUMP": 2}
+    assert [f["kind"] for f in report["findings"]] == ["EPOCH_BUMP", "EPOCH_BUMP"]
+    assert set(report["findings"][0]) >= {"finding_id", "explained_by", "rule", "message", "related_offset"}
+
+
+def test_every_output_of_the_contract_is_written(sample_run: tuple[Path, int]) -> None:
+    out, _ = sample_run
+    for table in (
+        "files",
+        "batches",
+        "records",
+        "acks",
+        "sequence_history",
+        "findings",
+        "partition_summary",
+        "runs",
+    ):
+        assert (out / table / "_delta_log").is_dir(), table
+    html = (out / "report" / "index.html").read_text()
+    assert "EPOCH_BUMP" in html and "https://" not in html
+    gx = json.loads((out / "report" / "gx" / "summary.json").read_text())
+    assert gx["success"] is True, gx
+    history = rows(out, "sequence_history")
+    assert {r["transition"] for r in history} >= {"FIRST", "IN_SEQUENCE", "EPOCH_START", "MARKER"}
+    summary = rows(out, "partition_summary")
+    assert {r["verdict"] for r in summary} <= {"clean", "info"}
+    assert len(rows(out, "runs")) == 1
+
+
+def test_rerunning_the_audit_gives_the_same_rows_and_report(sample_run: tuple[Path, int]) -> None:
+    out, _ = sample_run
+    before = {t: rows(out, t) for t in ("sequence_history", "findings", "partition_summary")}
+    report = (out / "report" / "findings.json").read_bytes()
+    run_before = rows(out, "runs")
+    assert main(["audit", "--output", str(out)]) == 0
+    assert {t: rows(out, t) for t in before} == before
+    assert (out / "report" / "findings.json").read_bytes() == report
+    run_after = rows(out, "runs")
+    assert [r["run_id"] for r in run_after] == [r["run_id"] for r in run_before]
+
+
+def test_fail_on_info_turns_the_epoch_bumps_into_exit_1(sample_run: tuple[Path, int]) -> None:
+    out, _ = sample_run
+    assert main(["audit", "--output", str(out), "--fail-on", "info", "--no-gx"]) == 1
+    assert json.loads((out / "report" / "findings.json").read_text())["valid"] is False
+    assert main(["audit", "--output", str(out), "--no-gx"]) == 0
+
+
+def test_corrupt_bytes_are_findings_and_exit_1(spark: Any, tmp_path: Path) -> None:
+    part = tmp_path / "dump" / "codec-gzip-0"
+    shutil.copytree(SAMPLE / "codec-gzip-0", part)
+    segment = part / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[-10] ^= 0xFF  # inside the last batch's records: its CRC no longer matches
+    segment.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    assert main(["run", "--input", f"bad={tmp_path / 'dump'}", "--output", str(out), "--no-gx"]) == 1
+    kinds = json.loads((out / "report" / "findings.json").read_text())["counts"]
+    assert kinds.get("CRC_MISMATCH") == 1, kinds
+
+
+def test_usage_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--output", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "ingest" in err
+    assert main(["audit", "--output", str(tmp_path), "--profile", "kafka-9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown profile" in err and "kafka-3.4" in err
+    assert main(["audit", "--output", str(tmp_path), "--app-producer", "header:x"]) == 2
+    assert "go together" in capsys.readouterr().err

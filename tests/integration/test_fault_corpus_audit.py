@@ -1,0 +1,167 @@
+"""Every labelled fault of `kafka_harness.faults`, applied to real broker-written partitions, gives
+exactly its expected findings: no fault missed, nothing extra above info.
+
+The corpus is ingested and audited once: each case's partition gets a topic of its own, because the
+cases are variants of the same partitions and would otherwise rightly diverge from each other. One test
+then audits a case together with the original on purpose: a replica that diverges.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+from audit_rules.kinds import Severity
+from audit_rules.pipeline import Bronze, audit
+from jobs.audit import read_bronze
+from jobs.ingest import IngestOptions, LabeledPath, run_ingest
+from jobs.profiles import load_profile
+from kafka_harness.faults import CorpusCase, apply_fault, build_corpus
+
+
+def ingest(spark: Any, output: Path, *inputs: str) -> None:
+    run_ingest(spark, IngestOptions(inputs=[LabeledPath.parse(p) for p in inputs], output=str(output)))
+
+
+def audit_dumps(spark: Any, output: Path, *dump_ids: str) -> list[dict[str, Any]]:
+    """Audit only the given dumps of `output` (the bronze tables filtered to them)."""
+    bronze = read_bronze(spark, str(output))
+    keep = F.col("dump_id").isin(list(dump_ids))
+    if not dump_ids:
+        keep = F.lit(True)
+    scoped = Bronze(
+        **{
+            name: getattr(bronze, name).where(keep)
+            for name in (
+                "batches",
+                "files",
+                "partition_state",
+                "producer_snapshots",
+                "txn_index",
+                "quarantine",
+            )
+        },
+        acks=bronze.acks.limit(0),
+    )
+    return [r.asDict() for r in audit(scoped, load_profile()).findings.collect()]
+
+
+def describe(findings: list[dict[str, Any]]) -> list[str]:
+    return sorted(
+        f"{f['kind']} @{f['first_offset']} pid={f['producer_id']}: {f['message']}" for f in findings
+    )
+
+
+def _own_topic(case: CorpusCase) -> str:
+    """Give the case's partition a topic of its own (`<case>.<topic>`), checkpoints included, so that
+    all cases are audited in one run without being compared with each other as replicas."""
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", case.name)
+    topic = case.expected.topic
+    part = Path(case.expected.partition_dir)
+    part.rename(part.with_name(f"{prefix}.{part.name}"))
+    for checkpoint in case.log_dir.glob("*-checkpoint"):
+        lines = checkpoint.read_text().splitlines(keepends=True)
+        checkpoint.write_text(
+            "".join(re.sub(rf"^{re.escape(topic)} ", f"{prefix}.{topic} ", ln) for ln in lines)
+        )
+    return f"{prefix}.{topic}"
+
+
+@pytest.fixture(scope="module")
+def corpus(
+    spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[CorpusCase, list[dict[str, Any]]]]:
+    """Every case with the findings of its partition, from one ingest and one audit of all cases."""
+    root = tmp_path_factory.mktemp("fault-corpus")
+    cases = build_corpus(broker_dump.log_dir, root / "cases")
+    topics = {case.name: _own_topic(case) for case in cases}
+    ingest(spark, root / "out", *[f"{case.name}={case.log_dir}" for case in cases])
+    found = audit_dumps(spark, root / "out")
+    return {
+        case.name: (case, [f for f in found if f["dump_id"] == case.name and f["topic"] == topics[case.name]])
+        for case in cases
+    }
+
+
+def test_the_corpus_covers_every_fault_of_the_issue(corpus: dict[str, Any]) -> None:
+    faults = {case.expected.fault for case, _ in corpus.values()}
+    assert faults >= {
+        "drop_batch",
+        "duplicate_batch",
+        "reorder_batches",
+        "lower_epoch",
+        "restart_sequence",
+        "delete_head_segment",
+        "truncate_tail",
+        "flip_byte",
+        "drop_marker",
+        "space_batches",
+    }
+
+
+def test_every_fault_gives_exactly_its_expected_findings(corpus: dict[str, Any]) -> None:
+    mismatches = []
+    for case, found in corpus.values():
+        got = Counter(
+            (f["kind"], f["partition"], f["producer_id"], f["first_offset"])
+            for f in found
+            if Severity.parse(f["severity"]) > Severity.INFO
+        )
+        want = Counter(
+            (e.kind, e.partition, e.producer_id, e.first_offset) for e in case.expected.above_info()
+        )
+        info_got = {(f["kind"], f["producer_id"], f["first_offset"]) for f in found}
+        info_missing = [
+            e
+            for e in case.expected.findings
+            if e.severity == "info" and (e.kind, e.producer_id, e.first_offset) not in info_got
+        ]
+        if got != want or info_missing:
+            mismatches.append(
+                f"{case.name}: missing {sorted((want - got).elements())}, "
+                f"extra {sorted((got - want).elements())}, "
+                f"missing info {info_missing}\n  found: " + "\n  found: ".join(describe(found))
+            )
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_related_offsets_and_missing_counts_follow_the_contract(corpus: dict[str, Any]) -> None:
+    for case, found in corpus.values():
+        by_key = {(f["kind"], f["first_offset"]): f for f in found}
+        for e in case.expected.above_info():
+            f = by_key[(e.kind, e.first_offset)]
+            if e.related_offset is not None:
+                assert f["related_offset"] == e.related_offset, (case.name, f["message"])
+            if e.missing_records is not None:
+                assert f["missing_records"] == e.missing_records, (case.name, f["message"])
+
+
+def test_duplicate_messages_say_whether_the_five_batch_window_should_have_caught_them(
+    corpus: dict[str, Any],
+) -> None:
+    verdicts = {}
+    for case, found in corpus.values():
+        if case.expected.fault != "duplicate_batch":
+            continue
+        (dup,) = [f for f in found if f["kind"] == "DUPLICATE_BATCH"]
+        verdicts[case.expected.params.get("distance", "end")] = "should have caught it" in dup["message"]
+    assert verdicts.get(2) is True and verdicts.get(6) is False, verdicts
+
+
+def test_a_replica_that_lost_a_batch_diverges_from_the_original(
+    spark: Any, broker_dump: Any, tmp_path: Path
+) -> None:
+    source = broker_dump.log_dir / "idempotent-segments-0"
+    other = tmp_path / "replica-2" / "idempotent-segments-0"
+    apply_fault("drop_batch", source, other)
+    ingest(spark, tmp_path / "out", f"original={broker_dump.log_dir}", f"lossy={other.parent}")
+    found = audit_dumps(spark, tmp_path / "out", "original", "lossy")
+    divergence = [f for f in found if f["kind"] == "REPLICA_DIVERGENCE"]
+    # One finding for the pair; every other partition of the original has no counterpart to differ from.
+    assert [(f["topic"], f["partition"]) for f in divergence] == [("idempotent-segments", 0)], describe(found)
+    assert divergence[0]["severity"] == "critical"
