@@ -1,0 +1,154 @@
+"""The Spark audit agrees with the plain-Python reference replay (tests/reference_replay.py) on random logs.
+
+One audit costs tens of seconds of Spark planning whatever the data size, so each example audits
+many generated logs at once (one partition each; one profile and log start offset for all), and
+shrinking is off: a failure instead prints, for each log where the two disagree, both sides next to
+each other and the log's batches. Findings are compared as multisets of their evidence.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from audit_rules.pipeline import Bronze, audit
+from audit_rules.profile import Profile
+from jobs.profiles import available_profiles, load_profile
+from schemas.tables import BATCHES, QUARANTINE
+from tests.reference_replay import reference_findings
+from tests.strategies import LogHistory, log_histories
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+pytestmark = pytest.mark.integration
+
+IN_SCOPE = (
+    "INVALID_SEQUENCE",
+    "EPOCH_REGRESSION",
+    "HISTORY_TRUNCATED_BY_RETENTION",
+    "HISTORY_START_MISSING",
+    "EPOCH_BUMP",
+    "NEW_EPOCH_NONZERO_SEQUENCE",
+    "DUPLICATE_BATCH",
+    "SEQUENCE_REGRESSION",
+    "SEQUENCE_GAP",
+    "SEQUENCE_GAP_UNVERIFIED",
+    "COORDINATOR_EPOCH_REGRESSION",
+    "HANGING_TRANSACTION",
+    "OFFSET_OVERLAP",
+    "CRC_MISMATCH",
+)
+KEY = (
+    "partition",
+    "kind",
+    "producer_id",
+    "first_offset",
+    "related_offset",
+    "expected_sequence",
+    "missing_records",
+    "explained_by",
+    "caught",
+)
+PROFILES = [load_profile(name) for name in available_profiles()]
+
+
+@st.composite
+def audited_logs(draw: st.DrawFn) -> tuple[int, list[LogHistory]]:
+    """One log start offset and 12-24 logs (partitions 0..n-1) that share it."""
+    start = draw(st.sampled_from([0, 1000]))
+    count = draw(st.integers(12, 24))
+    return start, [draw(log_histories(log_start_offset=start, partition=i)) for i in range(count)]
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@given(logs=audited_logs(), profile=st.sampled_from(PROFILES))
+def test_spark_audit_matches_reference_replay(
+    spark: SparkSession, logs: tuple[int, list[LogHistory]], profile: Profile
+) -> None:
+    start, histories = logs
+    rows = [b for h in histories for b in h.batches]
+    batches = spark.createDataFrame(rows, BATCHES.schema)
+    bronze = replace(
+        Bronze.from_batches(batches, log_start_offset=start), quarantine=_crc_quarantine(spark, rows)
+    )
+    found = audit(bronze, profile).findings.where(f"kind IN ({', '.join(repr(k) for k in IN_SCOPE)})")
+    actual = Counter(_key(r.asDict()) for r in found.collect())
+    expected: Counter[tuple[Any, ...]] = Counter()
+    for h in histories:
+        compacted = profile.is_compacted(h.topic)
+        for f in reference_findings(h.batches, profile=profile, log_start_offset=start, compacted=compacted):
+            expected[_key({**f, "partition": h.batches[0]["partition"]})] += 1
+    if actual != expected:
+        pytest.fail(_side_by_side(actual, expected, histories, profile), pytrace=False)
+
+
+def _crc_quarantine(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
+    """What ingest writes beside a batch row with a bad CRC: a CRC_MISMATCH quarantine row for its bytes."""
+    keep = ("dump_id", "replica", "topic", "partition", "file", "position")
+    quarantine = [
+        {
+            **{k: b[k] for k in keep},
+            "length": b["size_bytes"],
+            "kind": "CRC_MISMATCH",
+            "message": "CRC-32C differs",
+        }
+        for b in rows
+        if not b["crc_valid"]
+    ]
+    return spark.createDataFrame(quarantine, QUARANTINE.schema)
+
+
+def _key(finding: dict[str, Any]) -> tuple[Any, ...]:
+    """The evidence both sides must agree on; `caught` is the duplicate message's verdict."""
+    f = dict(finding)
+    f["caught"] = "should have caught" in f["message"] if f["kind"] == "DUPLICATE_BATCH" else None
+    if f["kind"] == "CRC_MISMATCH":
+        # A quarantine finding names a file and byte position, not offsets: compare how many there are.
+        f.update(producer_id=None, first_offset=None, related_offset=None)
+    return tuple(f.get(k) for k in KEY)
+
+
+def _side_by_side(
+    actual: Counter[tuple[Any, ...]],
+    expected: Counter[tuple[Any, ...]],
+    histories: list[LogHistory],
+    profile: Profile,
+) -> str:
+    """Both multisets, one finding a line: Spark on the left, the reference on the right (as chispa)."""
+    width = 78
+    lines = [
+        f"Spark audit and reference replay disagree (profile {profile.name}); '≠' marks the differences.",
+        f"  {'key: ' + ', '.join(KEY):<{width}}",
+        f"  {'spark audit':<{width}} | reference replay",
+    ]
+    for key in sorted(actual.keys() | expected.keys(), key=repr):
+        text = _show(key)
+        for i in range(max(actual[key], expected[key])):
+            left = text if i < actual[key] else "-"
+            right = text if i < expected[key] else "-"
+            mark = "=" if left == right else "≠"
+            lines.append(f"{mark} {left:<{width}} | {right}")
+    partitions = {k[0] for k in (actual - expected) + (expected - actual)}
+    for h in histories:
+        if h.batches and h.batches[0]["partition"] in partitions:
+            lines.append(f"partition {h.batches[0]['partition']}: " + h.describe())
+    return "\n".join(lines)
+
+
+def _show(key: tuple[Any, ...]) -> str:
+    return " ".join(f"{name}={value}" for name, value in zip(KEY, key, strict=True) if value is not None)
