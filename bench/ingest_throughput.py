@@ -425,8 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         plan += [(shape, parse_size(s)) for s in sizes]
     if not args.sizes and not args.quick and "1-record" in wanted:
         print(
-            "note: 1-record batches run at 256 MB and 1 GB, not 4 GB: at the current ingest speed (~50 s/GB) "
-            "4 GB of one-record batches adds ~3.5 min (run it with --shapes 1-record --sizes 1G,4G)."
+            "note: 1-record batches run at 256 MB and 1 GB, not 4 GB: at the current speed (~20-30 s/GB) "
+            "4 GB of one-record batches adds ~1.5-2 min (run it with --shapes 1-record --sizes 1G,4G)."
         )
 
     tiny = tiny_log_dir()

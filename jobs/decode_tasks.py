@@ -2,7 +2,9 @@
 
 No Spark here (the functions run inside `mapInArrow` and are unit-testable without a JVM): a
 `WorkUnit` names a file (or a byte range of a `.log`), and `decode_unit` turns it into record batches
-of one bronze table, whose Arrow schema the driver derives from `schemas/`.
+of one bronze table, whose Arrow schema the driver derives from `schemas/`, then says whether the
+unit met corrupt bytes: a `.log` walked clean for `batches` (or `records`) has no quarantine row, and
+the ingest does not read it a second time for that table.
 
 v2 batch headers go to Arrow without a Python object per batch: the walker's typed columns are
 wrapped zero-copy (`pa.py_buffer` over the memoryviews) and the derived columns (codec name,
@@ -16,7 +18,7 @@ import json
 import os
 import re
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,29 +133,43 @@ class WorkUnit:
 # Entry point
 
 
-def decode_unit(unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool) -> Iterator[pa.RecordBatch]:
-    """Record batches of `table` (a `schemas.tables` name) from one unit; never raises on bad bytes."""
+# What `decode_unit` returns after its batches: whether the quarantine pass must decode the unit.
+Decoded = Generator[pa.RecordBatch, None, bool]
+
+
+def decode_unit(unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool) -> Decoded:
+    """Record batches of `table` (a `schemas.tables` name) from one unit; never raises on bad bytes.
+
+    Returns False only for a `.log` unit whose walk for `table` met no corrupt region, index
+    mismatch or CRC failure: when that walk is the quarantine pass's (`walk_finds_quarantine`), the
+    unit has no quarantine row and need not be decoded again.
+    """
     ctx = _Provenance(unit)
     if unit.kind == LOG:
-        yield from _log_unit(unit, ctx, table, schema, records)
-    elif unit.kind == DUMP_LOG_TEXT:
+        return (yield from _log_unit(unit, ctx, table, schema, records))
+    if unit.kind == DUMP_LOG_TEXT:
         yield from _rows_to_batches(_dump_log_text_rows(unit, table, records), schema)
     elif unit.kind == ACKS_LEDGER:
         yield from _rows_to_batches(_acks_rows(unit, table), schema)
     else:
         yield from _rows_to_batches(_small_file_rows(unit, table), schema)
+    return True
 
 
-def decode_unit_safely(
-    unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool
-) -> Iterator[pa.RecordBatch]:
+def walk_finds_quarantine(table: str, *, records: bool) -> bool:
+    """Whether a `.log` decoded for `table` is walked as the quarantine pass walks it (headers alone,
+    or with records in record mode), so that its errors are exactly the unit's quarantine rows."""
+    return table == ("records" if records else "batches")
+
+
+def decode_unit_safely(unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool) -> Decoded:
     """`decode_unit`, where a decoder bug ends the unit instead of the job; the quarantine pass records it.
 
     Decoders only ever report bad bytes as DecodeErrors; anything else escaping is our bug, and one
     unreadable file must not lose the other files' rows.
     """
     try:
-        yield from decode_unit(unit, table, schema, records=records)
+        return (yield from decode_unit(unit, table, schema, records=records))
     except Exception as exc:
         if table == "quarantine":
             error = DecodeError(
@@ -164,6 +180,7 @@ def decode_unit_safely(
                 None,
             )
             yield _rows_to_batch([_error_row(_Provenance(unit), error)], schema)
+        return True
 
 
 @dataclass(slots=True)
@@ -196,16 +213,16 @@ class _Provenance:
 # .log segments
 
 
-def _log_unit(
-    unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, records: bool
-) -> Iterator[pa.RecordBatch]:
+def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, records: bool) -> Decoded:
     start, index_error = resolve_start(unit)
+    corrupt = index_error is not None
     if table == "quarantine" and index_error is not None:
         yield _rows_to_batch([_error_row(ctx, index_error)], schema)
     # Headers alone for `batches`: the walker never touches record bytes then.
     decode_records = table == "records" or (table == "quarantine" and records)
     for run in segment_runs(unit, start, records=decode_records):
         if isinstance(run, BatchRun):
+            corrupt = corrupt or batch_run_has_errors(run)
             if table == "batches":
                 batch = batch_run_to_arrow(run, ctx, schema, unit.start, unit.end)
                 if batch.num_rows:
@@ -219,8 +236,10 @@ def _log_unit(
                 if rows:
                     yield _rows_to_batch(rows, schema)
         else:
+            corrupt = corrupt or any(isinstance(item, DecodeError) for item in run)
             rows = [r for r in _item_rows(run, ctx, table) if _in_range(_row_position(r), unit)]
             yield from _rows_to_batches(rows, schema)
+    return corrupt
 
 
 def segment_runs(unit: WorkUnit, start: int, *, records: bool) -> Iterator[BatchRun | list[Any]]:
@@ -399,6 +418,11 @@ def batch_run_to_arrow(
         if not keep.all():
             batch = batch.filter(pa.array(keep))
     return batch
+
+
+def batch_run_has_errors(run: BatchRun) -> bool:
+    """Whether `batch_run_errors(run)` yields anything, without building the errors."""
+    return bool(run.errors) or not _np(run, "crc_valid").all()
 
 
 def batch_run_errors(run: BatchRun) -> Iterator[DecodeError]:

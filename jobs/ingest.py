@@ -1,8 +1,11 @@
 """The ingest stage: any input of audit-contract §1 -> the bronze Delta tables of `schemas.tables`.
 
 The driver only lists files (discovery, an inventory with fingerprints) and plans work units: one
-per file, a large `.log` cut into byte ranges at batch boundaries taken from its `.index`. Executors
-read and decode the bytes (`jobs.decode_tasks`, through `mapInArrow`), one pass per table.
+per file, a large `.log` cut into byte ranges at batch boundaries taken from its `.index`, packed
+into about one task per core. Executors read and decode the bytes (`jobs.decode_tasks`, through
+`mapInArrow`), one pass per table, streamed straight into its Delta write. A `.log` is walked once
+for `batches` (and once more with its records for `records`): the pass whose walk is the quarantine
+pass's also reports which units met corrupt bytes, and the quarantine pass decodes only those.
 
 Idempotence: every table is partitioned by `(dump_id, replica)` and each write is a Delta
 `replaceWhere` overwrite of exactly the `(dump_id, replica)` pairs this run ingests. Re-running on the
@@ -19,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +47,9 @@ if TYPE_CHECKING:
     from kafka_log_decoder.discovery import Discovered, FileInfo, LogDir, PartitionDir
 
 DEFAULT_SPLIT_BYTES = 128 << 20
+# A task decodes at most this many bytes: tasks come in whole waves over the cores, and on a big
+# input a lost task costs little to redo.
+MAX_TASK_BYTES = 1 << 30
 FINGERPRINT_EDGE = 64 << 10
 # Written in this order; `files` last (see the module docstring).
 DATA_TABLES: tuple[TableSpec, ...] = (
@@ -372,29 +379,51 @@ def split_segment(unit: dt.WorkUnit, split_bytes: int) -> list[dt.WorkUnit]:
     return units
 
 
-def pack_tasks(units: Iterable[dt.WorkUnit], task_bytes: int) -> list[list[dt.WorkUnit]]:
-    """Consecutive units packed into tasks of about `task_bytes`: few output files for many small inputs."""
-    ordered = sorted(units, key=lambda u: (u.dump_id, u.replica or "", u.file, u.start))
-    tasks: list[list[dt.WorkUnit]] = []
-    current: list[dt.WorkUnit] = []
-    size = 0
-    for unit in ordered:
-        if current and size + unit.cost > task_bytes:
-            tasks.append(current)
-            current, size = [], 0
-        current.append(unit)
-        size += unit.cost
-    if current:
-        tasks.append(current)
-    return tasks
+_Unit = tuple[int, "dt.WorkUnit"]  # a unit and its index in `IngestPlan.units`
 
 
-def units_for(table: str, units: Iterable[dt.WorkUnit], *, records: bool) -> list[dt.WorkUnit]:
+def task_count(total_bytes: int, units: int, split_bytes: int, parallelism: int | None) -> int:
+    """How many tasks decode `total_bytes`: whole waves over `parallelism` cores of at most
+    MAX_TASK_BYTES each, but never more than the units nor than `split_bytes`-sized pieces.
+
+    Every task costs a Python worker round trip (on `local[N]` with Delta's jars on the Python path,
+    ~0.3 s of CPU), so a task per 128 MB split would cost more than decoding it.
+    """
+    pieces = max(1, -(-total_bytes // split_bytes))
+    if parallelism is not None:
+        waves = max(1, -(-total_bytes // (parallelism * MAX_TASK_BYTES)))
+        pieces = min(pieces, parallelism * waves)
+    return max(1, min(units, pieces))
+
+
+def pack_tasks(units: Iterable[_Unit], tasks: int) -> list[list[_Unit]]:
+    """Units in file order, cut into `tasks` runs of consecutive units of about equal bytes."""
+    ordered = sorted(units, key=lambda iu: (iu[1].dump_id, iu[1].replica or "", iu[1].file, iu[1].start))
+    total = sum(u.cost for _, u in ordered)
+    packed: list[list[_Unit]] = [[] for _ in range(max(1, tasks))]
+    done = 0
+    for item in ordered:
+        cost = item[1].cost
+        # The task whose share of the bytes holds the unit's middle byte.
+        packed[min(len(packed) - 1, (2 * done + cost) * len(packed) // (2 * total))].append(item)
+        done += cost
+    return [task for task in packed if task]
+
+
+def units_for(
+    table: str, units: Sequence[dt.WorkUnit], *, records: bool, corrupt_logs: set[int] | None = None
+) -> list[_Unit]:
+    """The units (with their indexes) that feed `table`; for quarantine, every unit but the `.log`s
+    known clean (`corrupt_logs` lists the others; None: none is known clean)."""
     if table == RECORDS.name and not records:
         return []
     if table == QUARANTINE.name:
-        return list(units)
-    return [u for u in units if table in dt.TABLES_OF_KIND[u.kind]]
+        return [
+            (i, u)
+            for i, u in enumerate(units)
+            if corrupt_logs is None or u.kind != dt.LOG or i in corrupt_logs
+        ]
+    return [(i, u) for i, u in enumerate(units) if table in dt.TABLES_OF_KIND[u.kind]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,6 +444,76 @@ def check_ledger(path: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Spark: one decode pass per table, replaceWhere writes
 
+# JVM options of the local session `replay-audit ingest` starts. The shared local default (C1 only,
+# serial GC) starts fastest but converts and encodes rows at about half the speed of C2, and ingest
+# moves millions of rows per GB of small batches. Plain tiered compilation costs ~13 s of CPU more at
+# start-up (C2 compiles the planner and Delta's log replay); raised C2 thresholds leave that code to
+# C1 (~5 s more than C1 alone) and still compile the per-row write path, which runs millions of times.
+INGEST_LOCAL_CONF: dict[str, str] = {
+    "spark.driver.extraJavaOptions": " ".join(
+        (
+            "-XX:+UseParallelGC",
+            "-XX:ReservedCodeCacheSize=256m",
+            "-XX:Tier4InvocationThreshold=100000",
+            "-XX:Tier4MinInvocationThreshold=60000",
+            "-XX:Tier4CompileThreshold=120000",
+            "-XX:Tier4BackEdgeThreshold=400000",
+        )
+    ),
+}
+
+# Session confs for the ingest's writes, restored afterwards.
+WRITE_SESSION_CONF: dict[str, str] = {
+    # Rows go to an open Parquet writer per table partition instead of being sorted by
+    # (dump_id, replica, topic) first: a task's units share their partition, so the sort (which
+    # copies every row and spills) bought nothing. Past this many partitions in one task Spark sorts.
+    "spark.sql.maxConcurrentOutputFileWriters": "8",
+    # No Parquet min/max of `file` (a Hadoop key: session confs reach the writer's Hadoop conf). Every
+    # row compares its whole path twice for them, a tenth of the write on one-record batches, and
+    # the value is the same for the rows of a task.
+    "parquet.column.statistics.enabled#file": "false",
+}
+
+PARQUET_CODEC = "snappy"
+
+# Columns Delta keeps min/max statistics of, for the two large tables (set when a run creates the
+# table). The default, the first 32 columns, compares every row's file path and strings: a fifth
+# of the write's time on one-record batches. Key columns of the audit's range and producer filters.
+STATS_COLUMNS: dict[str, tuple[str, ...]] = {
+    BATCHES.name: ("partition", "position", "base_offset", "last_offset", "producer_id"),
+    RECORDS.name: ("partition", "batch_position", "offset"),
+}
+
+
+def ingest_write_options(spec: TableSpec) -> dict[str, str]:
+    """DataFrameWriter options of an ingest table write."""
+    options = {
+        "compression": PARQUET_CODEC,
+        # Tasks already write whole table partitions; a shuffle to coalesce files would only cost.
+        "optimizeWrite": "false",
+    }
+    if spec.name in STATS_COLUMNS:
+        options["delta.dataSkippingStatsColumns"] = ",".join(STATS_COLUMNS[spec.name])
+    return options
+
+
+@dataclass
+class DecodePass:
+    """The rows of one table and, once they are written, the `.log` units whose walk met corrupt bytes."""
+
+    df: DataFrame
+    # With a report: the `.log` units of the pass, and an accumulator of (units decoded, units corrupt).
+    log_units: frozenset[int] = frozenset()
+    unit_report: Any = None
+
+    @property
+    def corrupt_logs(self) -> set[int] | None:
+        """The corrupt units; None unless every `.log` unit of the pass reported (it ran to the end)."""
+        if self.unit_report is None:
+            return None
+        decoded, corrupt = self.unit_report.value
+        return set(corrupt) if self.log_units <= decoded else None
+
 
 def run_ingest(
     spark: SparkSession,
@@ -430,18 +529,55 @@ def run_ingest(
     run_id = uuid.uuid4().hex
     tables: dict[str, str] = {}
     predicate = replace_predicate(plan.pairs)
-    for spec in DATA_TABLES:
-        df = decode_table(spark, spec, plan.units, records=options.records, split_bytes=options.split_bytes)
-        tables[spec.name] = write_table(df, spec, options.output, predicate, run_id)
-        if after_write is not None:
-            after_write(spec.name)
-    inventory = _arrow_table(plan.inventory, FILES)
-    tables[FILES.name] = write_table(
-        spark.createDataFrame(inventory), FILES, options.output, predicate, run_id
-    )
+    corrupt_logs: set[int] | None = None
+    with session_conf(spark, WRITE_SESSION_CONF):
+        for spec in DATA_TABLES:
+            units = units_for(spec.name, plan.units, records=options.records, corrupt_logs=corrupt_logs)
+            report = dt.walk_finds_quarantine(spec.name, records=options.records)
+            decoded = decode_table(
+                spark, spec, units, records=options.records, split_bytes=options.split_bytes, report=report
+            )
+            tables[spec.name] = write_table(
+                decoded.df, spec, options.output, predicate, run_id, options=ingest_write_options(spec)
+            )
+            if decoded.corrupt_logs is not None:
+                corrupt_logs = decoded.corrupt_logs
+            if after_write is not None:
+                after_write(spec.name)
+        inventory = _arrow_table(plan.inventory, FILES)
+        tables[FILES.name] = write_table(
+            spark.createDataFrame(inventory),
+            FILES,
+            options.output,
+            predicate,
+            run_id,
+            options=ingest_write_options(FILES),
+        )
     if after_write is not None:
         after_write(FILES.name)
     return IngestResult(run_id, tables, sorted(plan.pairs, key=lambda p: (p[0], p[1] or "")))
+
+
+@contextmanager
+def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Set session confs for the duration of a block, then restore them; a conf the platform does not
+    let a job set (serverless) keeps its value."""
+    saved: dict[str, str | None] = {}
+    for key, value in conf.items():
+        try:
+            previous = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+        except Exception:
+            continue
+        saved[key] = previous
+    try:
+        yield
+    finally:
+        for key, previous in saved.items():
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
 
 
 def _is_uri(path: str) -> bool:
@@ -467,25 +603,69 @@ def _check_output(output: str) -> None:
 
 
 def decode_table(
-    spark: SparkSession, spec: TableSpec, units: Sequence[dt.WorkUnit], *, records: bool, split_bytes: int
-) -> DataFrame:
-    """The rows of one table, decoded on the executors: one task per packed group of units."""
+    spark: SparkSession,
+    spec: TableSpec,
+    units: Sequence[_Unit],
+    *,
+    records: bool,
+    split_bytes: int,
+    report: bool = False,
+) -> DecodePass:
+    """The rows of one table, decoded on the executors: one task per packed group of units; with
+    `report`, the indexes of the `.log` units whose walk met corrupt bytes are gathered too."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    tasks = pack_tasks(units_for(spec.name, units, records=records), split_bytes)
-    if not tasks:
-        return spark.createDataFrame(_arrow_table([], spec))
+    if not units:
+        return DecodePass(spark.createDataFrame(_arrow_table([], spec)))
+    sc = _spark_context(spark)
+    total = sum(u.cost for _, u in units)
+    tasks = pack_tasks(units, task_count(total, len(units), split_bytes, sc and sc.defaultParallelism))
     arrow_schema = to_arrow_schema(spec.schema)
     table = spec.name
+    # Spark Connect has no accumulators: the quarantine pass then decodes every unit.
+    report_to = sc.accumulator((set(), set()), _UNIT_REPORT) if report and sc is not None else None
 
     def decode(batches: Iterable[Any]) -> Iterator[Any]:
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                for unit in tasks[task_id]:
-                    yield from dt.decode_unit_safely(unit, table, arrow_schema, records=records)
+                decoded, corrupt = set(), set()
+                for unit_id, unit in tasks[task_id]:
+                    found = yield from dt.decode_unit_safely(unit, table, arrow_schema, records=records)
+                    decoded.add(unit_id)
+                    if found:
+                        corrupt.add(unit_id)
+                if report_to is not None:
+                    report_to.add((decoded, corrupt))
 
     # One input row per task, one partition per row: Spark runs the tasks in parallel.
-    return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(decode, spec.schema)
+    df = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(decode, spec.schema)
+    log_units = frozenset(i for i, u in units if u.kind == dt.LOG)
+    return DecodePass(df, log_units, report_to)
+
+
+def _spark_context(spark: SparkSession) -> Any:
+    """The SparkContext, or None under Spark Connect (which has none)."""
+    try:
+        return spark.sparkContext
+    except Exception:
+        return None
+
+
+class _UnitReport:
+    """Accumulates (units decoded, units corrupt) across tasks; a retried task only repeats members."""
+
+    def zero(self, value: tuple[set[int], set[int]]) -> tuple[set[int], set[int]]:
+        return set(), set()
+
+    def addInPlace(
+        self, value1: tuple[set[int], set[int]], value2: tuple[set[int], set[int]]
+    ) -> tuple[set[int], set[int]]:
+        value1[0].update(value2[0])
+        value1[1].update(value2[1])
+        return value1
+
+
+_UNIT_REPORT = _UnitReport()
 
 
 def replace_predicate(pairs: Iterable[tuple[str, str | None]]) -> str:
@@ -501,16 +681,25 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def write_table(df: DataFrame, spec: TableSpec, output: str, predicate: str, run_id: str) -> str:
+def write_table(
+    df: DataFrame,
+    spec: TableSpec,
+    output: str,
+    predicate: str,
+    run_id: str,
+    *,
+    options: Mapping[str, str] | None = None,
+) -> str:
     path = _table_location(output, spec.name)
-    (
+    writer = (
         df.write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", predicate)
         .option("userMetadata", f"replay-audit ingest run {run_id}")
-        .partitionBy(*spec.partition_by)
-        .save(path)
     )
+    for key, value in (options or {}).items():
+        writer = writer.option(key, value)
+    writer.partitionBy(*spec.partition_by).save(path)
     return path
 
 
@@ -551,7 +740,7 @@ def run_cli(args: Any) -> int:
     # Usage errors before the JVM starts: a wrong path costs no Spark start-up.
     plan = plan_ingest(options)
     _check_output(options.output)
-    result = run_ingest(get_spark("replay-audit ingest"), options, plan=plan)
+    result = run_ingest(get_spark("replay-audit ingest", INGEST_LOCAL_CONF), options, plan=plan)
     for name, path in result.tables.items():
         print(f"{name}\t{path}")
     return 0

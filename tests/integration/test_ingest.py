@@ -17,11 +17,19 @@ from deltalake import DeltaTable
 
 from jobs import decode_tasks as dt
 from jobs.cli import main as cli_main
-from jobs.ingest import IngestOptions, LabeledPath, plan_ingest, run_ingest, split_segment
+from jobs.ingest import (
+    IngestOptions,
+    LabeledPath,
+    decode_table,
+    plan_ingest,
+    run_ingest,
+    split_segment,
+    units_for,
+)
 from kafka_log_decoder.errors import DecodeError
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
-from schemas.tables import TABLES
+from schemas.tables import BATCHES, RECORDS, TABLES
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real"
 PROVENANCE = ("dump_id", "replica", "topic", "partition")
@@ -229,6 +237,14 @@ def test_a_new_dump_adds_its_rows_and_keeps_the_others(spark: Any, tmp_path: Pat
         assert without((r for r in after[name] if r["dump_id"] == "b"), "dump_id") == without(rows, "dump_id")
 
 
+def test_ingest_leaves_the_session_confs_as_it_found_them(spark: Any, tmp_path: Path) -> None:
+    from jobs.ingest import WRITE_SESSION_CONF
+
+    before = {key: spark.conf.get(key, None) for key in WRITE_SESSION_CONF}
+    ingest(spark, tmp_path, f"a={SMALL}")
+    assert {key: spark.conf.get(key, None) for key in WRITE_SESSION_CONF} == before
+
+
 class Killed(Exception):
     pass
 
@@ -285,6 +301,30 @@ def test_corrupt_regions_become_quarantine_rows_and_the_job_succeeds(spark: Any,
     for path in segments.values():
         assert rows_of(quarantine, path) == without(error_dicts(path, records=True))
         assert rows_of(batches, path) == without(batch_dicts(path))
+
+
+def test_corrupt_regions_become_quarantine_rows_without_records(spark: Any, tmp_path: Path) -> None:
+    segments = build_corrupt_log_dir(tmp_path / "corrupt")
+    ingest(spark, tmp_path / "out", f"bad={tmp_path / 'corrupt'}")
+    quarantine = read(tmp_path / "out", "quarantine")
+    for path in segments.values():
+        assert rows_of(quarantine, path) == without(error_dicts(path)), path
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["headers", "records"])
+def test_the_decode_pass_names_exactly_the_segments_the_quarantine_pass_must_read(
+    spark: Any, tmp_path: Path, records: bool
+) -> None:
+    corrupt = build_corrupt_log_dir(tmp_path / "logs")
+    shutil.copytree(SMALL / "foo-0", tmp_path / "logs" / "clean-0")
+    plan = plan_ingest(IngestOptions(inputs=[LabeledPath(None, str(tmp_path / "logs"))], output="unused"))
+    spec = RECORDS if records else BATCHES
+    units = units_for(spec.name, plan.units, records=records)
+    decoded = decode_table(spark, spec, units, records=records, split_bytes=1 << 20, report=True)
+    assert decoded.corrupt_logs is None  # known only once the rows were written
+    decoded.df.write.format("noop").mode("overwrite").save()
+    assert decoded.corrupt_logs is not None
+    assert {plan.units[i].file for i in decoded.corrupt_logs} == {str(p) for p in corrupt.values()}
 
 
 # ---------------------------------------------------------------------------------------------
