@@ -17,6 +17,7 @@ import functools
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -517,10 +518,15 @@ def _rule_recorder(recorded: list[tuple[str, DataFrame]]) -> None:
 
 
 def error_line(exc: BaseException) -> str:
-    """The first line of a (Py4J-wrapped) Spark error, without the JVM stack."""
-    text = str(exc).strip().splitlines()
-    lines = [t for t in text if "Exception" in t or "Error" in t] or text or [type(exc).__name__]
-    return lines[0][:300]
+    """One line for a (Py4J-wrapped) Spark error: the out-of-memory cause if there is one, else its first
+    line, without the JVM stack."""
+    text = str(exc)
+    oom = re.search(r"[\w.]*OutOfMemoryError:? ?[^\n]{0,120}", text)
+    stage = re.search(r"in stage [\d.]+", text)
+    if oom:
+        return oom.group(0).strip() + (f" ({stage.group(0)})" if stage else "")
+    lines = [t for t in text.strip().splitlines() if "Exception" in t or "Error" in t] or [type(exc).__name__]
+    return lines[0].strip()[:300]
 
 
 def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
@@ -585,11 +591,14 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     audit_s = time.perf_counter() - t1
     cpu_s = tree_cpu_seconds(os.getpid()) - cpu0
     load_after = os.getloadavg()
-    clock.count_jobs()
+    try:
+        clock.count_jobs()
+        spark.stop()
+    except Exception:  # the JVM died with the audit (java.lang.OutOfMemoryError): no job counts
+        pass
     phases = {name: asdict(p) for name, p in clock.phases.items()}
     accounted = sum(p.seconds for p in clock.phases.values())
-    phases["other"]["seconds"] = max(0.0, audit_s - accounted)
-    spark.stop()
+    phases.setdefault("other", asdict(Phase()))["seconds"] = max(0.0, audit_s - accounted)
     return {
         "start_s": start_s,
         "audit_s": audit_s,
@@ -617,16 +626,21 @@ def run_generator(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def in_child(task: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run `task` in a fresh Python process (its own JVM), return its JSON answer."""
+    """Run `task` in a fresh Python process (its own JVM), return its JSON answer; the child's stderr is
+    kept in `$KRA_CACHE/bench-audit/logs/` when something failed."""
     with tempfile.TemporaryDirectory(prefix="kra-bench-audit-") as tmp:
         spec_path, answer_path = Path(tmp) / "spec.json", Path(tmp) / "answer.json"
         spec_path.write_text(json.dumps({**spec, "task": task, "answer": str(answer_path)}))
         cmd = [sys.executable, "-m", "bench.audit_throughput", "--worker", str(spec_path)]
         done = subprocess.run(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True)
-        if done.returncode != 0 or not answer_path.is_file():
+        crashed = done.returncode != 0 or not answer_path.is_file()
+        answer: dict[str, Any] = {} if crashed else json.loads(answer_path.read_text())
+        if crashed or answer.get("error"):
             log = cache_root() / "logs" / f"{task}-{time.strftime('%Y%m%d-%H%M%S')}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(done.stderr)
+            answer["stderr"] = str(log)
+        if crashed:
             causes = [
                 line.strip()
                 for line in done.stderr.splitlines()
@@ -634,9 +648,8 @@ def in_child(task: str, spec: dict[str, Any]) -> dict[str, Any]:
             ]
             shown = "\n".join(dict.fromkeys(causes[-12:]))
             raise SystemExit(
-                f"bench worker {task} failed (exit {done.returncode}); stderr in {log}:\n{shown}"
+                f"bench worker {task} failed (exit {done.returncode}); stderr in {answer['stderr']}:\n{shown}"
             )
-        answer: dict[str, Any] = json.loads(answer_path.read_text())
         return answer
 
 
@@ -690,6 +703,7 @@ class Result:
     ok: bool
     phases: dict[str, Any]
     error: str = ""  # the run failed (audit_s is then the time it took to fail)
+    stderr: str = ""  # the failed run's Spark log
 
 
 def to_result(layout: Layout, runs: list[dict[str, Any]]) -> Result:
@@ -719,6 +733,7 @@ def to_result(layout: Layout, runs: list[dict[str, Any]]) -> Result:
         all(r["findings"] == expected for r in done),
         best["phases"],
         best["error"],
+        best.get("stderr", ""),
     )
 
 
@@ -908,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"audit {run['audit_s']:.1f} s ({lay.batches / run['audit_s']:,.0f} rows/s), "
                 f"cpu {run['cpu_s']:.0f} s, session start {run['start_s']:.1f} s, "
                 f"load {run['load_before'][0]:.1f}->{run['load_after'][0]:.1f}"
-                + (f"  FAILED {run['error']}" if run["error"] else ""),
+                + (f"  FAILED {run['error']} (stderr: {run['stderr']})" if run["error"] else ""),
                 flush=True,
             )
     results = [to_result(lay, runs[lay]) for lay in layouts]
@@ -924,6 +939,7 @@ def main(argv: list[str] | None = None) -> int:
                     "phases": run["phases"],
                     "profile": run["profile"],
                     "error": run["error"],
+                    "stderr": run.get("stderr", ""),
                 }
             )
 
