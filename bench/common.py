@@ -12,12 +12,29 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# Decimal units, so that MB/s and time per GB read directly.
+MB = 1_000_000
+GB = 1000 * MB
 
 
 def git_revision() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
     dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, cwd=REPO)
     return done.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def parse_size(text: str) -> int:
+    """`64M`, `1G`, `4G`: decimal (10^6, 10^9) so that MB/s and time per GB read directly."""
+    text = text.strip().upper()
+    units = {"K": 1000, "M": MB, "G": GB}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def size_label(n: int) -> str:
+    """`250 MB`, `4 GB`: a size in decimal units."""
+    return f"{n / GB:g} GB" if n >= GB else f"{n / MB:g} MB"
 
 
 def replay_audit_cmd() -> tuple[list[str], str]:

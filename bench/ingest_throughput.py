@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen
-from bench.common import REPO, replay_audit_cmd, write_report
+from bench.common import GB, MB, REPO, parse_size, replay_audit_cmd, size_label, write_report
 
 RESULTS_PATH = REPO / "bench" / "results" / "ingest-latest.json"
-MB = datagen.MB
-GB = 1000 * MB
 MIB = 1 << 20
 # Kafka's default segment.bytes is 1 GiB: a size above that becomes several segments.
 SEGMENT_CAP = 1 << 30
@@ -52,19 +50,6 @@ TARGET_ROWS_S = 500_000
 TARGET_MB_S = 1000
 TARGET_LINEAR = 0.15
 TARGET_WORKER_MIB = 1024
-
-
-def parse_size(text: str) -> int:
-    """`64M`, `1G`, `4G`: decimal (10^6, 10^9) so that MB/s and time per GB read directly."""
-    text = text.strip().upper()
-    units = {"K": 1000, "M": MB, "G": GB}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
-
-
-def size_label(n: int) -> str:
-    return f"{n / GB:g} GB" if n >= GB else f"{n / MB:g} MB"
 
 
 # ------------------------------------------------------------------------------------------------

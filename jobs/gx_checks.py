@@ -13,11 +13,11 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from audit_rules.kinds import EXPLAINED_BY, KINDS, Severity
+from audit_rules.kinds import EXPLAINED_BY, KINDS, Kind, Severity
 from schemas.tables import BATCHES, LOG_KEY
 
 if TYPE_CHECKING:
@@ -112,6 +112,41 @@ class GxSummary:
 # The suites: one per table, each expectation with a description an operator can read in Data Docs.
 
 
+def _not_below(
+    column_a: str, column_b: str, description: str, *, skip_nulls: bool = False
+) -> gxe.Expectation:
+    """`column_a >= column_b` on every row; with `skip_nulls`, rows where either is null are not checked
+    (otherwise only rows where both are)."""
+    import great_expectations.expectations as gxe
+
+    return gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+        column_A=column_a,
+        column_B=column_b,
+        or_equal=True,
+        ignore_row_if="either_value_is_missing" if skip_nulls else "both_values_are_missing",
+        description=description,
+    )
+
+
+def _kind_attribute(
+    column: str, values: Sequence[str], of_kind: Callable[[Kind], str]
+) -> list[gxe.Expectation]:
+    """`column` takes one of `values` (contract §3), and the one the registry gives each finding's kind."""
+    import great_expectations.expectations as gxe
+
+    return [
+        gxe.ExpectColumnValuesToBeInSet(
+            column=column, value_set=list(values), description=f"{column} is one of contract §3"
+        ),
+        gxe.ExpectColumnPairValuesToBeInSet(
+            column_A="kind",
+            column_B=column,
+            value_pairs_set=[(k.name, of_kind(k)) for k in KINDS.values()],
+            description=f"{column} is the one the registry gives the kind",
+        ),
+    ]
+
+
 def batches_suite() -> list[gxe.Expectation]:
     """Bronze `batches`: header fields within the protocol's ranges, one row per batch position."""
     import great_expectations.expectations as gxe
@@ -131,12 +166,7 @@ def batches_suite() -> list[gxe.Expectation]:
             mostly=CRC_VALID_MOSTLY,
             description=f"at least {CRC_VALID_MOSTLY:.0%} of batches pass their CRC",
         ),
-        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
-            column_A="last_offset",
-            column_B="base_offset",
-            or_equal=True,
-            description="a batch's last offset is not below its base offset",
-        ),
+        _not_below("last_offset", "base_offset", "a batch's last offset is not below its base offset"),
         gxe.ExpectColumnValuesToBeBetween(
             column="base_offset", min_value=0, description="offsets are not negative"
         ),
@@ -165,33 +195,13 @@ def findings_suite() -> list[gxe.Expectation]:
             value_set=sorted(KINDS),
             description="kind is one of contract §4 (audit_rules.kinds)",
         ),
-        gxe.ExpectColumnValuesToBeInSet(
-            column="severity", value_set=list(SEVERITY_LABELS), description="severity is one of contract §3"
-        ),
-        gxe.ExpectColumnPairValuesToBeInSet(
-            column_A="kind",
-            column_B="severity",
-            value_pairs_set=[(k.name, k.severity.label) for k in KINDS.values()],
-            description="severity is the one the registry gives the kind",
-        ),
-        gxe.ExpectColumnValuesToBeInSet(
-            column="category", value_set=list(CATEGORIES), description="category is one of contract §3"
-        ),
-        gxe.ExpectColumnPairValuesToBeInSet(
-            column_A="kind",
-            column_B="category",
-            value_pairs_set=[(k.name, k.category) for k in KINDS.values()],
-            description="category is the one the registry gives the kind",
-        ),
+        *_kind_attribute("severity", SEVERITY_LABELS, lambda k: k.severity.label),
+        *_kind_attribute("category", CATEGORIES, lambda k: k.category),
         gxe.ExpectColumnValuesToBeInSet(
             column="explained_by", value_set=list(EXPLAINED_BY), description="explained_by is null or of §3"
         ),
-        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
-            column_A="last_offset",
-            column_B="first_offset",
-            or_equal=True,
-            ignore_row_if="either_value_is_missing",
-            description="a finding's offset range is not reversed",
+        _not_below(
+            "last_offset", "first_offset", "a finding's offset range is not reversed", skip_nulls=True
         ),
     ]
 
@@ -204,12 +214,11 @@ def partition_summary_suite() -> list[gxe.Expectation]:
         gxe.ExpectColumnValuesToBeInSet(
             column="verdict", value_set=list(VERDICTS), description="verdict is a severity or clean"
         ),
-        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
-            column_A="log_end_offset",
-            column_B="log_start_offset",
-            or_equal=True,
-            ignore_row_if="either_value_is_missing",
-            description="the log start offset is not above the log end offset",
+        _not_below(
+            "log_end_offset",
+            "log_start_offset",
+            "the log start offset is not above the log end offset",
+            skip_nulls=True,
         ),
         gxe.ExpectCompoundColumnsToBeUnique(
             column_list=list(LOG_KEY), description="one row per (dump_id, replica, topic, partition)"

@@ -23,9 +23,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_harness.broker import KafkaBroker
@@ -39,6 +39,7 @@ from kafka_harness.scenarios import (
     TopicSpec,
     TrackedProducer,
     partition_key,
+    record_on_broker,
 )
 
 log = logging.getLogger(__name__)
@@ -161,42 +162,15 @@ class CleanManifest:
         )
 
 
-class _Backdating:
-    """Stands in for a confluent-kafka Producer, giving every record the CreateTime `timestamp_ms`
-    while that is set; everything else goes to the wrapped producer."""
-
-    def __init__(self, producer: Producer) -> None:
-        self._producer = producer
-        self.timestamp_ms: int | None = None
-
-    def produce(self, *args: Any, **kwargs: Any) -> None:
-        if self.timestamp_ms is not None:
-            kwargs["timestamp"] = self.timestamp_ms
-        self._producer.produce(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._producer, name)
-
-
-class BackdatingProducer(TrackedProducer):
-    """A TrackedProducer whose steps can carry a CreateTime in the past (`send_at`)."""
-
-    def __init__(self, recorder: Recorder, scenario: str, client_id: str, **config: Any) -> None:
-        super().__init__(recorder, scenario, client_id, **config)
-        self._backdating = _Backdating(self._producer)
-        self._producer = cast(Producer, self._backdating)
-
-    def send_at(self, timestamp_ms: int, topic: str, sends: list[Send]) -> list[ProducerRun]:
-        self._backdating.timestamp_ms = timestamp_ms
-        try:
-            return self.send(topic, sends)
-        finally:
-            self._backdating.timestamp_ms = None
-
-
-def _values(rng: random.Random, partition: int, prefix: str, count: int, size: int) -> list[Send]:
-    """`count` records of `size` random hex characters (incompressible: segment sizes stay predictable)."""
-    return [Send(partition, f"{prefix}-{i}", rng.randbytes(size // 2).hex()) for i in range(count)]
+def _values(
+    rng: random.Random, partition: int, prefix: str, count: int, size: int, timestamp: int | None = None
+) -> list[Send]:
+    """`count` records of `size` random hex characters (incompressible: segment sizes stay predictable),
+    with the CreateTime `timestamp` (None: now)."""
+    return [
+        Send(partition, f"{prefix}-{i}", rng.randbytes(size // 2).hex(), timestamp=timestamp)
+        for i in range(count)
+    ]
 
 
 def _now_ms() -> int:
@@ -213,13 +187,13 @@ def produce_retention(broker: KafkaBroker, recorder: Recorder) -> tuple[int, int
     topic = RETENTION_TOPIC.name
     rng = random.Random(4)
     config = {"enable.idempotence": True, "batch.num.messages": 10}
-    retained = BackdatingProducer(recorder, RETENTION_TOPIC.scenario, RETAINED_PRODUCER, **config)
-    idle = BackdatingProducer(recorder, RETENTION_TOPIC.scenario, IDLE_PRODUCER, **config)
+    retained = recorder.producer(RETENTION_TOPIC.scenario, RETAINED_PRODUCER, **config)
+    idle = recorder.producer(RETENTION_TOPIC.scenario, IDLE_PRODUCER, **config)
     backdated = _now_ms() - BACKDATE_MS
     for step in range(8):
-        retained.send_at(backdated + step, topic, _values(rng, 0, f"retained-old-{step}", 10, 500))
+        retained.send(topic, _values(rng, 0, f"retained-old-{step}", 10, 500, backdated + step))
         if step < 3:
-            idle.send_at(backdated + step, topic, _values(rng, 0, f"idle-{step}", 10, 500))
+            idle.send(topic, _values(rng, 0, f"idle-{step}", 10, 500, backdated + step))
     idle.close()
     first_kept = retained.send(topic, _values(rng, 0, "retained-kept-0", 10, 500))[0].offsets[0]
     retained.send(topic, _values(rng, 0, "retained-kept-1", 10, 500))
@@ -428,13 +402,7 @@ def produce_clean(broker: KafkaBroker) -> CleanManifest:
 def record_clean_scenarios(work_dir: Path | str) -> tuple[Path, CleanManifest]:
     """Start a broker in `work_dir`, run the clean scenarios, stop it cleanly; its data dir (the log
     dir) and the manifest, also written to `work_dir/clean-manifest.json`."""
-    work_dir = Path(work_dir)
-    with KafkaBroker(work_dir, **BROKER_PROPERTIES) as broker:
-        manifest = produce_clean(broker)
-    if not broker.clean_shutdown:
-        raise HarnessError(f"the broker in {work_dir} did not shut down cleanly; see {broker.server_log}")
-    (work_dir / "clean-manifest.json").write_text(manifest.to_json(indent=1))
-    return broker.log_dir, manifest
+    return record_on_broker(work_dir, produce_clean, "clean-manifest.json", **BROKER_PROPERTIES)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -172,12 +172,14 @@ class Manifest:
 
 @dataclass(frozen=True)
 class Send:
-    """One record to send: partition, key, value, headers (all text; None = null)."""
+    """One record to send: partition, key, value, headers (all text; None = null), and optionally
+    its CreateTime in ms (None: the producer stamps it with the current time)."""
 
     partition: int
     key: str | None
     value: str | None
     headers: tuple[Header, ...] = ()
+    timestamp: int | None = None
 
 
 class Recorder:
@@ -283,6 +285,7 @@ class TrackedProducer:
                 partition=item.partition,
                 headers=[(k, None if v is None else v.encode()) for k, v in item.headers] or None,
                 on_delivery=on_delivery(index),
+                timestamp=0 if item.timestamp is None else item.timestamp,  # 0: librdkafka's "now"
             )
         remaining = self._producer.flush(FLUSH_TIMEOUT_S)
         if remaining or errors or any(r is None for r in reports):
@@ -495,18 +498,43 @@ def produce_all(bootstrap: str) -> Manifest:
     return recorder.manifest
 
 
-def record_scenarios(work_dir: Path, **broker_properties: Any) -> tuple[Path, Manifest]:
+class JsonManifest(Protocol):
+    """A manifest `record_on_broker` can write: Manifest, CleanManifest."""
+
+    def to_json(self, indent: int | None = None) -> str: ...
+
+
+ManifestT = TypeVar("ManifestT", bound=JsonManifest)
+
+
+def record_on_broker(
+    work_dir: Path | str,
+    produce: Callable[[KafkaBroker], ManifestT],
+    manifest_name: str,
+    **broker_properties: Any,
+) -> tuple[Path, ManifestT]:
+    """Start a broker in `work_dir`, run `produce` on it, stop it cleanly; the broker's data dir (its
+    log dir) and the manifest `produce` returned, also written to `work_dir/<manifest_name>`."""
+    work_dir = Path(work_dir)
+    with KafkaBroker(work_dir, **broker_properties) as broker:
+        manifest = produce(broker)
+    if not broker.clean_shutdown:
+        raise HarnessError(f"the broker in {work_dir} did not shut down cleanly; see {broker.server_log}")
+    (work_dir / manifest_name).write_text(manifest.to_json(indent=1))
+    return broker.log_dir, manifest
+
+
+def _produce_scenarios(broker: KafkaBroker) -> Manifest:
+    create_scenario_topics(broker)
+    return produce_all(broker.bootstrap)
+
+
+def record_scenarios(work_dir: Path | str, **broker_properties: Any) -> tuple[Path, Manifest]:
     """Start a broker in `work_dir`, run every scenario, stop it cleanly; the data dir and the manifest.
 
     The manifest is also written to `work_dir/manifest.json` for debugging.
     """
-    with KafkaBroker(work_dir, **broker_properties) as broker:
-        create_scenario_topics(broker)
-        manifest = produce_all(broker.bootstrap)
-    if not broker.clean_shutdown:
-        raise HarnessError(f"the broker in {work_dir} did not shut down cleanly; see {broker.server_log}")
-    (Path(work_dir) / "manifest.json").write_text(manifest.to_json(indent=1))
-    return broker.log_dir, manifest
+    return record_on_broker(work_dir, _produce_scenarios, "manifest.json", **broker_properties)
 
 
 def main(argv: list[str] | None = None) -> int:
