@@ -54,6 +54,10 @@ def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     """The offsets of each quarantined region of a segment: those of the (CRC-failed) batch that starts
     there, else the offset right after the last readable batch before it (a torn tail, garbage)."""
     keys = ["dump_id", "replica", "file", "position"]
+    # Only the batches of files with a quarantined region are read (those files are few: broadcast).
+    file_key = F.concat_ws("\u0001", "dump_id", F.coalesce("replica", F.lit("\u0000")), "file")
+    damaged = quarantine.select(file_key.alias("_fk")).distinct()
+    batches = batches.withColumn("_fk", file_key).join(F.broadcast(damaged), "_fk", "left_semi").drop("_fk")
     regions = quarantine.select(
         *keys, "topic", "partition", "length", "kind", "message", F.lit(1).alias("_order")
     )
@@ -129,12 +133,13 @@ def offset_overlap(batches: DataFrame) -> DataFrame:
     )
 
 
-def snapshot_mismatch(history: DataFrame, snapshots: DataFrame, logs: DataFrame) -> DataFrame:
+def snapshot_mismatch(
+    history: DataFrame, producers: DataFrame, snapshots: DataFrame, logs: DataFrame
+) -> DataFrame:
     """SNAPSHOT_MISMATCH: a snapshot entry differs from the state replayed from the retained log below its
-    offset (§4.2, §5.8)."""
+    offset (§4.2, §5.8; `producers`: `history.producer_summary`)."""
     entries = join_log(with_log_key(snapshots), logs, "log_start_offset")
-    present = history.select("log_key", "producer_id").distinct()
-    entries = entries.join(present, ["log_key", "producer_id"], "inner")
+    entries = entries.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "inner")
     # Snapshot entries become events in the producer's offset order: ordered at the snapshot offset,
     # before a batch ending there (the snapshot holds the state *before* its offset).
     ev_snap = entries.select(
@@ -155,7 +160,11 @@ def snapshot_mismatch(history: DataFrame, snapshots: DataFrame, logs: DataFrame)
             "log_start_offset",
         ).alias("snap"),
     )
-    ok = history.where(F.col("ok"))
+    # Only the logs that have snapshots are replayed (their keys are few: broadcast).
+    with_snapshots = logs.join(with_log_key(snapshots).select("log_key").distinct(), "log_key", "left_semi")
+    ok = history.where(F.col("ok")).join(
+        F.broadcast(with_snapshots.select("log_key")), "log_key", "left_semi"
+    )
     ev_batch = ok.select(
         "log_key",
         "producer_id",

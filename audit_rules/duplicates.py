@@ -70,9 +70,8 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
     )
 
 
-def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile: Profile) -> DataFrame:
-    """DUPLICATE_RECORDS_NEW_EPOCH: a record's key and value re-appear in the first batches of a later epoch
-    of the same producer."""
+def _record_contents(history: DataFrame, records: DataFrame) -> DataFrame:
+    """Records of unflagged data batches with their batch's producer fields and a hash of (key, value)."""
     batch_cols = history.where(F.col("ok") & ~F.col("is_control")).select(
         "log_key",
         "dump_id",
@@ -100,36 +99,34 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
             F.col("value").isNull(),
         ).alias("content"),
     )
-    joined = keyed.join(batch_cols, ["dump_id", "file", "batch_position"], "inner").drop(keyed.replica)
+    return keyed.join(batch_cols, ["dump_id", "file", "batch_position"], "inner").drop(keyed.replica)
+
+
+_COPY_BATCH = ("log_key", "dump_id", "replica", "topic", "partition", "producer_id", "producer_epoch")
+
+
+def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile: Profile) -> DataFrame:
+    """DUPLICATE_RECORDS_NEW_EPOCH: a record's key and value re-appear in the first batches of a later epoch
+    of the same producer, or at the head of the producer id that took over from it (RULES.md)."""
+    joined = _record_contents(history, records)
     first = Window.partitionBy("log_key", "producer_id", "content").orderBy("producer_epoch", "offset")
     marked = joined.withColumn("_first", F.first(F.struct("producer_epoch", "offset")).over(first))
     copies = marked.where(
         (F.col("producer_epoch") > F.col("_first.producer_epoch"))
         & (F.col("stream_index") <= profile.duplicate_window_batches)
     )
-    per_batch = copies.groupBy(
-        "log_key",
-        "dump_id",
-        "replica",
-        "topic",
-        "partition",
-        "producer_id",
-        "producer_epoch",
-        "base_offset",
-        "last_offset",
-    ).agg(
+    per_batch = copies.groupBy(*_COPY_BATCH, "base_offset", "last_offset").agg(
         F.count(F.lit(1)).alias("copied"),
         F.min("_first.offset").alias("original_offset"),
         F.min("_first.producer_epoch").alias("original_epoch"),
     )
-    return to_findings(
+    same_pid = to_findings(
         per_batch,
         "DUPLICATE_RECORDS_NEW_EPOCH",
         fmt(
             "Producer %s re-wrote %s record(s) under epoch %s at offsets %s-%s that were already written "
-            "under epoch "
-            "%s (first at offset %s): a retry after an epoch bump duplicated them (KAFKA-14034, librdkafka "
-            "#4953).",
+            "under epoch %s (first at offset %s): a retry after an epoch bump duplicated them (KAFKA-14034, "
+            "librdkafka #4953).",
             "producer_id",
             "copied",
             "producer_epoch",
@@ -138,6 +135,77 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
             "original_epoch",
             "original_offset",
         ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="base_offset",
+        last_offset="last_offset",
+        related_offset="original_offset",
+    )
+    return same_pid.unionByName(_duplicates_under_new_producer_id(joined, profile))
+
+
+def _duplicates_under_new_producer_id(joined: DataFrame, profile: Profile) -> DataFrame:
+    """The same re-send under a new producer id (a client that reset its idempotent session, pre-KIP-360):
+    records of the first `duplicate_window_batches` data batches of pid B, starting with B's very first
+    batch, equal to records of the last that many data batches of a pid A whose data all lies before B's
+    first batch."""
+    window = profile.duplicate_window_batches
+    pid = Window.partitionBy("log_key", "producer_id")
+    batches = joined.select(*_COPY_BATCH, "base_offset").distinct()
+    ranked = batches.withColumns(
+        {
+            "_from_head": F.dense_rank().over(pid.orderBy("base_offset")),
+            "_from_tail": F.dense_rank().over(pid.orderBy(F.col("base_offset").desc())),
+            "_first_offset": F.min("base_offset").over(pid),
+            "_last_offset": F.max("base_offset").over(pid),
+        }
+    )
+    edge = joined.join(
+        ranked.where((F.col("_from_head") <= window) | (F.col("_from_tail") <= window)),
+        [*_COPY_BATCH, "base_offset"],
+        "inner",
+    )
+    heads = edge.where(F.col("_from_head") <= window).select(
+        *_COPY_BATCH, "base_offset", "last_offset", "offset", "content", "_from_head", "_first_offset"
+    )
+    tails = edge.where(F.col("_from_tail") <= window).select(
+        "log_key",
+        "content",
+        F.col("producer_id").alias("original_producer_id"),
+        F.col("producer_epoch").alias("original_epoch"),
+        F.col("offset").alias("original_offset"),
+        F.col("_last_offset").alias("_original_last"),
+    )
+    pairs = heads.join(tails, ["log_key", "content"], "inner").where(
+        (F.col("original_producer_id") != F.col("producer_id"))
+        & (F.col("_original_last") < F.col("_first_offset"))
+    )
+    per_batch = pairs.groupBy(*_COPY_BATCH, "base_offset", "last_offset", "original_producer_id").agg(
+        F.countDistinct("offset").alias("copied"),
+        F.min("original_offset").alias("original_offset"),
+        F.min("original_epoch").alias("original_epoch"),
+        F.min("_from_head").alias("_from_head"),
+    )
+    # The re-send opens the new session: B's first batch must be one of the copies.
+    starts = Window.partitionBy("log_key", "producer_id", "original_producer_id")
+    resent = per_batch.withColumn("_opens", F.min("_from_head").over(starts) == 1).where(F.col("_opens"))
+    return to_findings(
+        resent,
+        "DUPLICATE_RECORDS_NEW_EPOCH",
+        fmt(
+            "Producer %s (epoch %s) re-wrote %s record(s) at offsets %s-%s that producer %s (epoch %s) had "
+            "written in its last batches (first at offset %s) before it stopped: a client that reset its "
+            "idempotent session under a new producer id re-sent its in-flight batches (KAFKA-14034 shape).",
+            "producer_id",
+            "producer_epoch",
+            "copied",
+            "base_offset",
+            "last_offset",
+            "original_producer_id",
+            "original_epoch",
+            "original_offset",
+        ),
+        evidence=F.col("original_producer_id"),
         producer_id="producer_id",
         producer_epoch="producer_epoch",
         first_offset="base_offset",

@@ -28,23 +28,26 @@ def _pid_window() -> WindowSpec:
     return Window.partitionBy("log_key", "producer_id").orderBy("base_offset")
 
 
-def _stream_window() -> WindowSpec:
-    # `in_stream` in the key: rows outside the epoch stream form their own partitions and are ignored.
-    return Window.partitionBy("log_key", "producer_id", "producer_epoch", "in_stream").orderBy("base_offset")
-
-
 def build_history(batches: DataFrame) -> DataFrame:
     """Producer batches with their replay columns (internal ones too; `history_table` selects the
-    silver schema). Columns are added level by level with `withColumns`: one analysis per level."""
+    silver schema).
+
+    Every window is over one producer's rows in offset order, so the whole replay costs one shuffle
+    and one sort. The per-epoch sequence stream needs no window of its own: a batch that is neither
+    invalid nor an epoch regression never has a lower epoch than any earlier one, so the batches of
+    the stream are consecutive among the producer's in-stream batches, and stream values are running
+    values minus their value where the epoch began. Columns are added level by level with
+    `withColumns`: one analysis per level.
+
+    `transition` here does not yet tell exact copies (DUPLICATE) from REGRESSION, IN_SEQUENCE or GAP:
+    only an *irregular* stream (one that ever went backwards or jumped) can hold a copy or a hole, and
+    `irregular_history` settles those streams alone.
+    """
     b = with_log_key(producer_batches(batches))
     pid = _pid_window()
     before = pid.rowsBetween(Window.unboundedPreceding, -1)
+    upto = pid.rowsBetween(Window.unboundedPreceding, 0)
     whole = pid.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    markers_before = (
-        Window.partitionBy("log_key", "producer_id", "is_control")
-        .orderBy("base_offset")
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
     epoch = F.col("producer_epoch").cast("int")
 
     # INVALID_SEQUENCE (KIP-98): a data batch's sequence range must span exactly its offset range.
@@ -60,15 +63,17 @@ def build_history(batches: DataFrame) -> DataFrame:
             "invalid": invalid,
             "last_marker_offset": F.max(F.when(F.col("is_control"), F.col("base_offset"))).over(whole),
             "_coord_before": F.max(
-                F.struct(F.col("coordinator_epoch").alias("c"), (-F.col("base_offset")).alias("o"))
-            ).over(markers_before),
+                F.when(
+                    F.col("is_control"),
+                    F.struct(F.col("coordinator_epoch").alias("c"), (-F.col("base_offset")).alias("o")),
+                )
+            ).over(before),
+            # Highest earlier epoch and the first batch that carried it (max of (epoch, -offset)).
+            "_max_before": F.max(
+                F.when(~invalid, F.struct(epoch.alias("e"), (-F.col("base_offset")).alias("o")))
+            ).over(before),
         }
     )
-    # Highest earlier epoch and the first batch that carried it (max of (epoch, -offset)).
-    max_before = F.max(
-        F.when(~F.col("invalid"), F.struct(epoch.alias("e"), (-F.col("base_offset")).alias("o")))
-    ).over(before)
-    b = b.withColumn("_max_before", max_before)
     regressed = ~F.col("invalid") & F.coalesce(epoch < F.col("_max_before.e"), F.lit(False))
     b = b.withColumns(
         {
@@ -79,9 +84,7 @@ def build_history(batches: DataFrame) -> DataFrame:
             "in_stream": ~F.col("invalid") & ~regressed & ~F.col("is_control"),
         }
     )
-    s = _stream_window()
-    upto = s.rowsBetween(Window.unboundedPreceding, 0)
-    s_before = s.rowsBetween(Window.unboundedPreceding, -1)
+    in_stream = F.col("in_stream")
     b = b.withColumns(
         {
             "prev_offset": F.last(F.when(F.col("ok"), F.col("base_offset")), ignorenulls=True).over(before),
@@ -89,6 +92,8 @@ def build_history(batches: DataFrame) -> DataFrame:
                 F.when(F.col("ok"), F.col("producer_epoch")), ignorenulls=True
             ).over(before),
             "min_epoch_before": F.min(F.when(F.col("ok"), epoch)).over(before),
+            # The producer's unflagged markers before this row: the transactions it closed so far.
+            "markers_before": F.count(F.when(F.col("ok") & F.col("is_control"), F.lit(1))).over(before),
             # ProducerStateEntry.lastTimestamp: the previous batch or marker (markers count since 2.5,
             # KAFKA-9144); a producer with an open transaction never expires (§5.7).
             "prev_event_timestamp": F.last(
@@ -97,13 +102,33 @@ def build_history(batches: DataFrame) -> DataFrame:
             "prev_event_open_txn": F.last(
                 F.when(F.col("ok"), F.col("is_transactional") & ~F.col("is_control")), ignorenulls=True
             ).over(before),
-            # The epoch stream: lag values, then the 2^31 unwrapping of RULES.md.
-            "stream_index": F.row_number().over(s),
-            "prev_base_offset": F.lag("base_offset").over(s),
-            "prev_last_sequence": F.lag("last_sequence").over(s),
-            "prev_max_timestamp": F.lag("max_timestamp").over(s),
+            # The previous in-stream batch: the stream's previous batch when its epoch is ours.
+            "_p": F.last(
+                F.when(
+                    in_stream,
+                    F.struct(
+                        epoch.alias("e"),
+                        F.col("base_offset").alias("o"),
+                        F.col("last_sequence").alias("l"),
+                        F.col("max_timestamp").alias("t"),
+                    ),
+                ),
+                ignorenulls=True,
+            ).over(before),
+            "_n": F.count(F.when(in_stream, F.lit(1))).over(upto),
         }
     )
+    same = in_stream & F.coalesce(F.col("_p.e") == epoch, F.lit(False))
+    b = b.withColumns(
+        {
+            "_first": in_stream & ~same,
+            "prev_base_offset": F.when(same, F.col("_p.o")),
+            "prev_last_sequence": F.when(same, F.col("_p.l")),
+            "prev_max_timestamp": F.when(same, F.col("_p.t")),
+        }
+    )
+    # The 2^31 unwrapping of RULES.md: +1 lap where the base sequence falls more than half the range
+    # below the previous last sequence, -1 where it rises that far, +1 after a batch that wraps inside.
     step = F.col("base_sequence").cast("long") - F.col("prev_last_sequence")
     jump = (
         F.when(F.col("prev_last_sequence").isNull(), 0)
@@ -112,57 +137,162 @@ def build_history(batches: DataFrame) -> DataFrame:
         .otherwise(0)
     )
     spans = F.when(F.col("last_sequence") < F.col("base_sequence"), 1).otherwise(0)
-    b = b.withColumns({"_jump": jump, "_spans": spans})
-    wraps = F.sum("_jump").over(upto) + F.coalesce(F.sum("_spans").over(s_before), F.lit(0))
-    base_unwrapped = F.col("base_sequence") + wraps * F.lit(SEQUENCE_MODULUS)
-    b = b.withColumn("base_sequence_unwrapped", base_unwrapped)
+    b = b.withColumns({"_jump": F.when(in_stream, jump), "_spans": F.when(in_stream, spans)})
+    b = b.withColumns({"_J": F.sum("_jump").over(upto), "_S": F.sum("_spans").over(upto)})
+    # The running values where the row's epoch stream began (its latest first batch).
+    b = b.withColumns(
+        {
+            "_n0": F.last(F.when(F.col("_first"), F.col("_n") - 1), ignorenulls=True).over(upto),
+            "_J0": F.last(F.when(F.col("_first"), F.col("_J") - F.col("_jump")), ignorenulls=True).over(upto),
+            "_S0": F.last(F.when(F.col("_first"), F.col("_S") - F.col("_spans")), ignorenulls=True).over(
+                upto
+            ),
+        }
+    )
+    laps = (F.col("_J") - F.col("_J0")) + (F.col("_S") - F.col("_spans") - F.col("_S0"))
+    b = b.withColumns(
+        {
+            "stream_index": F.when(in_stream, F.col("_n") - F.col("_n0")).cast("int"),
+            "base_sequence_unwrapped": F.when(
+                in_stream, F.col("base_sequence") + laps * F.lit(SEQUENCE_MODULUS)
+            ),
+        }
+    )
     b = b.withColumn(
         "last_sequence_unwrapped",
         F.col("base_sequence_unwrapped")
         + F.pmod(F.col("last_sequence").cast("long") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS)),
     )
-    # Exact copies of an earlier batch of the stream (KIP-98 duplicate: same epoch and sequence range).
-    copies = Window.partitionBy(
-        "log_key",
-        "producer_id",
-        "producer_epoch",
-        "in_stream",
-        "base_sequence_unwrapped",
-        "last_sequence_unwrapped",
-    ).orderBy("base_offset")
+    # The previous stream batch's last sequence, and the highest one of the stream so far (max of
+    # (epoch, last): the epoch part is ours unless this batch opens the stream).
     b = b.withColumns(
         {
-            "prev_last_unwrapped": F.lag("last_sequence_unwrapped").over(s),
-            "copy_index": F.row_number().over(copies),
-            "first_copy_offset": F.first("base_offset").over(copies),
-            "first_copy_stream_index": F.first("stream_index").over(copies),
+            "_pl": F.last(F.when(in_stream, F.col("last_sequence_unwrapped")), ignorenulls=True).over(before),
+            "_hi": F.max(
+                F.when(in_stream, F.struct(epoch.alias("e"), F.col("last_sequence_unwrapped").alias("l")))
+            ).over(before),
+        }
+    )
+    b = b.withColumns(
+        {
+            "prev_last_unwrapped": F.when(same, F.col("_pl")),
+            "_stream_high": F.when(same, F.col("_hi.l")),
         }
     )
     b = b.withColumn("expected_unwrapped", F.col("prev_last_unwrapped") + 1)
-
-    first_of_epoch = F.col("in_stream") & (F.col("stream_index") == 1)
     first_of_producer = F.col("min_epoch_before").isNull() | (F.col("min_epoch_before") == epoch)
     transition = (
         F.when(F.col("invalid"), "INVALID")
         .when(F.col("epoch_regressed"), "EPOCH_REGRESSION")
         .when(F.col("is_control"), "MARKER")
-        .when(first_of_epoch & first_of_producer, "FIRST")
-        .when(first_of_epoch, "EPOCH_START")
-        .when(F.col("copy_index") > 1, "DUPLICATE")
+        .when(F.col("_first") & first_of_producer, "FIRST")
+        .when(F.col("_first"), "EPOCH_START")
         .when(F.col("base_sequence_unwrapped") == F.col("expected_unwrapped"), "IN_SEQUENCE")
         .when(F.col("base_sequence_unwrapped") < F.col("expected_unwrapped"), "REGRESSION")
         .otherwise("GAP")
     )
-    expected = (
-        F.when(transition == "EPOCH_START", F.lit(0))
+    b = b.withColumns(
+        {
+            "transition": transition,
+            # A batch that could repeat an earlier one, or that jumped: its stream is irregular.
+            "irregular": in_stream
+            & ~F.col("_first")
+            & (
+                (F.col("base_sequence_unwrapped") <= F.col("_stream_high"))
+                | (F.col("base_sequence_unwrapped") > F.col("expected_unwrapped"))
+            ),
+            "copy_index": F.lit(1),
+            "first_copy_offset": F.lit(None).cast("long"),
+            "first_copy_stream_index": F.lit(None).cast("int"),
+        }
+    )
+    b = b.withColumn("expected_sequence", _expected_sequence())
+    return b.drop(
+        "_max_before",
+        "_p",
+        "_n",
+        "_first",
+        "_jump",
+        "_spans",
+        "_J",
+        "_S",
+        "_n0",
+        "_J0",
+        "_S0",
+        "_pl",
+        "_hi",
+        "_stream_high",
+    )
+
+
+def _expected_sequence() -> Column:
+    return (
+        F.when(F.col("transition") == "EPOCH_START", F.lit(0))
         .when(
             F.col("expected_unwrapped").isNotNull(),
             F.pmod(F.col("expected_unwrapped"), F.lit(SEQUENCE_MODULUS)),
         )
         .cast("int")
     )
-    b = b.withColumns({"transition": transition, "expected_sequence": expected})
-    return b.drop("_max_before", "_jump", "_spans")
+
+
+STREAM_KEY = ("log_key", "producer_id", "producer_epoch")
+
+
+def irregular_streams(history: DataFrame) -> DataFrame:
+    """The (log, producer, epoch) streams with a batch that went backwards or jumped: the only ones
+    that can hold an exact copy, a regression or a gap (a stream that always advanced by one has none)."""
+    return history.where(F.col("irregular")).select(*STREAM_KEY).distinct()
+
+
+def irregular_history(history: DataFrame, streams: DataFrame) -> DataFrame:
+    """The in-stream batches of `streams` (from `irregular_streams`, joined as given: broadcast it when
+    small) with exact copies told apart: `transition` DUPLICATE where an earlier batch of the stream
+    has the same unwrapped sequence range (KIP-98 duplicate), with the first copy's offset and
+    stream index."""
+    rows = history.where(F.col("in_stream")).join(streams, list(STREAM_KEY), "left_semi")
+    copies = Window.partitionBy(*STREAM_KEY, "base_sequence_unwrapped", "last_sequence_unwrapped").orderBy(
+        "base_offset"
+    )
+    rows = rows.withColumns(
+        {
+            "copy_index": F.row_number().over(copies),
+            "first_copy_offset": F.first("base_offset").over(copies),
+            "first_copy_stream_index": F.first("stream_index").over(copies),
+        }
+    )
+    rows = rows.withColumn(
+        "transition",
+        F.when(
+            F.col("transition").isin("IN_SEQUENCE", "REGRESSION", "GAP") & (F.col("copy_index") > 1),
+            F.lit("DUPLICATE"),
+        ).otherwise(F.col("transition")),
+    )
+    return rows.withColumns(
+        {
+            "first_copy_offset": F.when(F.col("copy_index") > 1, F.col("first_copy_offset")),
+            "first_copy_stream_index": F.when(F.col("copy_index") > 1, F.col("first_copy_stream_index")),
+        }
+    )
+
+
+def settled_history(history: DataFrame, streams: DataFrame, irregular: DataFrame) -> DataFrame:
+    """The whole history with the irregular streams' rows replaced by their settled ones."""
+    settled = history.join(streams, list(STREAM_KEY), "left_anti")
+    in_irregular_not_stream = history.where(~F.col("in_stream")).join(streams, list(STREAM_KEY), "left_semi")
+    return settled.unionByName(in_irregular_not_stream).unionByName(irregular.select(*history.columns))
+
+
+def producer_summary(history: DataFrame) -> DataFrame:
+    """One row per (log, producer id) of the history: the last offset of any retained batch or marker,
+    the offset of its last marker and of its last transactional data batch."""
+    return history.groupBy("log_key", "producer_id").agg(
+        F.max("last_offset").alias("retained_last_offset"),
+        F.max(F.when(F.col("is_control"), F.col("base_offset"))).alias("last_marker"),
+        F.max(F.when(F.col("is_transactional") & ~F.col("is_control"), F.col("base_offset"))).alias(
+            "last_transactional_data"
+        ),
+    )
 
 
 def state_expired(expiration_ms: int) -> Column:

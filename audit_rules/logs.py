@@ -44,7 +44,8 @@ def compacted(profile: Profile, topic: Column) -> Column:
 def log_bounds(
     batches: DataFrame, files: DataFrame, partition_state: DataFrame, profile: Profile
 ) -> DataFrame:
-    """One row per log: log_start_offset (+ source), log_end_offset, high_watermark, capture time, counts."""
+    """One row per log: log_start_offset (+ source), log_end_offset, high_watermark, capture time, counts
+    (the producer count comes from the history: `pipeline.partition_summary`)."""
     stats = batches.groupBy(*LOG_KEY).agg(
         F.min("base_offset").alias("first_batch_offset"),
         (F.max("last_offset") + 1).alias("log_end_offset"),
@@ -53,7 +54,6 @@ def log_bounds(
         F.count(F.lit(1)).alias("batches"),
         F.sum(F.when(F.col("magic") >= 2, F.col("count")).otherwise(1)).cast("long").alias("records"),
         F.sum("size_bytes").cast("long").alias("bytes"),
-        F.countDistinct(F.when(F.col("producer_id") >= 0, F.col("producer_id"))).alias("producers"),
     )
     segments = (
         files.where((F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull())
@@ -101,7 +101,6 @@ def log_bounds(
         F.coalesce("batches", F.lit(0)).cast("long").alias("batches"),
         F.coalesce("records", F.lit(0)).cast("long").alias("records"),
         F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),
-        F.coalesce("producers", F.lit(0)).cast("long").alias("producers"),
         compacted(profile, F.col("topic")).alias("compacted"),
     ).withColumn("log_key", log_key())
 

@@ -13,7 +13,14 @@ from pyspark.sql import functions as F
 
 from audit_rules import consistency, duplicates, epochs, ordering, retention, sequences, transactions
 from audit_rules.findings import union_findings
-from audit_rules.history import build_history, history_table
+from audit_rules.history import (
+    build_history,
+    history_table,
+    irregular_history,
+    irregular_streams,
+    producer_summary,
+    settled_history,
+)
 from audit_rules.logs import join_log, log_bounds, with_log_key
 from audit_rules.profile import Profile
 from schemas.tables import FILES, LOG_KEY, PARTITION_SUMMARY, TABLES
@@ -78,15 +85,16 @@ class AuditOutput:
     history: DataFrame
     findings: DataFrame
     quarantine: DataFrame
+    producers: DataFrame  # history.producer_summary
     persisted: tuple[DataFrame, ...] = ()
 
     @property
     def summary(self) -> DataFrame:
-        return partition_summary(self.logs, self.findings, self.quarantine)
+        return partition_summary(self.logs, self.findings, self.quarantine, self.producers)
 
     def summary_of(self, findings: DataFrame) -> DataFrame:
         """The partition summary over already materialised findings (a job reads them back from Delta)."""
-        return partition_summary(self.logs, findings, self.quarantine)
+        return partition_summary(self.logs, findings, self.quarantine, self.producers)
 
     def release(self) -> None:
         for df in self.persisted:
@@ -102,45 +110,57 @@ def local_checkpoint(df: DataFrame) -> DataFrame:
     return df.localCheckpoint(eager=True)
 
 
+# Up to this many irregular streams are broadcast to the tasks that pick their rows out of the
+# history (a hash probe per row instead of a shuffle of the whole history); more go through a join.
+BROADCAST_STREAMS = 2_000_000
+
+
 def audit(
     bronze: Bronze,
     profile: Profile,
     *,
     materialize: Callable[[DataFrame], DataFrame] | None = local_checkpoint,
 ) -> AuditOutput:
-    """Every rule of RULES.md over the bronze tables; `materialize` stores the history and log bounds
-    that every rule reads (None: recompute them in each rule)."""
-    logs = log_bounds(bronze.batches, bronze.files, bronze.partition_state, profile)
+    """Every rule of RULES.md over the bronze tables; `materialize` stores what several rules read (the
+    log bounds, the history, the irregular streams; None: recompute them in each rule)."""
+    keep = materialize or (lambda df: df)
+    logs = keep(log_bounds(bronze.batches, bronze.files, bronze.partition_state, profile))
     # The per-log facts every producer rule needs ride along with the history: no join per rule.
-    history = join_log(
-        build_history(bronze.batches),
-        logs,
-        "log_start_offset",
-        "compacted",
-        F.col("max_timestamp").alias("log_max_timestamp"),
+    history = keep(
+        join_log(
+            build_history(bronze.batches),
+            logs,
+            "log_start_offset",
+            "compacted",
+            F.col("max_timestamp").alias("log_max_timestamp"),
+        )
     )
-    persisted: tuple[DataFrame, ...] = ()
-    if materialize is not None:
-        logs = materialize(logs)
-        history = materialize(history)
-        persisted = (logs, history)
+    # Copies, regressions and gaps are settled on the streams that ever went backwards or jumped
+    # alone: on a healthy log that is almost nothing, and the history needs no second sort.
+    streams = keep(irregular_streams(history))
+    if materialize is not None and streams.count() <= BROADCAST_STREAMS:
+        streams = F.broadcast(streams)
+    irregular = keep(irregular_history(history, streams))
+    producers = keep(producer_summary(history))
+    persisted = (logs, history, streams, irregular, producers) if materialize is not None else ()
     frames = [
         sequences.invalid_sequence(history),
         sequences.history_start(history),
-        sequences.sequence_regression(history),
-        sequences.sequence_gaps(history, profile),
+        sequences.sequence_regression(irregular),
+        sequences.sequence_gaps(irregular, profile),
         epochs.epoch_regression(history),
         epochs.epoch_starts(history),
-        duplicates.duplicate_batches(history, profile),
+        duplicates.duplicate_batches(irregular, profile),
         transactions.hanging_transactions(history, profile),
+        transactions.hanging_transactions_in_snapshots(producers, bronze.producer_snapshots, logs, profile),
         transactions.coordinator_epoch_regression(history),
         transactions.txn_index_consistency(history, bronze.txn_index, bronze.files),
-        retention.snapshot_producers(history, bronze.producer_snapshots, logs),
-        retention.producers_across_dumps(history, logs),
+        retention.snapshot_producers(producers, bronze.producer_snapshots, logs),
+        retention.producers_across_dumps(producers, logs),
         retention.acked_records(bronze.batches, bronze.acks, logs),
         consistency.quarantined(bronze.quarantine, bronze.batches),
         consistency.offset_overlap(bronze.batches),
-        consistency.snapshot_mismatch(history, bronze.producer_snapshots, logs),
+        consistency.snapshot_mismatch(history, producers, bronze.producer_snapshots, logs),
         consistency.replica_divergence(bronze.batches, logs),
     ]
     if bronze.records is not None:
@@ -148,12 +168,15 @@ def audit(
         if profile.app_sequence is not None:
             frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence))
     findings = union_findings(frames)
-    return AuditOutput(logs, history_table(history), findings, bronze.quarantine, persisted)
+    silver = history_table(settled_history(history, streams, irregular))
+    return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
 
-def partition_summary(logs: DataFrame, findings: DataFrame, quarantine: DataFrame) -> DataFrame:
-    """One row per log: its bounds, sizes and finding counts by severity, and the worst severity as
-    verdict."""
+def partition_summary(
+    logs: DataFrame, findings: DataFrame, quarantine: DataFrame, producers: DataFrame
+) -> DataFrame:
+    """One row per log: its bounds, sizes, producer ids (of the history) and finding counts by severity,
+    and the worst severity as verdict."""
     counts = (
         with_log_key(findings.where(F.col("topic").isNotNull()))
         .groupBy("log_key")
@@ -165,8 +188,9 @@ def partition_summary(logs: DataFrame, findings: DataFrame, quarantine: DataFram
         .groupBy("log_key")
         .agg(F.count(F.lit(1)).alias("quarantined_regions"))
     )
-    s = logs.join(counts, "log_key", "left").join(regions, "log_key", "left")
-    s = s.fillna(0, subset=["critical", "error", "warning", "info", "quarantined_regions"])
+    ids = producers.groupBy("log_key").agg(F.count(F.lit(1)).alias("producers"))
+    s = logs.join(counts, "log_key", "left").join(regions, "log_key", "left").join(ids, "log_key", "left")
+    s = s.fillna(0, subset=["critical", "error", "warning", "info", "quarantined_regions", "producers"])
     verdict = (
         F.when(F.col("critical") > 0, "critical")
         .when(F.col("error") > 0, "error")

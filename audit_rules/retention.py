@@ -18,11 +18,6 @@ from audit_rules.logs import join_log, with_log_key
 from schemas.tables import LOG_KEY
 
 
-def _producers_of(history: DataFrame) -> DataFrame:
-    """(log, pid) -> last offset of any retained batch or marker of the pid."""
-    return history.groupBy("log_key", "producer_id").agg(F.max("last_offset").alias("retained_last_offset"))
-
-
 def latest_snapshot_entries(snapshots: DataFrame) -> DataFrame:
     """Entries of the newest snapshot of each log (the state the broker would load, §5.8)."""
     s = with_log_key(snapshots)
@@ -34,11 +29,11 @@ def latest_snapshot_entries(snapshots: DataFrame) -> DataFrame:
     )
 
 
-def snapshot_producers(history: DataFrame, snapshots: DataFrame, logs: DataFrame) -> DataFrame:
+def snapshot_producers(producers: DataFrame, snapshots: DataFrame, logs: DataFrame) -> DataFrame:
     """PRODUCER_STATE_RETAINED (info) or UNKNOWN_PRODUCER_LOSS (critical) for snapshot producers with no
-    retained batch."""
+    retained batch (`producers`: `history.producer_summary`)."""
     entries = latest_snapshot_entries(snapshots)
-    absent = entries.join(_producers_of(history), ["log_key", "producer_id"], "left_anti")
+    absent = entries.join(producers, ["log_key", "producer_id"], "left_anti")
     absent = join_log(absent, logs, "log_start_offset")
     retained = to_findings(
         absent.where(F.col("last_offset") < F.col("log_start_offset")),
@@ -99,11 +94,11 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
     ).where(F.col("previous_log_key").isNotNull())
 
 
-def producers_across_dumps(history: DataFrame, logs: DataFrame) -> DataFrame:
+def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
     """UNKNOWN_PRODUCER_RETENTION (info) or UNKNOWN_PRODUCER_LOSS (critical): a producer of the earlier dump
-    absent from the later one (seed 000 rule 4)."""
+    absent from the later one (seed 000 rule 4; `producers`: `history.producer_summary`)."""
     pairs = previous_dumps(logs)
-    producers = _producers_of(history)
+    producers = producers.select("log_key", "producer_id", "retained_last_offset")
     earlier = pairs.join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
@@ -179,8 +174,12 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         "ack_producer_epoch",
         "ack_sequence",
     )
+    # Only logs some ack names are read.
+    acked = targets.join(
+        ack_rows.select("topic", "partition").distinct(), ["topic", "partition"], "left_semi"
+    )
     data = with_log_key(batches.where(~F.col("is_control"))).join(
-        F.broadcast(targets.select("log_key")), "log_key", "inner"
+        F.broadcast(acked.select("log_key")), "log_key", "inner"
     )
     events_batches = data.select(
         "log_key",

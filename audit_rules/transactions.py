@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import coordinator_epoch_before
 from audit_rules.profile import Profile
+from audit_rules.retention import latest_snapshot_entries
 
 
 def hanging_transactions(history: DataFrame, profile: Profile) -> DataFrame:
@@ -53,6 +54,64 @@ def hanging_transactions(history: DataFrame, profile: Profile) -> DataFrame:
     )
 
 
+def hanging_transactions_in_snapshots(
+    producers: DataFrame, snapshots: DataFrame, logs: DataFrame, profile: Profile
+) -> DataFrame:
+    """HANGING_TRANSACTION from the newest producer snapshot (§4.2, §5.8): a producer whose
+    `currentTxnFirstOffset` is set there, with no marker of its own after that offset in the log, no
+    transactional data from that offset on (else `hanging_transactions` judges it from the data), and
+    idle for longer than transaction.max.timeout.ms at the log's last timestamp (its capture time when
+    no batch is left; `producers`: `history.producer_summary`). This is the transaction whose data
+    retention or loss has taken away."""
+    entries = latest_snapshot_entries(snapshots).where(F.col("current_txn_first_offset") >= 0)
+    seen = producers.select(
+        "log_key",
+        "producer_id",
+        F.col("last_marker").alias("_last_marker"),
+        F.col("last_transactional_data").alias("_last_txn_data"),
+    )
+    context = logs.select(
+        "log_key",
+        "log_start_offset",
+        F.coalesce(F.col("max_timestamp"), F.col("capture_time_ms")).alias("_now"),
+    )
+    j = entries.join(seen, ["log_key", "producer_id"], "left").join(F.broadcast(context), "log_key", "left")
+    first = F.col("current_txn_first_offset")
+    open_txn = j.where(
+        F.coalesce(F.col("_last_marker") <= first, F.lit(True))
+        & F.coalesce(F.col("_last_txn_data") < first, F.lit(True))
+        & ((F.col("_now") - F.col("timestamp")) > profile.transaction_max_timeout_ms)
+    )
+    where = F.when(
+        first < F.col("log_start_offset"), F.lit("below the log start offset, deleted by retention")
+    ).otherwise(F.lit("missing from the log although at or above the log start offset"))
+    return to_findings(
+        open_txn,
+        "HANGING_TRANSACTION",
+        fmt(
+            "The producer snapshot at offset %s holds producer %s epoch %s with a transaction open since "
+            "offset %s, idle %s ms before the partition's last timestamp (transaction.max.timeout.ms = %s), "
+            "and no marker closes it; its data is %s (log start %s): read_committed consumers are stuck at "
+            "offset %s.",
+            "snapshot_offset",
+            "producer_id",
+            "producer_epoch",
+            first,
+            F.col("_now") - F.col("timestamp"),
+            F.lit(profile.transaction_max_timeout_ms),
+            where,
+            "log_start_offset",
+            first,
+        ),
+        evidence=F.concat_ws("@", F.col("file"), F.col("snapshot_offset").cast("string")),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset=first,
+        last_sequence="last_sequence",
+        related_offset="snapshot_offset",
+    )
+
+
 def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
     """COORDINATOR_EPOCH_REGRESSION: a marker's coordinator epoch below an earlier marker's for the same pid
     (KAFKA-9144)."""
@@ -87,17 +146,9 @@ def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
 def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataFrame) -> DataFrame:
     """INDEX_MISMATCH (TransactionIndex): ABORT markers closing a transaction and `.txnindex` entries must
     match one to one."""
-    w_first = history.where(F.col("ok"))
     # The first offset of the transaction an ABORT closes: the first transactional data batch after the
-    # pid's previous marker.
-    from pyspark.sql import Window
-
-    pid = Window.partitionBy("log_key", "producer_id").orderBy("base_offset")
-    marked = w_first.withColumn(
-        "_txn",
-        F.sum(F.when(F.col("is_control"), 1).otherwise(0)).over(pid)
-        - F.when(F.col("is_control"), 1).otherwise(0),
-    )
+    # pid's previous marker (`markers_before` numbers the pid's transactions in offset order).
+    marked = history.where(F.col("ok")).withColumn("_txn", F.col("markers_before"))
     firsts = (
         marked.where(F.col("is_transactional") & ~F.col("is_control"))
         .groupBy("log_key", "producer_id", "_txn")

@@ -30,14 +30,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import REPO, git_revision, write_report
+from bench.common import GB, MB, REPO, git_revision, parse_size, size_label, write_report
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 RESULTS_PATH = REPO / "bench" / "results" / "audit-latest.json"
-MB = 1_000_000
-GB = 1000 * MB
 # Bump when the rows a (case, size) produces change, so cached tables are regenerated.
 GENERATOR_VERSION = 1
 
@@ -83,19 +81,6 @@ QUICK_SIZES = ("8M",)
 TARGET_ROWS_S = 200_000
 TARGET_LINEAR = 0.15
 TARGET_SKEW = 1.5
-
-
-def parse_size(text: str) -> int:
-    """`64M`, `1G`, `4G`: decimal (10^6, 10^9), so time per GB reads directly."""
-    text = text.strip().upper()
-    units = {"K": 1000, "M": MB, "G": GB}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
-
-
-def size_label(n: int) -> str:
-    return f"{n / GB:g} GB" if n >= GB else f"{n / MB:g} MB"
 
 
 def cache_root() -> Path:
@@ -532,9 +517,10 @@ def error_line(exc: BaseException) -> str:
 def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement (in a fresh process): start Spark, then time `run_audit` over `spec["output"]`."""
     t0 = time.perf_counter()
-    from jobs.spark_session import get_spark
+    from jobs.spark_session import get_spark, job_local_conf
 
-    spark = get_spark("bench-audit", extra_conf=spec.get("conf") or None)
+    # The session `replay-audit audit` would start, with the bench's overrides.
+    spark = get_spark("bench-audit", extra_conf={**job_local_conf(), **(spec.get("conf") or {})})
     start_s = time.perf_counter() - t0
 
     import jobs.audit as job
@@ -549,7 +535,18 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         _rule_recorder(recorded)
 
     def materialize(df: DataFrame) -> DataFrame:
-        name = "history (window sorts)" if "in_stream" in df.columns else "log bounds"
+        cols = set(df.columns)
+        name = (
+            "irregular streams (copies, holes)"
+            if "copy_index" in cols and "irregular" not in cols
+            else "history (window sorts)"
+            if "in_stream" in cols
+            else "irregular stream keys"
+            if cols == {"log_key", "producer_id", "producer_epoch"}
+            else "producer summary"
+            if "retained_last_offset" in cols
+            else "log bounds"
+        )
         with clock.phase(name):
             out = local_checkpoint(df)
         if spec["profile"]:
@@ -859,8 +856,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--driver-memory",
-        help="spark.driver.memory of the measured sessions (local mode: the one JVM); default: the "
-        "session factory's (Spark's 1g)",
+        help="spark.driver.memory of the measured sessions (local mode: the one JVM); default: "
+        "`replay-audit audit`'s (jobs.spark_session.job_local_conf)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs per line, the fastest counts (default 1)")
     parser.add_argument(
@@ -897,7 +894,7 @@ def main(argv: list[str] | None = None) -> int:
         f"data: {BATCH_BYTES}-byte one-record batches ({ROWS_PER_GB:,} batch rows per GB of segments), "
         f"{PARTITIONS} partitions, {producers} producers; skewed: producer {HOT_PRODUCER_ID} holds "
         f"{HOT_SHARE:.0%} of the batches ({HOT_IN_PARTITION[0]}/{HOT_IN_PARTITION[1]} of partition 0); "
-        f"session: jobs.spark_session local[2] conf{' + ' + str(conf) if conf else ''}",
+        f"session: local[2], replay-audit audit's job conf{' + ' + str(conf) if conf else ''}",
         flush=True,
     )
     layouts = [make_layout(case, size, producers) for size in sizes for case in cases]

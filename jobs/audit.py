@@ -119,13 +119,12 @@ def run_audit(
     tables[PARTITION_SUMMARY.name] = _overwrite(summary, PARTITION_SUMMARY.name, output, run_id, ())
     summary = spark.read.format("delta").load(tables[PARTITION_SUMMARY.name])
 
-    by_severity = {
-        r["severity"]: int(r["n"])
-        for r in findings.groupBy("severity").agg(F.count(F.lit(1)).alias("n")).collect()
-    }
-    counts = {
-        r["kind"]: int(r["n"]) for r in findings.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()
-    }
+    # One row per kind (a kind has one severity): a few dozen rows at most.
+    per_kind = findings.groupBy("kind", "severity").agg(F.count(F.lit(1)).alias("n")).collect()
+    counts = {r["kind"]: int(r["n"]) for r in per_kind}
+    by_severity: dict[str, int] = {}
+    for r in per_kind:
+        by_severity[r["severity"]] = by_severity.get(r["severity"], 0) + int(r["n"])
     status = exit_status(by_severity, fail_on)
     valid = status == 0
     report_dir = _report_dir(output)

@@ -444,24 +444,6 @@ def check_ledger(path: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Spark: one decode pass per table, replaceWhere writes
 
-# JVM options of the local session `replay-audit ingest` starts. The shared local default (C1 only,
-# serial GC) starts fastest but converts and encodes rows at about half the speed of C2, and ingest
-# moves millions of rows per GB of small batches. Plain tiered compilation costs ~13 s of CPU more at
-# start-up (C2 compiles the planner and Delta's log replay); raised C2 thresholds leave that code to
-# C1 (~5 s more than C1 alone) and still compile the per-row write path, which runs millions of times.
-INGEST_LOCAL_CONF: dict[str, str] = {
-    "spark.driver.extraJavaOptions": " ".join(
-        (
-            "-XX:+UseParallelGC",
-            "-XX:ReservedCodeCacheSize=256m",
-            "-XX:Tier4InvocationThreshold=100000",
-            "-XX:Tier4MinInvocationThreshold=60000",
-            "-XX:Tier4CompileThreshold=120000",
-            "-XX:Tier4BackEdgeThreshold=400000",
-        )
-    ),
-}
-
 # Session confs for the ingest's writes, restored afterwards.
 WRITE_SESSION_CONF: dict[str, str] = {
     # Rows go to an open Parquet writer per table partition instead of being sorted by
@@ -728,7 +710,7 @@ def parse_size(text: str) -> int:
 
 def run_cli(args: Any) -> int:
     """`replay-audit ingest`: exit 0 when the tables were written (corrupt data is quarantined)."""
-    from jobs.spark_session import get_spark
+    from jobs.spark_session import get_spark, job_local_conf
 
     options = IngestOptions(
         inputs=[LabeledPath.parse(p) for p in args.input],
@@ -740,7 +722,7 @@ def run_cli(args: Any) -> int:
     # Usage errors before the JVM starts: a wrong path costs no Spark start-up.
     plan = plan_ingest(options)
     _check_output(options.output)
-    result = run_ingest(get_spark("replay-audit ingest", INGEST_LOCAL_CONF), options, plan=plan)
+    result = run_ingest(get_spark("replay-audit ingest", job_local_conf()), options, plan=plan)
     for name, path in result.tables.items():
         print(f"{name}\t{path}")
     return 0

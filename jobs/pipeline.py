@@ -13,7 +13,7 @@ def run_cli(args: Any) -> int:
     """Parse the audit options, run the stages, print where the results are; exit 0, 1 or 2."""
     from jobs.audit import run_audit
     from jobs.profiles import load_profile
-    from jobs.spark_session import get_spark
+    from jobs.spark_session import get_spark, job_local_conf
 
     profile = load_profile(
         args.profile, args.config, app_producer=args.app_producer, app_sequence=args.app_sequence
@@ -39,10 +39,10 @@ def run_cli(args: Any) -> int:
         )
         plan = plan_ingest(options)
         _check_output(options.output)
-        spark = get_spark("replay-audit run")
+        spark = get_spark("replay-audit run", job_local_conf())
         run_ingest(spark, options, plan=plan)
     else:
-        spark = get_spark("replay-audit audit")
+        spark = get_spark("replay-audit audit", job_local_conf())
     result = run_audit(spark, args.output, profile, fail_on=fail_on, command=args.command, gx=not args.no_gx)
     for name, path in result.tables.items():
         print(f"{name}\t{path}")

@@ -6,6 +6,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import crc32c as crc32c_package
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
@@ -69,3 +70,17 @@ def build_legacy(
 
 def segment(*entries: bytes) -> bytes:
     return b"".join(entries)
+
+
+# ProducerSnapshot.json version 1 (formats §4.1): producerId, epoch, lastSequence, lastOffset,
+# offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset; CRC by the `crc32c` PyPI package.
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+def producer_snapshot(
+    entries: Sequence[tuple[int, ...]], *, version: int = 1, crc: int | None = None
+) -> bytes:
+    """A `<offset>.snapshot` file holding `entries` (fields in SNAPSHOT_ENTRY order)."""
+    body = struct.pack(">i", len(entries)) + b"".join(SNAPSHOT_ENTRY.pack(*entry) for entry in entries)
+    stored = crc32c_package.crc32c(body) if crc is None else crc
+    return struct.pack(">hI", version, stored) + body

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.faults import apply_fault
-from tests.builders import V2Batch, build_v2, segment
+from kafka_harness.scenarios import TRANSACTIONAL_TOPIC
+from tests.builders import V2Batch, build_v2, producer_snapshot, segment
 
 
 def write_partition(root: Path, batches: list[V2Batch], name: str = "orders-0") -> Path:
@@ -184,3 +186,110 @@ def test_a_producer_deleted_by_retention_between_dumps_is_retention_not_loss(
     ]
     assert unknown == [("UNKNOWN_PRODUCER_RETENTION", "tuesday", 2, 1)]
     assert kinds(found) == []
+
+
+def test_records_resent_under_a_new_producer_id_are_duplicates_by_content(spark: Any, tmp_path: Path) -> None:
+    """Pre-KIP-360 clients reset their idempotent session under a new producer id and re-send the
+    in-flight batches. Only the hand-over shape counts: the old pid stopped before the new one began,
+    and the new pid's first batch is a copy."""
+    dump = tmp_path / "dump"
+    # orders-0: pid 7 wrote v1..v5; pid 8 opens with v4, v5 again, then v6.
+    write_partition(
+        tmp_path,
+        batches_of(7, 0, [b"v1", b"v2", b"v3", b"v4", b"v5"], start_offset=0, start_seq=0)
+        + batches_of(8, 0, [b"v4", b"v5", b"v6"], start_offset=5, start_seq=0),
+    )
+    # orders-1: the same payload from two producers writing at the same time is no re-send.
+    write_partition(
+        tmp_path,
+        batches_of(7, 0, [b"v1", b"v2"], start_offset=0, start_seq=0)
+        + batches_of(8, 0, [b"v1"], start_offset=2, start_seq=0)
+        + batches_of(7, 0, [b"v3"], start_offset=3, start_seq=2),
+        name="orders-1",
+    )
+    # orders-2: pid 8 opens with a record of its own: no re-send either.
+    write_partition(
+        tmp_path,
+        batches_of(7, 0, [b"v1", b"v2", b"v3"], start_offset=0, start_seq=0)
+        + batches_of(8, 0, [b"w1", b"v3"], start_offset=3, start_seq=0),
+        name="orders-2",
+    )
+    found = audit_dir(spark, dump, tmp_path / "out", records=True)
+    dups = [f for f in found if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"]
+    assert sorted(
+        (f["partition"], f["producer_id"], f["first_offset"], f["related_offset"]) for f in dups
+    ) == [(0, 8, 5, 3), (0, 8, 6, 4)]
+    assert all("producer 7" in f["message"] for f in dups), dups
+    assert kinds(found) == [("DUPLICATE_RECORDS_NEW_EPOCH", 5), ("DUPLICATE_RECORDS_NEW_EPOCH", 6)]
+
+
+T0 = 1_700_000_000_000
+HOUR_MS = 3_600_000
+
+
+def snapshot_partition(root: Path, name: str, log: list[V2Batch], entries: list[tuple[int, ...]]) -> None:
+    """A partition whose first live segment starts at 20 (retention took 0-19), with a snapshot there."""
+    part = root / "dump" / name
+    part.mkdir(parents=True)
+    (part / "00000000000000000020.log").write_bytes(segment(*[build_v2(b) for b in log]))
+    (part / "00000000000000000020.snapshot").write_bytes(producer_snapshot(entries))
+
+
+def test_a_transaction_left_open_in_the_snapshot_whose_data_is_gone_is_hanging(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The newest snapshot says producer 11 opened a transaction at offset 15; retention deleted 0-19
+    and no marker follows. Only the snapshot still knows the transaction (KIP-664's hanging
+    transaction, invisible in the data)."""
+    live = [
+        V2Batch(base_offset=20 + i, producer_id=3, producer_epoch=0, base_sequence=i, base_timestamp=T0 + i)
+        for i in range(3)
+    ]
+    # (pid, epoch, lastSeq, lastOffset, offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset)
+    hanging = (11, 2, 4, 17, 0, T0 - 2 * HOUR_MS, 0, 15)
+    snapshot_partition(tmp_path, "orders-0", live, [hanging])
+    # Idle for a minute only: the coordinator may still close it.
+    snapshot_partition(tmp_path, "orders-1", live, [(11, 2, 4, 17, 0, T0 - 60_000, 0, 15)])
+    # Its transaction goes on in the retained log: the data rule judges it (recent: nothing).
+    resumed = V2Batch(
+        base_offset=23,
+        producer_id=11,
+        producer_epoch=2,
+        base_sequence=5,
+        transactional=True,
+        base_timestamp=T0 + 3,
+    )
+    snapshot_partition(tmp_path, "orders-2", [*live, resumed], [hanging])
+    found = audit_dir(spark, tmp_path / "dump", tmp_path / "out")
+    (finding,) = [f for f in found if f["kind"] == "HANGING_TRANSACTION"]
+    assert (finding["partition"], finding["producer_id"], finding["producer_epoch"]) == (0, 11, 2)
+    assert (finding["first_offset"], finding["related_offset"]) == (15, 20)
+    assert "below the log start offset" in finding["message"], finding["message"]
+    assert kinds(found) == [("HANGING_TRANSACTION", 15)]
+
+
+ABORTED_TXN = struct.Struct(">hqqqq")  # TransactionIndex entry: version, pid, first, last, LSO (formats §3.5)
+
+
+def test_txnindex_entries_must_match_the_abort_markers_one_to_one(
+    spark: Any, broker_dump: Any, tmp_path: Path
+) -> None:
+    """A real broker partition with aborted transactions: one entry dropped from its `.txnindex` and
+    one added that no ABORT marker closes; each is an INDEX_MISMATCH."""
+    name = f"{TRANSACTIONAL_TOPIC.name}-0"
+    part = tmp_path / "dump" / name
+    shutil.copytree(broker_dump.log_dir / name, part)
+    index = next(p for p in sorted(part.glob("*.txnindex")) if p.stat().st_size >= ABORTED_TXN.size)
+    raw = index.read_bytes()
+    entries = [ABORTED_TXN.unpack_from(raw, at) for at in range(0, len(raw), ABORTED_TXN.size)]
+    dropped, kept = entries[0], entries[1:]
+    stray = (0, dropped[1], 1_000_000, 1_000_005, 1_000_006)
+    index.write_bytes(b"".join(ABORTED_TXN.pack(*e) for e in [*kept, stray]))
+    found = audit_dir(spark, tmp_path / "dump", tmp_path / "out")
+    mismatches = sorted(
+        (f["producer_id"], f["first_offset"], f["last_offset"])
+        for f in found
+        if f["kind"] == "INDEX_MISMATCH"
+    )
+    assert mismatches == sorted([dropped[1:4], stray[1:4]])
+    assert {f["kind"] for f in found if Severity.parse(f["severity"]) > Severity.INFO} == {"INDEX_MISMATCH"}

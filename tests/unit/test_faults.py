@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
@@ -36,7 +35,7 @@ from kafka_log_decoder.errors import DecodeError
 from kafka_log_decoder.index_files import read_offset_index, read_time_index, read_txn_index
 from kafka_log_decoder.rows import BatchHeader, IndexEntry, TimeIndexEntry, TxnIndexEntry
 from kafka_log_decoder.segment import read_log_segment
-from tests.builders import V2Batch, build_v2
+from tests.builders import V2Batch, build_v2, producer_snapshot
 from tests.reference_replay import reference_findings
 
 TOPIC, PARTITION = "orders", 0
@@ -123,12 +122,6 @@ def _marker(spec: Spec, offset: int, timestamp: int, leader_epoch: int) -> bytes
     return bytes(raw)
 
 
-def _snapshot(entries: list[tuple[int, ...]]) -> bytes:
-    """A ProducerSnapshot version 1 file (formats §4.1) with the `crc32c` package's CRC."""
-    body = struct.pack(">i", len(entries)) + b"".join(struct.pack(">qhiqiqiq", *e) for e in entries)
-    return struct.pack(">hI", 1, crc32c.crc32c(body)) + body
-
-
 def write_source(log_dir: Path) -> Path:
     """Write the synthetic log directory; returns its partition directory `orders-0`."""
     partition_dir = log_dir / f"{TOPIC}-{PARTITION}"
@@ -171,7 +164,7 @@ def write_source(log_dir: Path) -> Path:
     # Snapshots at the second segment's base and at the log end (clean shutdown); contents plausible.
     for at in (bases[1], end):
         entry = (IDEMPOTENT, 0, 0, at - 1, 0, T0, -1, -1)
-        (partition_dir / f"{at:020d}.snapshot").write_bytes(_snapshot([entry]))
+        (partition_dir / f"{at:020d}.snapshot").write_bytes(producer_snapshot([entry]))
     (partition_dir / "leader-epoch-checkpoint").write_text(f"0\n2\n0 0\n1 {bases[1]}\n")
     (partition_dir / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ")
     for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):

@@ -7,7 +7,6 @@ import re
 import shutil
 import struct
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 
 import crc32c as crc32c_package
@@ -20,6 +19,7 @@ from kafka_log_decoder.errors import CorruptionKind, NotAKafkaArtifact
 from kafka_log_decoder.native import crc32c
 from kafka_log_decoder.producer_snapshot import decode_producer_snapshot, read_producer_snapshot
 from kafka_log_decoder.rows import SnapshotEntry
+from tests.builders import SNAPSHOT_ENTRY, producer_snapshot
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
 CODECRAFTERS = REAL / "codecrafters-kraft-3x"
@@ -31,14 +31,9 @@ ALL_REAL_SNAPSHOTS = sorted(REAL.glob("*/*/*.snapshot"))
 EMPTY_REAL_SNAPSHOTS = [path for path in ALL_REAL_SNAPSHOTS if path.stat().st_size == 10]
 
 # An independent encoder of ProducerSnapshot.json v1 (the crc32c PyPI package, not our checksums module).
-ENTRY = struct.Struct(">qhiqiqiq")
+encode_snapshot = producer_snapshot
+ENTRY = SNAPSHOT_ENTRY
 NAME = "00000000000000000120.snapshot"
-
-
-def encode_snapshot(entries: Sequence[tuple[int, ...]], *, version: int = 1, crc: int | None = None) -> bytes:
-    body = struct.pack(">i", len(entries)) + b"".join(ENTRY.pack(*entry) for entry in entries)
-    stored = crc32c_package.crc32c(body) if crc is None else crc
-    return struct.pack(">hI", version, stored) + body
 
 
 def fields(entry: SnapshotEntry) -> tuple[int, ...]:
