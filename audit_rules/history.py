@@ -109,6 +109,7 @@ def build_history(batches: DataFrame) -> DataFrame:
                     F.struct(
                         epoch.alias("e"),
                         F.col("base_offset").alias("o"),
+                        F.col("base_sequence").alias("b"),
                         F.col("last_sequence").alias("l"),
                         F.col("max_timestamp").alias("t"),
                     ),
@@ -116,6 +117,7 @@ def build_history(batches: DataFrame) -> DataFrame:
                 ignorenulls=True,
             ).over(before),
             "_n": F.count(F.when(in_stream, F.lit(1))).over(upto),
+            "_S": F.sum(F.when(in_stream, _spans(F.col("base_sequence"), F.col("last_sequence")))).over(upto),
         }
     )
     same = in_stream & F.coalesce(F.col("_p.e") == epoch, F.lit(False))
@@ -136,50 +138,46 @@ def build_history(batches: DataFrame) -> DataFrame:
         .when(step > HALF_RANGE, -1)
         .otherwise(0)
     )
-    spans = F.when(F.col("last_sequence") < F.col("base_sequence"), 1).otherwise(0)
-    b = b.withColumns({"_jump": F.when(in_stream, jump), "_spans": F.when(in_stream, spans)})
-    b = b.withColumns({"_J": F.sum("_jump").over(upto), "_S": F.sum("_spans").over(upto)})
+    b = b.withColumn("_jump", F.when(in_stream, jump))
     # The running values where the row's epoch stream began (its latest first batch).
     b = b.withColumns(
         {
+            "_J": F.sum("_jump").over(upto),
             "_n0": F.last(F.when(F.col("_first"), F.col("_n") - 1), ignorenulls=True).over(upto),
-            "_J0": F.last(F.when(F.col("_first"), F.col("_J") - F.col("_jump")), ignorenulls=True).over(upto),
-            "_S0": F.last(F.when(F.col("_first"), F.col("_S") - F.col("_spans")), ignorenulls=True).over(
-                upto
-            ),
+            "_S0": F.last(
+                F.when(F.col("_first"), F.col("_S") - _spans(F.col("base_sequence"), F.col("last_sequence"))),
+                ignorenulls=True,
+            ).over(upto),
         }
     )
-    laps = (F.col("_J") - F.col("_J0")) + (F.col("_S") - F.col("_spans") - F.col("_S0"))
+    b = b.withColumn("_J0", F.last(F.when(F.col("_first"), F.col("_J")), ignorenulls=True).over(upto))
+    spans = _spans(F.col("base_sequence"), F.col("last_sequence"))
+    laps = (F.col("_J") - F.col("_J0")) + (F.col("_S") - spans - F.col("_S0"))
+    # The previous stream batch's laps, from the running sums less this row's (and its own spans).
+    prev_laps = (F.col("_J") - F.col("_jump") - F.col("_J0")) + (
+        F.col("_S") - spans - _spans(F.col("_p.b"), F.col("_p.l")) - F.col("_S0")
+    )
+    prev_last = (
+        F.col("_p.b").cast("long")
+        + prev_laps * F.lit(SEQUENCE_MODULUS)
+        + F.pmod(F.col("_p.l").cast("long") - F.col("_p.b"), F.lit(SEQUENCE_MODULUS))
+    )
     b = b.withColumns(
         {
             "stream_index": F.when(in_stream, F.col("_n") - F.col("_n0")).cast("int"),
             "base_sequence_unwrapped": F.when(
                 in_stream, F.col("base_sequence") + laps * F.lit(SEQUENCE_MODULUS)
             ),
-        }
-    )
-    b = b.withColumn(
-        "last_sequence_unwrapped",
-        F.col("base_sequence_unwrapped")
-        + F.pmod(F.col("last_sequence").cast("long") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS)),
-    )
-    # The previous stream batch's last sequence, and the highest one of the stream so far (max of
-    # (epoch, last): the epoch part is ours unless this batch opens the stream).
-    b = b.withColumns(
-        {
-            "_pl": F.last(F.when(in_stream, F.col("last_sequence_unwrapped")), ignorenulls=True).over(before),
-            "_hi": F.max(
-                F.when(in_stream, F.struct(epoch.alias("e"), F.col("last_sequence_unwrapped").alias("l")))
-            ).over(before),
+            "prev_last_unwrapped": F.when(same, prev_last),
         }
     )
     b = b.withColumns(
         {
-            "prev_last_unwrapped": F.when(same, F.col("_pl")),
-            "_stream_high": F.when(same, F.col("_hi.l")),
+            "last_sequence_unwrapped": F.col("base_sequence_unwrapped")
+            + F.pmod(F.col("last_sequence").cast("long") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS)),
+            "expected_unwrapped": F.col("prev_last_unwrapped") + 1,
         }
     )
-    b = b.withColumn("expected_unwrapped", F.col("prev_last_unwrapped") + 1)
     first_of_producer = F.col("min_epoch_before").isNull() | (F.col("min_epoch_before") == epoch)
     transition = (
         F.when(F.col("invalid"), "INVALID")
@@ -194,13 +192,11 @@ def build_history(batches: DataFrame) -> DataFrame:
     b = b.withColumns(
         {
             "transition": transition,
-            # A batch that could repeat an earlier one, or that jumped: its stream is irregular.
+            # A batch that did not follow on from the previous one: its stream is irregular. A stream
+            # whose every batch follows on has strictly rising, disjoint ranges: no copy, no hole.
             "irregular": in_stream
             & ~F.col("_first")
-            & (
-                (F.col("base_sequence_unwrapped") <= F.col("_stream_high"))
-                | (F.col("base_sequence_unwrapped") > F.col("expected_unwrapped"))
-            ),
+            & (F.col("base_sequence_unwrapped") != F.col("expected_unwrapped")),
             "copy_index": F.lit(1),
             "first_copy_offset": F.lit(None).cast("long"),
             "first_copy_stream_index": F.lit(None).cast("int"),
@@ -219,10 +215,12 @@ def build_history(batches: DataFrame) -> DataFrame:
         "_n0",
         "_J0",
         "_S0",
-        "_pl",
-        "_hi",
-        "_stream_high",
     )
+
+
+def _spans(base: Column, last: Column) -> Column:
+    """1 for a batch whose sequences wrap inside it (last below base), else 0."""
+    return F.when(last < base, 1).otherwise(0)
 
 
 def _expected_sequence() -> Column:

@@ -7,7 +7,7 @@ offset (kafka-formats-and-rules §3.6, §5.7); it separates retention (below) fr
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.profile import Profile
@@ -45,43 +45,62 @@ def log_bounds(
     batches: DataFrame, files: DataFrame, partition_state: DataFrame, profile: Profile
 ) -> DataFrame:
     """One row per log: log_start_offset (+ source), log_end_offset, high_watermark, capture time, counts
-    (the producer count comes from the history: `pipeline.partition_summary`)."""
-    stats = batches.groupBy(*LOG_KEY).agg(
-        F.min("base_offset").alias("first_batch_offset"),
-        (F.max("last_offset") + 1).alias("log_end_offset"),
+    (the producer count comes from the history: `pipeline.partition_summary`).
+
+    The facts of the three tables are unioned and aggregated once per log: one shuffle, where a join
+    per table would cost two each.
+    """
+    nothing = F.lit(None)
+    measures = {
+        "first_batch_offset": F.min,
+        "log_end_offset": F.max,
+        "max_timestamp": F.max,
+        "batches": F.sum,
+        "records": F.sum,
+        "bytes": F.sum,
+        "first_segment_offset": F.min,
+        "mtime_ms": F.max,
+        "checkpoint_log_start": F.max,
+        "high_watermark": F.max,
+    }
+
+    def facts(df: DataFrame, **values: Column) -> DataFrame:
+        return df.select(*LOG_KEY, *[values.get(name, nothing).cast("long").alias(name) for name in measures])
+
+    from_batches = facts(
+        batches,
+        first_batch_offset=F.col("base_offset"),
+        log_end_offset=F.col("last_offset") + 1,
         # A corrupt batch's timestamp cannot be trusted.
-        F.max(F.when(F.col("crc_valid"), F.col("max_timestamp"))).alias("max_timestamp"),
-        F.count(F.lit(1)).alias("batches"),
-        F.sum(F.when(F.col("magic") >= 2, F.col("count")).otherwise(1)).cast("long").alias("records"),
-        F.sum("size_bytes").cast("long").alias("bytes"),
+        max_timestamp=F.when(F.col("crc_valid"), F.col("max_timestamp")),
+        batches=F.lit(1),
+        records=F.when(F.col("magic") >= 2, F.col("count")).otherwise(1),
+        bytes=F.col("size_bytes"),
     )
-    segments = (
-        files.where((F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull())
+    from_files = facts(
+        files,
+        first_segment_offset=F.when(
+            (F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull(), F.col("base_offset")
+        ),
+        # The capture time of a (dump, replica): its newest file, in or outside a partition.
+        mtime_ms=F.col("mtime_ms"),
+    )
+    from_state = facts(
+        partition_state,
+        checkpoint_log_start=F.when(F.col("state") == "log_start_offset", F.col("offset")),
+        high_watermark=F.when(F.col("state") == "high_watermark", F.col("offset")),
+    )
+    per_log = (
+        from_batches.unionByName(from_files)
+        .unionByName(from_state)
         .groupBy(*LOG_KEY)
-        .agg(F.min("base_offset").alias("first_segment_offset"))
+        .agg(*[agg(name).alias(name) for name, agg in measures.items()])
     )
-    state = (
-        partition_state.where(F.col("state").isin("log_start_offset", "high_watermark"))
-        .groupBy(*LOG_KEY)
-        .agg(
-            F.max(F.when(F.col("state") == "log_start_offset", F.col("offset"))).alias(
-                "checkpoint_log_start"
-            ),
-            F.max(F.when(F.col("state") == "high_watermark", F.col("offset"))).alias("high_watermark"),
-        )
+    capture = Window.partitionBy("dump_id", "replica")
+    logs = per_log.withColumn("capture_time_ms", F.max("mtime_ms").over(capture)).where(
+        F.col("topic").isNotNull()
+        & (F.col("batches").isNotNull() | F.col("first_segment_offset").isNotNull())
     )
-    captures = files.groupBy("dump_id", "replica").agg(F.max("mtime_ms").alias("capture_time_ms"))
-    keys = stats.select(*LOG_KEY).unionByName(segments.select(*LOG_KEY)).distinct()
-    logs = keys
-    for part in (stats, segments, state):
-        logs = _left(logs, part)
-    logs = logs.join(
-        captures.withColumn(
-            "_c", F.concat_ws("\u0001", "dump_id", F.coalesce("replica", F.lit("\u0000")))
-        ).drop("dump_id", "replica"),
-        F.concat_ws("\u0001", logs.dump_id, F.coalesce(logs.replica, F.lit("\u0000"))) == F.col("_c"),
-        "left",
-    ).drop("_c")
     start = F.greatest(F.col("checkpoint_log_start"), F.col("first_segment_offset"))
     return logs.select(
         *LOG_KEY,
@@ -103,12 +122,6 @@ def log_bounds(
         F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),
         compacted(profile, F.col("topic")).alias("compacted"),
     ).withColumn("log_key", log_key())
-
-
-def _left(left: DataFrame, right: DataFrame) -> DataFrame:
-    """Left join on the log key (null-safe), keeping the left key columns."""
-    r = right.withColumn("_rk", log_key()).drop(*LOG_KEY)
-    return left.withColumn("_lk", log_key()).join(r, F.col("_lk") == F.col("_rk"), "left").drop("_lk", "_rk")
 
 
 def join_log(df: DataFrame, logs: DataFrame, *columns: str | Column) -> DataFrame:

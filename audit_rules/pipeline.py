@@ -152,17 +152,32 @@ def audit(
         epochs.epoch_starts(history),
         duplicates.duplicate_batches(irregular, profile),
         transactions.hanging_transactions(history, profile),
-        transactions.hanging_transactions_in_snapshots(producers, bronze.producer_snapshots, logs, profile),
         transactions.coordinator_epoch_regression(history),
-        transactions.txn_index_consistency(history, bronze.txn_index, bronze.files),
-        retention.snapshot_producers(producers, bronze.producer_snapshots, logs),
-        retention.producers_across_dumps(producers, logs),
-        retention.acked_records(bronze.batches, bronze.acks, logs),
-        consistency.quarantined(bronze.quarantine, bronze.batches),
         consistency.offset_overlap(bronze.batches),
-        consistency.snapshot_mismatch(history, producers, bronze.producer_snapshots, logs),
-        consistency.replica_divergence(bronze.batches, logs),
     ]
+    # Rules over optional evidence are planned only where that evidence exists: each is a few
+    # shuffles and a scan of the batches or the history even when it can find nothing. The checks
+    # read small tables (or one row of a large one).
+    if _has_rows(bronze.files.where(F.col("kind") == "txnindex")):
+        frames.append(transactions.txn_index_consistency(history, bronze.txn_index, bronze.files))
+    if _has_rows(bronze.producer_snapshots):
+        frames += [
+            transactions.hanging_transactions_in_snapshots(
+                producers, bronze.producer_snapshots, logs, profile
+            ),
+            retention.snapshot_producers(producers, bronze.producer_snapshots, logs),
+            consistency.snapshot_mismatch(history, producers, bronze.producer_snapshots, logs),
+        ]
+    if _has_rows(logs.groupBy("topic", "partition").count().where(F.col("count") > 1)):
+        # Several logs of one partition: replicas, or dumps taken at different times.
+        frames += [
+            retention.producers_across_dumps(producers, logs),
+            consistency.replica_divergence(bronze.batches, logs),
+        ]
+    if _has_rows(bronze.acks):
+        frames.append(retention.acked_records(bronze.batches, bronze.acks, logs))
+    if _has_rows(bronze.quarantine):
+        frames.append(consistency.quarantined(bronze.quarantine, bronze.batches))
     if bronze.records is not None:
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
         if profile.app_sequence is not None:
@@ -170,6 +185,10 @@ def audit(
     findings = union_findings(frames)
     silver = history_table(settled_history(history, streams, irregular))
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
+
+
+def _has_rows(df: DataFrame) -> bool:
+    return not df.isEmpty()
 
 
 def partition_summary(

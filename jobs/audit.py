@@ -34,6 +34,14 @@ BRONZE_REQUIRED = (
 )
 
 
+# Columns Delta keeps min/max statistics of (set when a run creates the table): the keys of the
+# filters a reader of millions of history rows uses. The default, the first 32 columns, compares
+# every row's file path and strings while writing.
+STATS_COLUMNS: dict[str, tuple[str, ...]] = {
+    SEQUENCE_HISTORY.name: ("partition", "producer_id", "base_offset", "transition"),
+}
+
+
 @dataclass(frozen=True)
 class AuditResult:
     run_id: str
@@ -174,6 +182,8 @@ def _overwrite(df: DataFrame, name: str, output: str, run_id: str, partition_by:
         .option("overwriteSchema", "true")
         .option("userMetadata", f"replay-audit audit run {run_id}")
     )
+    if name in STATS_COLUMNS:
+        writer = writer.option("delta.dataSkippingStatsColumns", ",".join(STATS_COLUMNS[name]))
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path)

@@ -280,7 +280,8 @@ SEQUENCE_HISTORY = TableSpec(
             # The producer's previous batch or marker in offset order (null for its first).
             _f("prev_offset", LongType()),
             _f("prev_producer_epoch", ShortType()),
-            # Sequences unwrapped across the 2^31 wrap within an epoch (null for markers).
+            # Sequences unwrapped across the 2^31 wrap within the epoch stream (null outside it:
+            # markers, invalid ranges, lower-epoch batches).
             _f("base_sequence_unwrapped", LongType()),
             _f("last_sequence_unwrapped", LongType()),
             # The broker's next expected sequence for this batch (null where nothing is expected).
