@@ -30,7 +30,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import GB, MB, REPO, git_revision, parse_size, size_label, write_report
+from bench.common import (
+    GB,
+    MB,
+    REPO,
+    format_targets,
+    git_revision,
+    parse_size,
+    size_label,
+    target,
+    write_report,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -738,7 +748,7 @@ def evaluate_targets(results: list[Result]) -> list[dict[str, Any]]:
     targets: list[dict[str, Any]] = []
 
     def add(name: str, passed: bool | None, measured: str) -> None:
-        targets.append({"name": name, "passed": passed, "measured": measured})
+        targets.append(target(name, passed, measured))
 
     name = f">= {TARGET_ROWS_S:,} batch rows/s (history + all rules)"
     if results:
@@ -948,9 +958,7 @@ def main(argv: list[str] | None = None) -> int:
         if p["error"]:
             print(f"  the profiled run FAILED {p['error']}")
     print(f"\n== targets (local[{cpus}], session start excluded)")
-    for t in targets:
-        verdict = {True: "PASS", False: "MISS", None: "n/a "}[t["passed"]]
-        print(f"{verdict}  {t['name']:<62} {t['measured']}")
+    print(format_targets(targets, 62))
     elapsed = time.perf_counter() - started
     print(
         f"\nGB = 10^9 bytes of segments ({ROWS_PER_GB:,} {BATCH_BYTES}-byte batches); audit s = "

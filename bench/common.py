@@ -37,6 +37,17 @@ def size_label(n: int) -> str:
     return f"{n / GB:g} GB" if n >= GB else f"{n / MB:g} MB"
 
 
+def target(name: str, passed: bool | None, measured: str) -> dict[str, Any]:
+    """One target of an issue: its name, PASS (True), MISS (False) or n/a (None), and the figure."""
+    return {"name": name, "passed": passed, "measured": measured}
+
+
+def format_targets(targets: list[dict[str, Any]], width: int) -> str:
+    """`PASS  <name>  <figure>` lines, one per target."""
+    verdicts = {True: "PASS", False: "MISS", None: "n/a "}
+    return "\n".join(f"{verdicts[t['passed']]}  {t['name']:<{width}} {t['measured']}" for t in targets)
+
+
 def replay_audit_cmd() -> tuple[list[str], str]:
     """The `replay-audit` console script of this venv (or `python -m jobs.cli`), and how to show it."""
     script = Path(sys.executable).with_name("replay-audit")

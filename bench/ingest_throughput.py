@@ -25,7 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen
-from bench.common import GB, MB, REPO, parse_size, replay_audit_cmd, size_label, write_report
+from bench.common import (
+    GB,
+    MB,
+    REPO,
+    format_targets,
+    parse_size,
+    replay_audit_cmd,
+    size_label,
+    target,
+    write_report,
+)
 
 RESULTS_PATH = REPO / "bench" / "results" / "ingest-latest.json"
 MIB = 1 << 20
@@ -335,7 +345,7 @@ def evaluate_targets(results: list[Result]) -> list[dict[str, Any]]:
     targets: list[dict[str, Any]] = []
 
     def add(name: str, passed: bool | None, measured: str) -> None:
-        targets.append({"name": name, "passed": passed, "measured": measured})
+        targets.append(target(name, passed, measured))
 
     for shape, name, need, value, unit in (
         ("1-record", f"1-record >= {TARGET_ROWS_S:,} batch rows/s", TARGET_ROWS_S, "rows_s", "rows/s"),
@@ -446,9 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = evaluate_targets(results)
     print(format_table(results))
     print("\n== targets (local[2], start excluded)")
-    for t in targets:
-        verdict = {True: "PASS", False: "MISS", None: "n/a "}[t["passed"]]
-        print(f"{verdict}  {t['name']:<58} {t['measured']}")
+    print(format_targets(targets, 58))
     elapsed = time.perf_counter() - started
     print(
         f"\nMB/GB = 10^6/10^9 bytes of segment; ingest s = wall s - {start_s:.1f} s start cost; rows = "
