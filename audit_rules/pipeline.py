@@ -151,7 +151,7 @@ def audit(
         epochs.epoch_regression(history),
         epochs.epoch_starts(history),
         duplicates.duplicate_batches(irregular, profile),
-        transactions.hanging_transactions(history, profile),
+        transactions.hanging_transactions(history, producers, profile),
         transactions.coordinator_epoch_regression(history),
         consistency.offset_overlap(bronze.batches),
     ]

@@ -11,15 +11,14 @@ from audit_rules.profile import Profile
 from audit_rules.retention import latest_snapshot_entries
 
 
-def hanging_transactions(history: DataFrame, profile: Profile) -> DataFrame:
+def hanging_transactions(history: DataFrame, producers: DataFrame, profile: Profile) -> DataFrame:
     """HANGING_TRANSACTION: transactional data with no later marker, older than transaction.max.timeout.ms at
-    the log's last timestamp."""
-    open_data = history.where(
-        F.col("is_transactional")
-        & ~F.col("is_control")
-        # Flagged batches count too: state rebuilt from the log does not validate (§5.4, §5.8).
-        & (F.col("last_marker_offset").isNull() | (F.col("base_offset") > F.col("last_marker_offset")))
+    the log's last timestamp (`producers`: `history.producer_summary`, for the producer's last marker)."""
+    data = history.where(F.col("is_transactional") & ~F.col("is_control")).join(
+        producers.select("log_key", "producer_id", "last_marker"), ["log_key", "producer_id"]
     )
+    # Flagged batches count too: state rebuilt from the log does not validate (§5.4, §5.8).
+    open_data = data.where(F.col("last_marker").isNull() | (F.col("base_offset") > F.col("last_marker")))
     txns = open_data.groupBy("log_key", "dump_id", "replica", "topic", "partition", "producer_id").agg(
         F.min_by(
             F.struct("base_offset", "producer_epoch", "base_sequence", "max_timestamp"), F.col("base_offset")

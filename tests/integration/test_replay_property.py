@@ -1,7 +1,8 @@
 """The Spark audit agrees with the plain-Python reference replay (tests/reference_replay.py) on random logs.
 
 One audit costs tens of seconds of Spark planning whatever the data size, so each example audits
-many generated logs at once (one partition each; one profile and log start offset for all), and
+many generated logs at once (one partition each; one profile and log start offset for all), in Arrow
+batches of 4 rows (the replay scan's state crosses batches; the other tests see one batch), and
 shrinking is off: a failure instead prints, for each log where the two disagree, both sides next to
 each other and the log's batches. Findings are compared as multisets of their evidence.
 """
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from audit_rules.pipeline import Bronze, audit
 from audit_rules.profile import Profile
+from jobs.ingest import session_conf
 from jobs.profiles import available_profiles, load_profile
 from schemas.tables import BATCHES, QUARANTINE
 from tests.reference_replay import reference_findings
@@ -86,8 +88,10 @@ def test_spark_audit_matches_reference_replay(
     bronze = replace(
         Bronze.from_batches(batches, log_start_offset=start), quarantine=_crc_quarantine(spark, rows)
     )
-    found = audit(bronze, profile).findings.where(f"kind IN ({', '.join(repr(k) for k in IN_SCOPE)})")
-    actual = Counter(_key(r.asDict()) for r in found.collect())
+    # Arrow batches of 4 rows: the replay scan carries most producers' state from batch to batch.
+    with session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "4"}):
+        found = audit(bronze, profile).findings.where(f"kind IN ({', '.join(repr(k) for k in IN_SCOPE)})")
+        actual = Counter(_key(r.asDict()) for r in found.collect())
     expected: Counter[tuple[Any, ...]] = Counter()
     for h in histories:
         compacted = profile.is_compacted(h.topic)

@@ -1,0 +1,357 @@
+"""The producer-state scan of the history (`ProducerAppendInfo`, kafka-formats-and-rules §5.3-§5.4)
+as one streaming pass per task over Arrow batches.
+
+The rows come hash-partitioned by (log, producer id) and sorted by base offset within each task, so a
+producer's batches arrive consecutively, possibly across several Arrow batches. Every running value of
+RULES.md (the highest epoch so far, the last valid batch, the stream counters) is a segmented scan
+over one Arrow batch, vectorised with numpy, started from the values the previous Arrow batch ended
+with when the producer carries on. A task holds one Arrow batch and one row of state: a producer with
+ten million batches costs its sort and nothing more (Spark's window buffers a whole producer and
+spills it for every window pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SEQUENCE_MODULUS = 1 << 31
+HALF_RANGE = 1 << 30
+NONE = -1  # no row of the producer before
+CARRIED = -2  # the row is in an earlier Arrow batch: the carried value
+# Running maxima run over positive codes (0: nothing yet): an epoch (int16) as epoch + EPOCH_BIAS, a
+# coordinator epoch (int32) as epoch + COORD_BIAS, the lowest epoch as EPOCH_BIAS - epoch.
+EPOCH_BIAS = 1 << 15 | 1
+COORD_BIAS = (1 << 31) + 1
+
+# The columns the scan reads.
+INPUTS = (
+    "log_key",
+    "producer_id",
+    "base_offset",
+    "last_offset",
+    "base_sequence",
+    "last_sequence",
+    "producer_epoch",
+    "is_control",
+    "is_transactional",
+    "coordinator_epoch",
+    "max_timestamp",
+)
+
+# The columns it adds: (name, Spark SQL type).
+OUTPUTS = (
+    ("invalid", "boolean"),
+    ("epoch_regressed", "boolean"),
+    ("ok", "boolean"),
+    ("in_stream", "boolean"),
+    ("max_epoch_before", "int"),
+    ("regression_related_offset", "bigint"),
+    ("coord_before_epoch", "int"),
+    ("coord_before_offset", "bigint"),
+    ("prev_offset", "bigint"),
+    ("prev_producer_epoch", "smallint"),
+    ("min_epoch_before", "int"),
+    ("markers_before", "bigint"),
+    ("prev_event_timestamp", "bigint"),
+    ("prev_event_open_txn", "boolean"),
+    ("first_in_stream", "boolean"),
+    ("prev_base_offset", "bigint"),
+    ("prev_last_sequence", "int"),
+    ("prev_max_timestamp", "bigint"),
+    ("stream_index", "int"),
+    ("base_sequence_unwrapped", "bigint"),
+    ("prev_last_unwrapped", "bigint"),
+)
+
+
+@dataclass
+class _State:
+    """What a producer's rows so far leave for its next row (the scans' values at its last row)."""
+
+    key: tuple[Any, Any] | None = None
+    coord: tuple[int, int] | None = None  # code of the highest marker coordinator epoch, its first offset
+    max_epoch: tuple[int, int] | None = None  # code of the highest epoch of a valid row, its first offset
+    last_ok: dict[str, Any] | None = None
+    min_epoch: int = 0  # code of the lowest epoch of a valid row
+    markers: int = 0
+    last_stream: dict[str, Any] | None = None
+    n: int = 0  # in-stream batches
+    spans: int = 0  # in-stream batches whose sequences wrap inside them
+    jumps: int = 0  # 2^31 laps between consecutive stream batches
+    stream_start: tuple[int, int, int] | None = None  # (n, spans, jumps) before the stream's first batch
+
+
+def _segments(start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's segment number (0: the producer carried over from the previous Arrow batch, when
+    row 0 is not a start) and the index of each row's segment's first row."""
+    seg = np.cumsum(start)
+    firsts = np.concatenate(([0], np.flatnonzero(start)))
+    return seg, firsts[seg]
+
+
+def _last_upto(valid: np.ndarray, seg: np.ndarray, seg_first: np.ndarray) -> np.ndarray:
+    """Index of the last valid row up to each row within its segment; CARRIED in segment 0 before its
+    first valid row, NONE in a later segment."""
+    idx = np.where(valid, np.arange(len(valid)), -1)
+    m = np.maximum.accumulate(idx) if len(idx) else idx
+    return np.where(m >= seg_first, m, np.where(seg == 0, CARRIED, NONE))
+
+
+def _before(upto: np.ndarray, start: np.ndarray, none: Any, carried: Any) -> np.ndarray:
+    """A scan's value at the previous row of the segment: `none` at a segment's first row, `carried` at
+    row 0 when it continues a producer."""
+    out = np.empty_like(upto)
+    if len(upto):
+        out[1:] = upto[:-1]
+        out[0] = none if start[0] else carried
+        out[1:][start[1:]] = none
+    return out
+
+
+def _cumsum(x: np.ndarray, start: np.ndarray, seg: np.ndarray, init: int) -> np.ndarray:
+    """Running sum up to each row within its segment, segment 0 starting from `init`."""
+    cs = np.cumsum(x, dtype=np.int64)
+    firsts = np.flatnonzero(start)
+    base = np.empty(len(firsts) + 1, dtype=np.int64)
+    base[0] = -init
+    base[1:] = cs[firsts] - x[firsts]
+    return cs - base[seg]
+
+
+def _cummax(v: np.ndarray, seg: np.ndarray, init: int) -> np.ndarray:
+    """Running max of non-negative ints up to each row within its segment; segment 0 from `init`."""
+    shift = np.int64(1) << 40
+    keyed = seg.astype(np.int64) * shift + v
+    m = np.maximum.accumulate(keyed) - seg.astype(np.int64) * shift if len(v) else keyed
+    return np.where(seg == 0, np.maximum(m, init), m)
+
+
+def _take(values: np.ndarray, idx: np.ndarray, carried: Any) -> tuple[np.ndarray, np.ndarray]:
+    """values[idx] where idx >= 0, `carried` where CARRIED (null when None), and the null mask."""
+    out = values[np.maximum(idx, 0)] if len(values) else values.copy()
+    null = idx == NONE
+    at_carry = idx == CARRIED
+    if at_carry.any():
+        if carried is None:
+            null = null | at_carry
+        else:
+            out = np.where(at_carry, carried, out)
+    return out, null
+
+
+def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _State) -> dict[str, Any]:
+    """The scan columns of one Arrow batch (numpy arrays, with `<name>_null` masks), updating `state`
+    to the values its last producer carries into the next batch."""
+    n = len(cols["base_offset"])
+    start = key_changes
+    seg, seg_first = _segments(start)
+    carry = not start[0]
+    offset = cols["base_offset"]
+    control = cols["is_control"]
+    epoch = cols["producer_epoch"].astype(np.int64)
+    base, last = cols["base_sequence"].astype(np.int64), cols["last_sequence"].astype(np.int64)
+    out: dict[str, Any] = {}
+
+    # INVALID_SEQUENCE: a data batch's sequence range must span exactly its offset range (KIP-98).
+    invalid = ~control & (
+        (base < 0) | (np.mod(last - base, SEQUENCE_MODULUS) != cols["last_offset"] - offset)
+    )
+
+    # The highest earlier coordinator epoch of a marker and the first marker that carried it.
+    c_code = np.where(
+        control & ~cols["coordinator_epoch_null"], cols["coordinator_epoch"].astype(np.int64) + COORD_BIAS, 0
+    )
+    c_init = state.coord[0] if carry and state.coord else 0
+    c_max_before = _before(_cummax(c_code, seg, c_init), start, 0, c_init)
+    c_record = c_code > c_max_before
+    c_at = _before(_last_upto(c_record, seg, seg_first), start, NONE, CARRIED)
+    out["coord_before_epoch"] = c_max_before - COORD_BIAS
+    out["coord_before_epoch_null"] = c_max_before == 0
+    out["coord_before_offset"], out["coord_before_offset_null"] = _take(
+        offset, c_at, state.coord[1] if carry and state.coord else None
+    )
+
+    # The highest earlier epoch of a valid batch or marker, and the first row that carried it.
+    e_code = np.where(~invalid, epoch + EPOCH_BIAS, 0)
+    e_init = state.max_epoch[0] if carry and state.max_epoch else 0
+    e_max_before = _before(_cummax(e_code, seg, e_init), start, 0, e_init)
+    e_record = e_code > e_max_before
+    e_at = _before(_last_upto(e_record, seg, seg_first), start, NONE, CARRIED)
+    regressed = ~invalid & (e_max_before > 0) & (epoch + EPOCH_BIAS < e_max_before)
+    out["max_epoch_before"] = e_max_before - EPOCH_BIAS
+    out["max_epoch_before_null"] = e_max_before == 0
+    out["regression_related_offset"], out["regression_related_offset_null"] = _take(
+        offset, e_at, state.max_epoch[1] if carry and state.max_epoch else None
+    )
+    ok = ~invalid & ~regressed
+    in_stream = ok & ~control
+    out.update(invalid=invalid, epoch_regressed=regressed, ok=ok, in_stream=in_stream)
+
+    # The previous valid row (batch or marker) of the producer.
+    last_ok = state.last_ok if carry else None
+    ok_at = _before(_last_upto(ok, seg, seg_first), start, NONE, CARRIED)
+    open_txn = cols["is_transactional"] & ~control
+    for name, values, key in (
+        ("prev_offset", offset, "offset"),
+        ("prev_producer_epoch", cols["producer_epoch"], "epoch"),
+        ("prev_event_timestamp", cols["max_timestamp"], "timestamp"),
+        ("prev_event_open_txn", open_txn, "open_txn"),
+    ):
+        out[name], out[name + "_null"] = _take(values, ok_at, last_ok[key] if last_ok else None)
+    # Lowest earlier epoch of a valid row: the running max of the negated epoch.
+    m_init = state.min_epoch if carry else 0
+    m_code = np.where(ok, EPOCH_BIAS - epoch, 0)
+    m_upto = _cummax(m_code, seg, m_init)
+    m_max = _before(m_upto, start, 0, m_init)
+    out["min_epoch_before"] = EPOCH_BIAS - m_max
+    out["min_epoch_before_null"] = m_max == 0
+    markers = _cumsum((ok & control).astype(np.int64), start, seg, state.markers if carry else 0)
+    out["markers_before"] = markers - (ok & control)
+    out["markers_before_null"] = np.zeros(n, dtype=bool)
+
+    # The previous in-stream batch: the stream's previous batch when its epoch is this one.
+    last_stream = state.last_stream if carry else None
+    s_at = _before(_last_upto(in_stream, seg, seg_first), start, NONE, CARRIED)
+    p: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for key, values in (
+        ("e", epoch),
+        ("o", offset),
+        ("b", base),
+        ("l", last),
+        ("t", cols["max_timestamp"]),
+    ):
+        p[key] = _take(values, s_at, last_stream[key] if last_stream else None)
+    same = in_stream & ~p["e"][1] & (p["e"][0] == epoch)
+    first = in_stream & ~same
+    out["first_in_stream"] = first
+    for name, key in (
+        ("prev_base_offset", "o"),
+        ("prev_last_sequence", "l"),
+        ("prev_max_timestamp", "t"),
+    ):
+        out[name] = p[key][0]
+        out[name + "_null"] = ~same
+
+    # The 2^31 unwrapping of RULES.md: +1 lap where the base sequence falls more than half the range
+    # below the previous last sequence, -1 where it rises that far, +1 after a batch that wraps inside.
+    step = base - p["l"][0]
+    jump = np.where(same & (step < -HALF_RANGE), 1, np.where(same & (step > HALF_RANGE), -1, 0))
+    spans = (last < base).astype(np.int64)
+    n_run = _cumsum(in_stream.astype(np.int64), start, seg, state.n if carry else 0)
+    s_run = _cumsum(np.where(in_stream, spans, 0), start, seg, state.spans if carry else 0)
+    j_run = _cumsum(np.where(in_stream, jump, 0), start, seg, state.jumps if carry else 0)
+    # The running values before the stream's first batch (the latest first batch up to the row).
+    f_at = _last_upto(first, seg, seg_first)
+    carried_start = state.stream_start if carry else None
+    n0, _ = _take(n_run - 1, f_at, carried_start[0] if carried_start else 0)
+    s0, _ = _take(s_run - spans, f_at, carried_start[1] if carried_start else 0)
+    j0, _ = _take(j_run, f_at, carried_start[2] if carried_start else 0)
+    laps = (j_run - j0) + (s_run - spans - s0)
+    p_spans = (p["l"][0] < p["b"][0]).astype(np.int64)
+    prev_laps = (j_run - jump - j0) + (s_run - spans - p_spans - s0)
+    prev_last = p["b"][0] + prev_laps * SEQUENCE_MODULUS + np.mod(p["l"][0] - p["b"][0], SEQUENCE_MODULUS)
+    out["stream_index"] = n_run - n0
+    out["stream_index_null"] = ~in_stream
+    out["base_sequence_unwrapped"] = base + laps * SEQUENCE_MODULUS
+    out["base_sequence_unwrapped_null"] = ~in_stream
+    out["prev_last_unwrapped"] = prev_last
+    out["prev_last_unwrapped_null"] = ~same
+
+    # What the last producer of the batch carries into the next one.
+    tail = seg == seg[-1]
+    keep_prefix = not start[np.flatnonzero(tail)[0]]  # the last segment continues the carried one
+    i = n - 1
+
+    def last_where(mask: np.ndarray) -> int | None:
+        hits = np.flatnonzero(mask & tail)
+        return int(hits[-1]) if len(hits) else None
+
+    c_i = last_where(c_record)
+    state.coord = (
+        (int(c_code[c_i]), int(offset[c_i])) if c_i is not None else (state.coord if keep_prefix else None)
+    )
+    e_i = last_where(e_record)
+    state.max_epoch = (
+        (int(e_code[e_i]), int(offset[e_i]))
+        if e_i is not None
+        else (state.max_epoch if keep_prefix else None)
+    )
+    o_i = last_where(ok)
+    if o_i is not None:
+        state.last_ok = {
+            "offset": int(offset[o_i]),
+            "epoch": int(epoch[o_i]),
+            "timestamp": int(cols["max_timestamp"][o_i]),
+            "open_txn": bool(open_txn[o_i]),
+        }
+    elif not keep_prefix:
+        state.last_ok = None
+    state.min_epoch = int(m_upto[i])
+    state.markers = int(markers[i])
+    st_i = last_where(in_stream)
+    if st_i is not None:
+        state.last_stream = {
+            "e": int(epoch[st_i]),
+            "o": int(offset[st_i]),
+            "b": int(base[st_i]),
+            "l": int(last[st_i]),
+            "t": int(cols["max_timestamp"][st_i]),
+        }
+    elif not keep_prefix:
+        state.last_stream = None
+    state.n, state.spans, state.jumps = int(n_run[i]), int(s_run[i]), int(j_run[i])
+    f_i = last_where(first)
+    if f_i is not None:
+        state.stream_start = (int(n_run[f_i] - 1), int(s_run[f_i] - spans[f_i]), int(j_run[f_i]))
+    elif not keep_prefix:
+        state.stream_start = None
+    return out
+
+
+def replay_batches(batches: Iterable[Any]) -> Iterator[Any]:
+    """`mapInArrow` body: each input Arrow batch with the scan columns appended."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    state = _State()
+    types = {"boolean": pa.bool_(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16()}
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        keys = batch.column("log_key")
+        pids = batch.column("producer_id")
+        change = np.ones(batch.num_rows, dtype=bool)
+        if batch.num_rows > 1:
+            change[1:] = np.asarray(
+                pc.or_(
+                    pc.not_equal(keys.slice(1), keys.slice(0, batch.num_rows - 1)),
+                    pc.not_equal(pids.slice(1), pids.slice(0, batch.num_rows - 1)),
+                )
+            )
+        first_key = (keys[0].as_py(), pids[0].as_py())
+        change[0] = state.key != first_key
+        cols: dict[str, np.ndarray] = {}
+        for name in INPUTS[2:]:
+            column = batch.column(name)
+            if name == "coordinator_epoch":
+                cols[name + "_null"] = np.asarray(column.is_null())
+                column = column.fill_null(0)
+            cols[name] = np.asarray(column)
+        out = scan_batch(cols, change, state)
+        state.key = (keys[-1].as_py(), pids[-1].as_py())
+        arrays = list(batch.columns)
+        names = list(batch.schema.names)
+        for name, sql_type in OUTPUTS:
+            values = out[name]
+            mask = out.get(name + "_null")
+            arrow_type = types[sql_type]
+            if mask is not None and mask.any():
+                arrays.append(pa.array(np.where(mask, 0, values), type=arrow_type, mask=mask))
+            else:
+                arrays.append(pa.array(values, type=arrow_type))
+            names.append(name)
+        yield pa.RecordBatch.from_arrays(arrays, names=names)
