@@ -8,7 +8,8 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.kinds import KINDS
-from audit_rules.logs import join_log, with_log_key
+from audit_rules.logs import join_log, with_log_id, with_log_key
+from schemas.tables import LOG_KEY
 
 
 def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
@@ -102,15 +103,26 @@ def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     )
 
 
-def offset_overlap(batches: DataFrame) -> DataFrame:
+def offset_overlap(batches: DataFrame, logs: DataFrame) -> DataFrame:
     """OFFSET_OVERLAP: in file order, a batch whose offsets start at or before the previous batch's last
-    offset."""
-    b = with_log_key(batches.where(F.col("crc_valid")))
-    w = Window.partitionBy("log_key").orderBy("file", "position")
+    offset (`logs`: `log_bounds`, whose numeric `log_id` keys the sort of narrow rows)."""
+    b = with_log_id(
+        batches.where(F.col("crc_valid")),
+        logs,
+        "file",
+        "position",
+        "base_offset",
+        "last_offset",
+        "producer_id",
+        "producer_epoch",
+    )
+    w = Window.partitionBy("log_id").orderBy("file", "position")
     b = b.withColumn("_prev_last", F.lag("last_offset").over(w)).withColumn(
         "_prev_base", F.lag("base_offset").over(w)
     )
-    rows = b.where(F.col("base_offset") <= F.col("_prev_last"))
+    rows = b.where(F.col("base_offset") <= F.col("_prev_last")).join(
+        F.broadcast(logs.select("log_id", *LOG_KEY)), "log_id"
+    )
     return to_findings(
         rows,
         "OFFSET_OVERLAP",

@@ -21,8 +21,8 @@ from pyspark.sql.types import (
 )
 
 from audit_rules import replay
-from audit_rules.logs import with_log_key
-from schemas.tables import SEQUENCE_HISTORY
+from audit_rules.logs import with_log_id
+from schemas.tables import LOG_KEY, SEQUENCE_HISTORY
 
 SEQUENCE_MODULUS = replay.SEQUENCE_MODULUS  # sequences are non-negative int32, wrap after 2147483647 (§1.4)
 
@@ -32,28 +32,52 @@ def producer_batches(batches: DataFrame) -> DataFrame:
     return batches.where((F.col("magic") == 2) & (F.col("producer_id") >= 0) & F.col("crc_valid"))
 
 
-def build_history(batches: DataFrame) -> DataFrame:
-    """Producer batches with their replay columns (internal ones too; `history_table` selects the
-    silver schema).
+# The batch columns the history carries through its shuffle and sort (besides the log id): what the
+# silver table and the rules read. The log's own columns (dump, replica, topic, partition, its key and
+# bounds) are joined back after the scan from the small `logs` frame.
+HISTORY_BATCH_COLUMNS = (
+    "producer_id",
+    "producer_epoch",
+    "base_offset",
+    "last_offset",
+    "base_sequence",
+    "last_sequence",
+    "is_control",
+    "is_transactional",
+    "control_type",
+    "coordinator_epoch",
+    "max_timestamp",
+    "partition_leader_epoch",
+    "file",
+    "position",
+)
 
-    One shuffle by (log, producer id) and one sort by base offset; the running values of the replay
-    (highest epoch so far, previous valid batch, the epoch stream's counters and 2^31 laps) come
-    from one streaming pass per task (`audit_rules.replay`), and the rest are columns of each row.
-    The batches of an epoch stream are consecutive among the producer's in-stream batches (a batch
-    that is neither invalid nor an epoch regression never has a lower epoch than an earlier one), so
-    stream values are running values minus their value where the epoch began.
+
+def build_history(batches: DataFrame, logs: DataFrame) -> DataFrame:
+    """Producer batches with their replay columns (internal ones too; `history_table` selects the
+    silver schema), and the per-log columns of `logs` (a `log_bounds` frame with its `log_id`).
+
+    One shuffle by (log, producer id) and one sort by base offset, over narrow rows keyed by the
+    numeric log id: a string log key would leave the sort's prefix comparison useless (every row of
+    a dump starts with the same bytes) and be shuffled, sorted and sent to Python with every row.
+    The running values of the replay (highest epoch so far, previous valid batch, the epoch stream's
+    counters and 2^31 laps) come from one streaming pass per task (`audit_rules.replay`), and the
+    rest are columns of each row. The batches of an epoch stream are consecutive among the
+    producer's in-stream batches (a batch that is neither invalid nor an epoch regression never has a
+    lower epoch than an earlier one), so stream values are running values minus their value where
+    the epoch began.
 
     `transition` here does not yet tell exact copies (DUPLICATE) from REGRESSION, IN_SEQUENCE or GAP:
     only an *irregular* stream (one that ever went backwards or jumped) can hold a copy or a hole, and
     `irregular_history` settles those streams alone.
     """
-    b = with_log_key(producer_batches(batches))
+    b = with_log_id(producer_batches(batches), logs, *HISTORY_BATCH_COLUMNS)
     schema = StructType(
         [*b.schema.fields, *(StructField(name, _parse_type(kind)) for name, kind in replay.OUTPUTS)]
     )
     b = (
-        b.repartition("log_key", "producer_id")
-        .sortWithinPartitions("log_key", "producer_id", "base_offset")
+        b.repartition("log_id", "producer_id")
+        .sortWithinPartitions("log_id", "producer_id", "base_offset")
         .mapInArrow(replay.replay_batches, schema)
     )
     epoch = F.col("producer_epoch").cast("int")
@@ -76,20 +100,52 @@ def build_history(batches: DataFrame) -> DataFrame:
         .when(F.col("base_sequence_unwrapped") < F.col("expected_unwrapped"), "REGRESSION")
         .otherwise("GAP")
     )
+    later = F.col("in_stream") & ~first
     b = b.withColumns(
         {
             "transition": transition,
-            # A batch that did not follow on from the previous one: its stream is irregular. A stream
-            # whose every batch follows on has strictly rising, disjoint ranges: no copy, no hole.
-            "irregular": F.col("in_stream")
-            & ~first
-            & (F.col("base_sequence_unwrapped") != F.col("expected_unwrapped")),
+            # A batch at or below the highest sequence its stream reached before: the only kind that
+            # can repeat an earlier batch (an exact copy has the same last sequence) or fill a hole.
+            "late": later & (F.col("base_sequence_unwrapped") <= F.col("max_last_before")),
+            # A batch past the highest sequence before plus one: the sequences in between are a hole
+            # until a late batch covers them.
+            "jump": later & (F.col("base_sequence_unwrapped") > F.col("max_last_before") + 1),
+            # Settled by `copies` for the late batches' ranges; 1 and null for every other batch.
             "copy_index": F.lit(1),
             "first_copy_offset": F.lit(None).cast("long"),
             "first_copy_stream_index": F.lit(None).cast("int"),
         }
     )
     return b.withColumn("expected_sequence", _expected_sequence()).drop("first_in_stream")
+
+
+def with_log_columns(history: DataFrame, logs: DataFrame) -> DataFrame:
+    """The rows of `build_history` with their log's key columns, `log_key`, `log_start_offset`, `compacted`
+    and `log_max_timestamp` (a broadcast join on the log id: the history is stored without them)."""
+    per_log = logs.select(
+        "log_id",
+        *LOG_KEY,
+        "log_key",
+        "log_start_offset",
+        "compacted",
+        F.col("max_timestamp").alias("log_max_timestamp"),
+    )
+    return history.join(F.broadcast(per_log), "log_id", "inner")
+
+
+def events(history: DataFrame) -> DataFrame:
+    """The history rows the rules over single batches and markers read: every transition but the
+    ordinary ones, the first batches that start mid-sequence, and transactional data and markers. On a
+    healthy log a sliver of the history, which those rules then filter instead of every row."""
+    return history.where(
+        F.col("transition").isin("INVALID", "EPOCH_REGRESSION", "EPOCH_START")
+        | ((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
+        | F.col("transition").isin("GAP", "REGRESSION")
+        | F.col("late")
+        | F.col("jump")
+        | F.col("is_control")
+        | F.col("is_transactional")
+    )
 
 
 def _parse_type(kind: str) -> DataType:
@@ -114,51 +170,59 @@ def _expected_sequence() -> Column:
     )
 
 
-STREAM_KEY = ("log_key", "producer_id", "producer_epoch")
+STREAM_KEY = ("log_id", "producer_id", "producer_epoch")
 
 
-def irregular_streams(history: DataFrame) -> DataFrame:
-    """The (log, producer, epoch) streams with a batch that went backwards or jumped: the only ones
-    that can hold an exact copy, a regression or a gap (a stream that always advanced by one has none)."""
-    return history.where(F.col("irregular")).select(*STREAM_KEY).distinct()
+# A batch of the history is one (log, file, byte position).
+ROW_KEY = ("log_id", "file", "position")
+# The batches that can be copies of each other: one stream, one unwrapped sequence range.
+COPY_KEY = (*STREAM_KEY, "base_sequence_unwrapped", "last_sequence_unwrapped")
 
 
-def irregular_history(history: DataFrame, streams: DataFrame) -> DataFrame:
-    """The in-stream batches of `streams` (from `irregular_streams`, joined as given: broadcast it when
-    small) with exact copies told apart: `transition` DUPLICATE where an earlier batch of the stream
-    has the same unwrapped sequence range (KIP-98 duplicate), with the first copy's offset and
-    stream index."""
-    rows = history.where(F.col("in_stream")).join(streams, list(STREAM_KEY), "left_semi")
-    copies = Window.partitionBy(*STREAM_KEY, "base_sequence_unwrapped", "last_sequence_unwrapped").orderBy(
-        "base_offset"
-    )
+def late_ranges(events: DataFrame) -> DataFrame:
+    """The distinct (stream, unwrapped range) of the late batches (`events` holds them all): the only
+    ranges two batches of a stream can share, since the later copy of a range is always late."""
+    return events.where(F.col("late")).select(*COPY_KEY).distinct()
+
+
+def copies(history: DataFrame, ranges: DataFrame) -> DataFrame:
+    """The in-stream batches whose range is in `ranges` (`late_ranges`, joined as given: broadcast it
+    when small), numbered in offset order per range: `copy_index` > 1 is an exact copy of the batch at
+    `first_copy_offset` (KIP-98 duplicate), whose transition becomes DUPLICATE."""
+    rows = history.where(F.col("in_stream")).join(ranges, list(COPY_KEY), "left_semi")
+    same_range = Window.partitionBy(*COPY_KEY).orderBy("base_offset")
     rows = rows.withColumns(
         {
-            "copy_index": F.row_number().over(copies),
-            "first_copy_offset": F.first("base_offset").over(copies),
-            "first_copy_stream_index": F.first("stream_index").over(copies),
+            "copy_index": F.row_number().over(same_range),
+            "first_copy_offset": F.first("base_offset").over(same_range),
+            "first_copy_stream_index": F.first("stream_index").over(same_range),
         }
     )
-    rows = rows.withColumn(
-        "transition",
-        F.when(
-            F.col("transition").isin("IN_SEQUENCE", "REGRESSION", "GAP") & (F.col("copy_index") > 1),
-            F.lit("DUPLICATE"),
-        ).otherwise(F.col("transition")),
+    return rows.where(F.col("copy_index") > 1).select(
+        *ROW_KEY,
+        F.when(F.col("transition").isin("IN_SEQUENCE", "REGRESSION", "GAP"), F.lit("DUPLICATE"))
+        .otherwise(F.col("transition"))
+        .alias("_transition"),
+        F.col("copy_index").alias("_copy_index"),
+        F.col("first_copy_offset").alias("_first_copy_offset"),
+        F.col("first_copy_stream_index").alias("_first_copy_stream_index"),
     )
-    return rows.withColumns(
+
+
+def settle(history: DataFrame, copied: DataFrame | None) -> DataFrame:
+    """The rows of `history` (or of a part of it) with the exact copies of `copied` (`copies`; broadcast
+    when small; None: there are none) marked DUPLICATE and numbered."""
+    if copied is None:
+        return history
+    joined = history.join(copied, list(ROW_KEY), "left")
+    return joined.withColumns(
         {
-            "first_copy_offset": F.when(F.col("copy_index") > 1, F.col("first_copy_offset")),
-            "first_copy_stream_index": F.when(F.col("copy_index") > 1, F.col("first_copy_stream_index")),
+            "transition": F.coalesce("_transition", "transition"),
+            "copy_index": F.coalesce("_copy_index", "copy_index"),
+            "first_copy_offset": F.coalesce("_first_copy_offset", "first_copy_offset"),
+            "first_copy_stream_index": F.coalesce("_first_copy_stream_index", "first_copy_stream_index"),
         }
-    )
-
-
-def settled_history(history: DataFrame, streams: DataFrame, irregular: DataFrame) -> DataFrame:
-    """The whole history with the irregular streams' rows replaced by their settled ones."""
-    settled = history.join(streams, list(STREAM_KEY), "left_anti")
-    in_irregular_not_stream = history.where(~F.col("in_stream")).join(streams, list(STREAM_KEY), "left_semi")
-    return settled.unionByName(in_irregular_not_stream).unionByName(irregular.select(*history.columns))
+    ).drop("_transition", "_copy_index", "_first_copy_offset", "_first_copy_stream_index")
 
 
 def producer_summary(history: DataFrame) -> DataFrame:
@@ -187,22 +251,48 @@ def coordinator_epoch_before() -> tuple[Column, Column]:
     return F.col("coord_before_epoch"), F.col("coord_before_offset")
 
 
-def coverage_holes(history: DataFrame) -> DataFrame:
+# Past every sequence: the end of the last run of sequences a stream's batches cover without a hole.
+_BEYOND = 1 << 62
+
+
+def coverage_holes(events: DataFrame) -> DataFrame:
     """Sequence ranges of each (log, pid, epoch) that no retained batch covers, between its lowest and
-    highest."""
-    stream = history.where(F.col("in_stream"))
+    highest (`events` holds its late and jump batches).
+
+    Read in offset order, a stream's highest sequence so far rises contiguously except at a jump, so its
+    batches cover [first base, the highest before the first jump], then from each jump's base to the
+    highest before the next jump, and only late batches can cover what lies between (or below the
+    first base). Those runs and the late batches' own ranges, a handful per irregular stream, give the
+    holes: no window over the whole stream.
+    """
+    stream = Window.partitionBy(*STREAM_KEY).orderBy("base_offset")
+    jumps = events.where(F.col("jump"))
+    from_jumps = jumps.select(
+        *STREAM_KEY,
+        F.col("base_sequence_unwrapped").alias("_from"),
+        F.coalesce(F.lead("max_last_before").over(stream), F.lit(_BEYOND)).alias("_to"),
+    )
+    marked = events.where(F.col("late") | F.col("jump"))
+    from_first = marked.groupBy(*STREAM_KEY).agg(
+        F.first("stream_first_base").alias("_from"),
+        F.coalesce(F.min(F.when(F.col("jump"), F.col("max_last_before"))), F.lit(_BEYOND)).alias("_to"),
+    )
+    lates = events.where(F.col("late")).select(
+        *STREAM_KEY,
+        F.col("base_sequence_unwrapped").alias("_from"),
+        F.col("last_sequence_unwrapped").alias("_to"),
+    )
+    covered = from_first.select(*STREAM_KEY, "_from", "_to").unionByName(from_jumps).unionByName(lates)
     w = (
-        Window.partitionBy("log_key", "producer_id", "producer_epoch")
-        .orderBy("base_sequence_unwrapped", "base_offset")
+        Window.partitionBy(*STREAM_KEY)
+        .orderBy("_from", "_to")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
-    covered = stream.withColumn("_covered_to", F.max("last_sequence_unwrapped").over(w))
-    return covered.where(F.col("base_sequence_unwrapped") > F.col("_covered_to") + 1).select(
-        "log_key",
-        "producer_id",
-        "producer_epoch",
+    covered = covered.withColumn("_covered_to", F.max("_to").over(w))
+    return covered.where(F.col("_from") > F.col("_covered_to") + 1).select(
+        *STREAM_KEY,
         (F.col("_covered_to") + 1).alias("hole_start"),
-        (F.col("base_sequence_unwrapped") - 1).alias("hole_end"),
+        (F.col("_from") - 1).alias("hole_end"),
     )
 
 

@@ -121,7 +121,21 @@ def log_bounds(
         F.coalesce("records", F.lit(0)).cast("long").alias("records"),
         F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),
         compacted(profile, F.col("topic")).alias("compacted"),
-    ).withColumn("log_key", log_key())
+    ).withColumns(
+        {
+            "log_key": log_key(),
+            # A dense number per log (logs are few: one task ranks them): the history's sort key.
+            "log_id": F.dense_rank().over(Window.orderBy(log_key())).cast("int"),
+        }
+    )
+
+
+def with_log_id(df: DataFrame, logs: DataFrame, *columns: str) -> DataFrame:
+    """`log_id` (from `logs`, a `log_bounds` frame; broadcast) and `columns` of the rows of `df`: narrow
+    rows with a numeric log key, for a shuffle and sort of every batch."""
+    ids = logs.select(*(F.col(c).alias(f"_l_{c}") for c in LOG_KEY), "log_id")
+    keyed = df.join(F.broadcast(ids), [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in LOG_KEY], "inner")
+    return keyed.select("log_id", *columns)
 
 
 def join_log(df: DataFrame, logs: DataFrame, *columns: str | Column) -> DataFrame:

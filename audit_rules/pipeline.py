@@ -15,13 +15,16 @@ from audit_rules import consistency, duplicates, epochs, ordering, retention, se
 from audit_rules.findings import union_findings
 from audit_rules.history import (
     build_history,
+    copies,
+    coverage_holes,
+    events,
     history_table,
-    irregular_history,
-    irregular_streams,
+    late_ranges,
     producer_summary,
-    settled_history,
+    settle,
+    with_log_columns,
 )
-from audit_rules.logs import join_log, log_bounds, with_log_key
+from audit_rules.logs import log_bounds, with_log_key
 from audit_rules.profile import Profile
 from schemas.tables import FILES, LOG_KEY, PARTITION_SUMMARY, TABLES
 
@@ -101,65 +104,69 @@ class AuditOutput:
             df.unpersist()
 
 
-def local_checkpoint(df: DataFrame) -> DataFrame:
-    """Materialise on the executors (memory, spilling to disk) and cut the lineage.
+def local_checkpoint(df: DataFrame, name: str = "") -> DataFrame:
+    """Materialise on the executors (memory, spilling to disk) and cut the lineage (`name` says what
+    it is, for a caller that measures the stages).
 
-    Every rule reads the history; without this each would re-run its window sorts, and the plan of
+    Several rules read the history; without this each would re-run its sort and scan, and the plan of
     the findings union would re-analyse them all.
     """
     return df.localCheckpoint(eager=True)
 
 
-# Up to this many irregular streams are broadcast to the tasks that pick their rows out of the
-# history (a hash probe per row instead of a shuffle of the whole history); more go through a join.
-BROADCAST_STREAMS = 2_000_000
+# Up to this many late ranges (exact copies found) are broadcast to the tasks that pick their rows
+# out of the history (a hash probe per row instead of a shuffle of the whole history); more go
+# through a join.
+BROADCAST_ROWS = 2_000_000
 
 
 def audit(
     bronze: Bronze,
     profile: Profile,
     *,
-    materialize: Callable[[DataFrame], DataFrame] | None = local_checkpoint,
+    materialize: Callable[[DataFrame, str], DataFrame] | None = local_checkpoint,
 ) -> AuditOutput:
     """Every rule of RULES.md over the bronze tables; `materialize` stores what several rules read (the
-    log bounds, the history, the irregular streams; None: recompute them in each rule)."""
-    keep = materialize or (lambda df: df)
-    logs = keep(log_bounds(bronze.batches, bronze.files, bronze.partition_state, profile))
+    log bounds, the history, its events and copies; None: recompute them in each rule)."""
+    keep = materialize or (lambda df, name: df)
+    logs = keep(log_bounds(bronze.batches, bronze.files, bronze.partition_state, profile), "log bounds")
     # The per-log facts every producer rule needs ride along with the history: no join per rule.
-    history = keep(
-        join_log(
-            build_history(bronze.batches),
-            logs,
-            "log_start_offset",
-            "compacted",
-            F.col("max_timestamp").alias("log_max_timestamp"),
-        )
-    )
-    # Copies, regressions and gaps are settled on the streams that ever went backwards or jumped
-    # alone: on a healthy log that is almost nothing, and the history needs no second sort.
-    streams = keep(irregular_streams(history))
-    if materialize is not None and streams.count() <= BROADCAST_STREAMS:
-        streams = F.broadcast(streams)
-    irregular = keep(irregular_history(history, streams))
-    producers = keep(producer_summary(history))
-    persisted = (logs, history, streams, irregular, producers) if materialize is not None else ()
+    # The history is stored narrow (keyed by the numeric log id); each reader joins the log's columns.
+    stored = keep(build_history(bronze.batches, logs), "history")
+    history = with_log_columns(stored, logs)
+    # The rules over single batches and markers read the few rows they can fire on, stored once.
+    event_rows = keep(events(history), "history events")
+    # Exact copies: the batches whose range a late batch repeats (on a healthy log, none).
+    ranges = keep(late_ranges(event_rows), "late ranges")
+    stored_copies: DataFrame | None = None
+    copied: DataFrame | None = None
+    if materialize is None or not ranges.isEmpty():
+        small = materialize is not None and ranges.count() <= BROADCAST_ROWS
+        copied = stored_copies = keep(copies(history, F.broadcast(ranges) if small else ranges), "copies")
+        if materialize is not None and stored_copies.count() <= BROADCAST_ROWS:
+            copied = F.broadcast(stored_copies)
+    settled = settle(event_rows, copied)
+    holes = coverage_holes(settled)
+    producers = keep(producer_summary(history), "producer summary")
+    stored_frames = (logs, stored, event_rows, ranges, producers, stored_copies)
+    persisted = tuple(df for df in stored_frames if df is not None) if materialize is not None else ()
     frames = [
-        sequences.invalid_sequence(history),
-        sequences.history_start(history),
-        sequences.sequence_regression(irregular),
-        sequences.sequence_gaps(irregular, profile),
-        epochs.epoch_regression(history),
-        epochs.epoch_starts(history),
-        duplicates.duplicate_batches(irregular, profile),
-        transactions.hanging_transactions(history, producers, profile),
-        transactions.coordinator_epoch_regression(history),
-        consistency.offset_overlap(bronze.batches),
+        sequences.invalid_sequence(event_rows),
+        sequences.history_start(event_rows),
+        sequences.sequence_regression(settled),
+        sequences.sequence_gaps(settled, holes, profile),
+        epochs.epoch_regression(event_rows),
+        epochs.epoch_starts(event_rows),
+        duplicates.duplicate_batches(settled, profile),
+        transactions.hanging_transactions(event_rows, producers, profile),
+        transactions.coordinator_epoch_regression(event_rows),
+        consistency.offset_overlap(bronze.batches, logs),
     ]
     # Rules over optional evidence are planned only where that evidence exists: each is a few
     # shuffles and a scan of the batches or the history even when it can find nothing. The checks
     # read small tables (or one row of a large one).
     if _has_rows(bronze.files.where(F.col("kind") == "txnindex")):
-        frames.append(transactions.txn_index_consistency(history, bronze.txn_index, bronze.files))
+        frames.append(transactions.txn_index_consistency(event_rows, bronze.txn_index, bronze.files))
     if _has_rows(bronze.producer_snapshots):
         frames += [
             transactions.hanging_transactions_in_snapshots(
@@ -183,7 +190,7 @@ def audit(
         if profile.app_sequence is not None:
             frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence))
     findings = union_findings(frames)
-    silver = history_table(settled_history(history, streams, irregular))
+    silver = history_table(settle(history, copied))
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
 

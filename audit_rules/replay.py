@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ COORD_BIAS = (1 << 31) + 1
 
 # The columns the scan reads.
 INPUTS = (
-    "log_key",
+    "log_id",
     "producer_id",
     "base_offset",
     "last_offset",
@@ -65,6 +66,11 @@ OUTPUTS = (
     ("stream_index", "int"),
     ("base_sequence_unwrapped", "bigint"),
     ("prev_last_unwrapped", "bigint"),
+    # The highest unwrapped last sequence of the stream's earlier batches: a batch at or below it is
+    # late (only a late batch can be a copy or fill a hole), one above it plus one leaves a hole.
+    ("max_last_before", "bigint"),
+    # The unwrapped (= raw) base sequence of the stream's first batch.
+    ("stream_first_base", "bigint"),
 )
 
 
@@ -82,7 +88,9 @@ class _State:
     n: int = 0  # in-stream batches
     spans: int = 0  # in-stream batches whose sequences wrap inside them
     jumps: int = 0  # 2^31 laps between consecutive stream batches
-    stream_start: tuple[int, int, int] | None = None  # (n, spans, jumps) before the stream's first batch
+    # (n, spans, jumps) before the stream's first batch, and that batch's base sequence
+    stream_start: tuple[int, int, int, int] | None = None
+    stream_max: int | None = None  # the highest unwrapped last sequence of the stream so far
 
 
 def _segments(start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -141,6 +149,44 @@ def _take(values: np.ndarray, idx: np.ndarray, carried: Any) -> tuple[np.ndarray
         else:
             out = np.where(at_carry, carried, out)
     return out, null
+
+
+def _segmented_max_before(
+    values: np.ndarray, present: np.ndarray, starts: np.ndarray, init: int | None
+) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """The max of `values` where `present` over each row's earlier rows of its segment (segments begin
+    where `starts`; when row 0 is no start its segment continues from `init`): (max, its null mask),
+    and the running max at the last row (None: nothing yet)."""
+    n = len(values)
+    if n == 0:
+        return values.copy(), np.ones(0, dtype=bool), init
+    floor = [int(values[present].min())] if present.any() else []
+    lo = min(floor + ([init] if init is not None else [])) if floor or init is not None else 0
+    shifted = np.where(present, values - lo + 1, 0)  # 0: nothing
+    init_s = init - lo + 1 if init is not None else 0
+    seg = np.cumsum(starts)
+    width = max(int(shifted.max()), init_s) + 1
+    if (int(seg[-1]) + 1) * width < (1 << 62):
+        # Keys of a later segment are above every key of an earlier one: one running max serves all.
+        keyed = seg * width + shifted
+        keyed[0] = max(int(keyed[0]), init_s) if not starts[0] else keyed[0]
+        upto = np.maximum.accumulate(keyed) - seg * width
+    else:  # an astronomically wide range of sequences in one Arrow batch: segment by segment
+        upto = np.empty(n, dtype=np.int64)
+        bounds = [*np.flatnonzero(starts).tolist(), n]
+        if bounds[0] != 0:
+            bounds.insert(0, 0)
+        for a, b in pairwise(bounds):
+            chunk = shifted[a:b].copy()
+            if a == 0 and not starts[0]:
+                chunk[0] = max(int(chunk[0]), init_s)
+            upto[a:b] = np.maximum.accumulate(chunk)
+    before = np.empty(n, dtype=np.int64)
+    before[0] = 0 if starts[0] else init_s
+    before[1:] = upto[:-1]
+    before[1:][starts[1:]] = 0
+    last = int(upto[-1])
+    return before + lo - 1, before == 0, (last + lo - 1 if last > 0 else None)
 
 
 def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _State) -> dict[str, Any]:
@@ -248,6 +294,7 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
     f_at = _last_upto(first, seg, seg_first)
     carried_start = state.stream_start if carry else None
     n0, _ = _take(n_run - 1, f_at, carried_start[0] if carried_start else 0)
+    first_base, first_base_null = _take(base, f_at, carried_start[3] if carried_start else None)
     s0, _ = _take(s_run - spans, f_at, carried_start[1] if carried_start else 0)
     j0, _ = _take(j_run, f_at, carried_start[2] if carried_start else 0)
     laps = (j_run - j0) + (s_run - spans - s0)
@@ -260,6 +307,15 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
     out["base_sequence_unwrapped_null"] = ~in_stream
     out["prev_last_unwrapped"] = prev_last
     out["prev_last_unwrapped_null"] = ~same
+    out["stream_first_base"] = first_base
+    out["stream_first_base_null"] = first_base_null | ~in_stream
+    # Streams begin at a producer's first row or a stream's first batch; carried on when neither.
+    last_u = base + laps * SEQUENCE_MODULUS + np.mod(last - base, SEQUENCE_MODULUS)
+    m_before, m_null, m_last = _segmented_max_before(
+        last_u, in_stream, start | first, state.stream_max if carry else None
+    )
+    out["max_last_before"] = m_before
+    out["max_last_before_null"] = m_null | ~in_stream
 
     # What the last producer of the batch carries into the next one.
     tail = seg == seg[-1]
@@ -304,9 +360,15 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
     elif not keep_prefix:
         state.last_stream = None
     state.n, state.spans, state.jumps = int(n_run[i]), int(s_run[i]), int(j_run[i])
+    state.stream_max = m_last
     f_i = last_where(first)
     if f_i is not None:
-        state.stream_start = (int(n_run[f_i] - 1), int(s_run[f_i] - spans[f_i]), int(j_run[f_i]))
+        state.stream_start = (
+            int(n_run[f_i] - 1),
+            int(s_run[f_i] - spans[f_i]),
+            int(j_run[f_i]),
+            int(base[f_i]),
+        )
     elif not keep_prefix:
         state.stream_start = None
     return out
@@ -322,7 +384,7 @@ def replay_batches(batches: Iterable[Any]) -> Iterator[Any]:
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        keys = batch.column("log_key")
+        keys = batch.column("log_id")
         pids = batch.column("producer_id")
         change = np.ones(batch.num_rows, dtype=bool)
         if batch.num_rows > 1:

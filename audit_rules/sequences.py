@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import coverage_holes, state_expired
+from audit_rules.history import state_expired
 from audit_rules.profile import Profile
 
 
@@ -121,11 +121,11 @@ def sequence_regression(history: DataFrame) -> DataFrame:
     )
 
 
-def sequence_gaps(history: DataFrame, profile: Profile) -> DataFrame:
+def sequence_gaps(history: DataFrame, holes: DataFrame, profile: Profile) -> DataFrame:
     """SEQUENCE_GAP (critical) or SEQUENCE_GAP_UNVERIFIED (expiry, KIP-854): sequences skipped and found
-    nowhere else in the epoch."""
+    nowhere else in the epoch (`holes`: `history.coverage_holes`, what no batch of the epoch covers)."""
     jumps = history.where(F.col("transition") == "GAP").alias("j")
-    holes = coverage_holes(history).alias("h")
+    holes = holes.alias("h")
     overlap = (
         F.least(F.col("h.hole_end"), F.col("j.base_sequence_unwrapped") - 1)
         - F.greatest(F.col("h.hole_start"), F.col("j.expected_unwrapped"))
@@ -133,7 +133,7 @@ def sequence_gaps(history: DataFrame, profile: Profile) -> DataFrame:
     )
     joined = jumps.join(
         holes,
-        (F.col("j.log_key") == F.col("h.log_key"))
+        (F.col("j.log_id") == F.col("h.log_id"))
         & (F.col("j.producer_id") == F.col("h.producer_id"))
         & (F.col("j.producer_epoch") == F.col("h.producer_epoch"))
         & (F.col("h.hole_start") <= F.col("j.base_sequence_unwrapped") - 1)

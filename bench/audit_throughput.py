@@ -544,21 +544,9 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["profile"]:
         _rule_recorder(recorded)
 
-    def materialize(df: DataFrame) -> DataFrame:
-        cols = set(df.columns)
-        name = (
-            "irregular streams (copies, holes)"
-            if "copy_index" in cols and "irregular" not in cols
-            else "history (window sorts)"
-            if "in_stream" in cols
-            else "irregular stream keys"
-            if cols == {"log_key", "producer_id", "producer_epoch"}
-            else "producer summary"
-            if "retained_last_offset" in cols
-            else "log bounds"
-        )
+    def materialize(df: DataFrame, name: str) -> DataFrame:
         with clock.phase(name):
-            out = local_checkpoint(df)
+            out = local_checkpoint(df, name)
         if spec["profile"]:
             profiled[name] = {"seconds": clock.phases[name].seconds, **plan_metrics(spark, df)}
         return out

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from audit_rules.kinds import Severity
 from audit_rules.pipeline import AuditOutput, Bronze, audit
 from audit_rules.profile import Profile
-from jobs.ingest import UsageError, _table_location, write_table
+from jobs.ingest import WRITE_SESSION_CONF, UsageError, _table_location, session_conf, write_table
 from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
 
 if TYPE_CHECKING:
@@ -118,9 +118,12 @@ def run_audit(
     run_id = run_id_of(bronze, profile)
     out: AuditOutput = audit(bronze, profile)
     tables: dict[str, str] = {}
-    tables[SEQUENCE_HISTORY.name] = _overwrite(
-        out.history, SEQUENCE_HISTORY.name, output, run_id, SEQUENCE_HISTORY.partition_by
-    )
+    # Ingest's writer settings: no sort by the table partition, no statistics of paths or dictionaries
+    # of per-row values (the history has millions of rows, like the batches).
+    with session_conf(spark, WRITE_SESSION_CONF):
+        tables[SEQUENCE_HISTORY.name] = _overwrite(
+            out.history, SEQUENCE_HISTORY.name, output, run_id, SEQUENCE_HISTORY.partition_by
+        )
     tables[FINDINGS.name] = _overwrite(out.findings, FINDINGS.name, output, run_id, ())
     findings = spark.read.format("delta").load(tables[FINDINGS.name])
     summary = out.summary_of(findings)

@@ -20,15 +20,15 @@ from tests.strategies import log_histories
 def _table(histories: list[Any]) -> pa.Table:
     """The producer batches of several logs as the scan receives them: sorted by (log, pid, offset)."""
     rows = [
-        {**b, "log_key": f"{b['topic']}-{b['partition']}"}
+        {**b, "log_id": b["partition"]}
         for h in histories
         for b in h.batches
         if b["producer_id"] >= 0 and b["magic"] == 2 and b["crc_valid"]
     ]
-    rows.sort(key=lambda r: (r["log_key"], r["producer_id"], r["base_offset"]))
+    rows.sort(key=lambda r: (r["log_id"], r["producer_id"], r["base_offset"]))
     schema = pa.schema(
         [
-            ("log_key", pa.string()),
+            ("log_id", pa.int32()),
             ("producer_id", pa.int64()),
             ("base_offset", pa.int64()),
             ("last_offset", pa.int64()),
@@ -77,12 +77,12 @@ def test_scan_columns_of_a_hand_written_producer() -> None:
     of producer 8 after a row of its own. Checked column by column, cut after every row."""
     rows = [
         # (log, pid, offset, last offset, base seq, last seq, epoch, control, txn, coord epoch, ts)
-        ("a", 7, 0, 1, 0, 1, 0, False, False, None, 100),
-        ("a", 7, 2, 2, 2, 2, 0, False, False, None, 110),
-        ("a", 7, 3, 4, 9, 10, 0, False, False, None, 120),
-        ("a", 7, 5, 5, 0, 0, 1, False, False, None, 130),
-        ("a", 8, 6, 6, 0, 0, 0, False, True, None, 140),
-        ("a", 8, 7, 7, -1, -1, 0, True, True, 3, 150),
+        (1, 7, 0, 1, 0, 1, 0, False, False, None, 100),
+        (1, 7, 2, 2, 2, 2, 0, False, False, None, 110),
+        (1, 7, 3, 4, 9, 10, 0, False, False, None, 120),
+        (1, 7, 5, 5, 0, 0, 1, False, False, None, 130),
+        (1, 8, 6, 6, 0, 0, 0, False, True, None, 140),
+        (1, 8, 7, 7, -1, -1, 0, True, True, 3, 150),
     ]
     table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
     for batches in (table.to_batches(), _cut(table, [1])):
@@ -99,3 +99,21 @@ def test_scan_columns_of_a_hand_written_producer() -> None:
         assert [r["prev_event_open_txn"] for r in got] == [None, False, False, False, None, True]
         assert [r["markers_before"] for r in got] == [0, 0, 0, 0, 0, 0]
         assert [r["coord_before_epoch"] for r in got] == [None] * 6
+
+
+def test_highest_sequence_before_and_first_base_of_a_stream() -> None:
+    """A stream that starts at sequence 5, runs to 7, goes back to 3 (late), jumps to 10; then a new epoch
+    from 0. Each batch sees the stream's highest last sequence before it and the stream's first base."""
+    rows = [
+        (1, 7, 0, 0, 5, 5, 0, False, False, None, 100),
+        (1, 7, 1, 2, 6, 7, 0, False, False, None, 110),
+        (1, 7, 3, 3, 3, 3, 0, False, False, None, 120),
+        (1, 7, 4, 4, 10, 10, 0, False, False, None, 130),
+        (1, 7, 5, 5, 0, 0, 1, False, False, None, 140),
+        (1, 7, 6, 6, 1, 1, 1, False, False, None, 150),
+    ]
+    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    for batches in (table.to_batches(), _cut(table, [1]), _cut(table, [2, 3])):
+        got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
+        assert [r["max_last_before"] for r in got] == [None, 5, 7, 7, None, 0]
+        assert [r["stream_first_base"] for r in got] == [5, 5, 5, 5, 0, 0]
