@@ -283,11 +283,7 @@ def coverage_holes(events: DataFrame) -> DataFrame:
         F.col("last_sequence_unwrapped").alias("_to"),
     )
     covered = from_first.select(*STREAM_KEY, "_from", "_to").unionByName(from_jumps).unionByName(lates)
-    w = (
-        Window.partitionBy(*STREAM_KEY)
-        .orderBy("_from", "_to")
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
+    w = Window.partitionBy(*STREAM_KEY).orderBy("_from", "_to").rowsBetween(Window.unboundedPreceding, -1)
     covered = covered.withColumn("_covered_to", F.max("_to").over(w))
     return covered.where(F.col("_from") > F.col("_covered_to") + 1).select(
         *STREAM_KEY,
