@@ -53,7 +53,7 @@ SHAPES = {
     "500-record": ("500-record batches, 20-40 byte values, keys, 1-2 headers", 500, (20, 40), 2),
     "1-record": ("one-record batches, 100-byte value", 1, (100, 100), 0),
 }
-DEFAULT_SIZES = {"500-record": ("1G", "4G"), "1-record": ("256M", "1G")}
+DEFAULT_SIZES = {"500-record": ("1G", "4G"), "1-record": ("1G", "4G")}
 QUICK_SIZES = ("64M", "256M")
 
 TARGET_ROWS_S = 500_000
@@ -286,6 +286,99 @@ def header_decoder_seconds(segments: list[str]) -> float:
     return best
 
 
+def warm_child(paths: list[str], rounds: int, split_bytes: str | None) -> None:
+    """In one session (the command's job conf), `rounds` rounds of one ingest per log directory, in the
+    order given; one JSON line per ingest on stdout. Run as a child of the bench (`--warm-child`)."""
+    from jobs.ingest import DEFAULT_SPLIT_BYTES, IngestOptions, LabeledPath
+    from jobs.ingest import parse_size as ingest_size
+    from jobs.ingest import run_ingest as ingest
+    from jobs.spark_session import get_spark, job_local_conf
+
+    spark = get_spark("replay-audit ingest bench", job_local_conf())
+    split = ingest_size(split_bytes) if split_bytes else DEFAULT_SPLIT_BYTES
+    for round_no in range(rounds):
+        for path in paths:
+            with tempfile.TemporaryDirectory(prefix="kra-ingest-bench-") as out:
+                options = IngestOptions(
+                    [LabeledPath.parse(f"bench={path}")], f"{out}/tables", split_bytes=split
+                )
+                t0 = time.perf_counter()
+                ingest(spark, options)
+                seconds = time.perf_counter() - t0
+            print(json.dumps({"path": path, "round": round_no, "seconds": seconds}), flush=True)
+
+
+def warm_ingests(
+    paths: list[str], rounds: int, split_bytes: str | None
+) -> tuple[dict[str, list[float]], float]:
+    """`warm_child` as a subprocess: every ingest's seconds per path, and the largest Python worker."""
+    cmd = [sys.executable, "-m", "bench.ingest_throughput", "--warm-child", "--rounds", str(rounds)]
+    if split_bytes:
+        cmd += ["--split-bytes", split_bytes]
+    with tempfile.TemporaryFile() as err:
+        child = subprocess.Popen([*cmd, *paths], stdout=subprocess.PIPE, stderr=err, cwd=REPO, text=True)
+        sampler = MemorySampler(child.pid)
+        thread = threading.Thread(target=sampler.run, daemon=True)
+        thread.start()
+        out, _ = child.communicate()
+        sampler.stop()
+        thread.join()
+        if child.returncode != 0:
+            err.seek(0)
+            tail = err.read().decode(errors="replace").strip().splitlines()[-5:]
+            raise SystemExit("warm ingests failed:\n" + "\n".join(tail))
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            times[row["path"]].append(row["seconds"])
+    return times, max(sampler.workers_peak_mib.values(), default=0.0)
+
+
+@dataclass
+class Warm:
+    """In-process figures of one (shape, size): the best ingest less the best one-batch ingest."""
+
+    shape: str
+    size: int
+    batches: int
+    file_bytes: int
+    runs_s: list[float]
+    tiny_runs_s: list[float]
+    ingest_s: float
+    rows_s: float
+    mb_s: float
+    s_per_gb: float
+    worker_peak_mib: float
+
+
+def measure_warm(
+    shape: str, datas: list[LogDirData], tiny: LogDirData, rounds: int, split_bytes: str | None
+) -> list[Warm]:
+    """The (shape, sizes) in one warm session: rounds of (one-batch, each size) ingests, interleaved."""
+    times, worker_peak = warm_ingests([tiny.path, *(d.path for d in datas)], rounds, split_bytes)
+    tiny_s = min(times[tiny.path])
+    found = []
+    for data in datas:
+        ingest_s = max(min(times[data.path]) - tiny_s, 1e-9)
+        found.append(
+            Warm(
+                shape,
+                data.size,
+                data.batches,
+                data.file_bytes,
+                times[data.path],
+                times[tiny.path],
+                ingest_s,
+                data.batches / ingest_s,
+                data.file_bytes / MB / ingest_s,
+                ingest_s / (data.file_bytes / GB),
+                worker_peak,
+            )
+        )
+    return found
+
+
 @dataclass
 class Result:
     shape: str
@@ -306,11 +399,26 @@ class Result:
     fraction_of_decoder: float
     ok: bool
     note: str = ""
+    runs_s: list[float] = field(default_factory=list)  # every whole run's wall time; wall_s is the best
 
 
-def measure(data: LogDirData, start_s: float, split_bytes: str | None) -> Result:
+def best_of(log_dir: str, split_bytes: str | None, repeat: int) -> tuple[IngestRun, list[IngestRun]]:
+    """`repeat` whole ingests of one log directory: the fastest (and every run), with the largest
+    memory peaks of all of them. A failed run is returned as the result."""
+    runs = [run_ingest(log_dir, split_bytes) for _ in range(max(1, repeat))]
+    failed = [r for r in runs if r.status != 0]
+    if failed:
+        return failed[0], runs
+    best = min(runs, key=lambda r: r.seconds)
+    best.tree_peak_mib = max(r.tree_peak_mib for r in runs)
+    best.worker_peak_mib = max(r.worker_peak_mib for r in runs)
+    best.workers = max(r.workers for r in runs)
+    return best, runs
+
+
+def measure(data: LogDirData, start_s: float, split_bytes: str | None, repeat: int) -> Result:
     header_s = header_decoder_seconds(data.segments)  # also warms the page cache for the ingest
-    run = run_ingest(data.path, split_bytes)
+    run, runs = best_of(data.path, split_bytes, repeat)
     ingest_s = max(run.seconds - start_s, 1e-9)
     mb_s = data.file_bytes / MB / ingest_s
     decoder_mb_s = data.file_bytes / MB / header_s
@@ -333,6 +441,7 @@ def measure(data: LogDirData, start_s: float, split_bytes: str | None) -> Result
         mb_s / decoder_mb_s,
         run.status == 0,
         "" if run.status == 0 else f"exit {run.status}: {run.stderr_tail}",
+        [r.seconds for r in runs],
     )
 
 
@@ -341,44 +450,50 @@ def measure(data: LogDirData, start_s: float, split_bytes: str | None) -> Result
 # ------------------------------------------------------------------------------------------------
 
 
-def evaluate_targets(results: list[Result]) -> list[dict[str, Any]]:
+def evaluate_targets(results: list[Warm], cold: list[Result]) -> list[dict[str, Any]]:
+    """The issue's throughput and linearity targets twice: on the cold figures (whole processes less
+    the start cost: what a user's `replay-audit ingest` pays) and on the warm ones (one session, JIT
+    warm and the per-ingest fixed cost subtracted); the worker memory target on every run."""
     targets: list[dict[str, Any]] = []
 
     def add(name: str, passed: bool | None, measured: str) -> None:
         targets.append(target(name, passed, measured))
 
-    for shape, name, need, value, unit in (
-        ("1-record", f"1-record >= {TARGET_ROWS_S:,} batch rows/s", TARGET_ROWS_S, "rows_s", "rows/s"),
-        ("500-record", f"500-record >= {TARGET_MB_S:,} MB/s", TARGET_MB_S, "mb_s", "MB/s"),
-    ):
-        rows = [r for r in results if r.shape == shape]
-        if not rows:
-            add(name, None, "not measured")
-            continue
-        worst = min(getattr(r, value) for r in rows)
-        shown = ", ".join(f"{size_label(r.size)}: {getattr(r, value):,.0f}" for r in rows)
-        add(name, worst >= need and all(r.ok for r in rows), f"{shown} {unit}")
-    for shape in dict.fromkeys(r.shape for r in results):
-        rows = sorted((r for r in results if r.shape == shape), key=lambda r: r.size)
-        name = f"{shape} time/GB at larger size within {TARGET_LINEAR:.0%} of smaller"
-        if len(rows) < 2:
-            add(name, None, "needs two sizes")
-            continue
-        small, large = rows[0], rows[-1]
-        ratio = large.s_per_gb / small.s_per_gb
-        add(
-            name,
-            abs(ratio - 1) <= TARGET_LINEAR,
-            f"{size_label(small.size)} {small.s_per_gb:.2f} s/GB, {size_label(large.size)} "
-            f"{large.s_per_gb:.2f} s/GB (x{ratio:.2f})",
-        )
-    if results:
-        peak = max(r.worker_peak_mib for r in results)
+    failed = {r.shape for r in cold if not r.ok}
+    measured: tuple[tuple[str, list[Any]], ...] = (("cold", list(cold)), ("warm", list(results)))
+    for label, figures in measured:
+        for shape, name, need, value, unit in (
+            ("1-record", f"1-record >= {TARGET_ROWS_S:,} batch rows/s", TARGET_ROWS_S, "rows_s", "rows/s"),
+            ("500-record", f"500-record >= {TARGET_MB_S:,} MB/s", TARGET_MB_S, "mb_s", "MB/s"),
+        ):
+            rows = [r for r in figures if r.shape == shape]
+            if not rows:
+                add(f"{label}: {name}", None, "not measured")
+                continue
+            worst = min(getattr(r, value) for r in rows)
+            shown = ", ".join(f"{size_label(r.size)}: {getattr(r, value):,.0f}" for r in rows)
+            add(f"{label}: {name}", worst >= need and shape not in failed, f"{shown} {unit}")
+        for shape in dict.fromkeys(r.shape for r in figures):
+            rows = sorted((r for r in figures if r.shape == shape), key=lambda r: r.size)
+            name = f"{label}: {shape} time/GB at larger size within {TARGET_LINEAR:.0%} of smaller"
+            if len(rows) < 2:
+                add(name, None, "needs two sizes")
+                continue
+            small, large = rows[0], rows[-1]
+            ratio = large.s_per_gb / small.s_per_gb
+            add(
+                name,
+                abs(ratio - 1) <= TARGET_LINEAR,
+                f"{size_label(small.size)} {small.s_per_gb:.2f} s/GB, {size_label(large.size)} "
+                f"{large.s_per_gb:.2f} s/GB (x{ratio:.2f})",
+            )
+    if results or cold:
+        peak = max([r.worker_peak_mib for r in results] + [r.worker_peak_mib for r in cold])
         add(f"peak per Python worker < {TARGET_WORKER_MIB} MiB", peak < TARGET_WORKER_MIB, f"{peak:.0f} MiB")
     return targets
 
 
-def format_table(results: list[Result]) -> str:
+def format_table(results: list[Result], warm: list[Warm]) -> str:
     header = (
         f"{'shape':<11}{'size':>8}{'segs':>5}{'batches':>12}{'wall s':>8}{'ingest s':>9}{'rows/s':>11}"
         f"{'MB/s':>8}{'s/GB':>7}{'tree MiB':>9}{'wkrs':>5}{'wkr MiB':>8}{'dec MB/s':>9}{'frac':>6}"
@@ -391,6 +506,12 @@ def format_table(results: list[Result]) -> str:
             f"{r.workers:>5}{r.worker_peak_mib:>8,.0f}{r.decoder_mb_s:>9,.0f}{r.fraction_of_decoder:>6.3f}"
             + ("" if r.ok else f"  FAILED {r.note}")
         )
+    lines += ["", f"{'warm':<11}{'size':>8}{'ingest s':>9}{'rows/s':>11}{'MB/s':>8}{'s/GB':>7}"]
+    for w in warm:
+        lines.append(
+            f"{w.shape:<11}{size_label(w.size):>8}{w.ingest_s:>9.2f}{w.rows_s:>11,.0f}{w.mb_s:>8,.0f}"
+            f"{w.s_per_gb:>7.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -400,14 +521,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default="500-record,1-record", help="comma-separated shape names")
     parser.add_argument(
         "--sizes",
-        help="comma-separated sizes for every shape (e.g. 1G,4G; decimal M/G); default 1G,4G for "
-        "500-record and 256M,1G for 1-record",
+        help="comma-separated sizes for every shape (e.g. 1G,4G; decimal M/G); default 1G,4G",
     )
     parser.add_argument(
         "--split-bytes", help="passed to `replay-audit ingest --split-bytes` (default: its own)"
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="whole ingests per measurement, the start cost's included; the fastest counts (default 3)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of the warm, in-process measurement (default 3)"
+    )
+    parser.add_argument("--warm-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=RESULTS_PATH, help="where to write the JSON results")
     args = parser.parse_args(argv)
+    if args.warm_child:
+        warm_child(args.paths, args.rounds, args.split_bytes)
+        return 0
 
     wanted = [s.strip() for s in args.shapes.split(",") if s.strip()]
     unknown = [s for s in wanted if s not in SHAPES]
@@ -418,17 +552,11 @@ def main(argv: list[str] | None = None) -> int:
     for shape in wanted:
         sizes = args.sizes.split(",") if args.sizes else QUICK_SIZES if args.quick else DEFAULT_SIZES[shape]
         plan += [(shape, parse_size(s)) for s in sizes]
-    if not args.sizes and not args.quick and "1-record" in wanted:
-        print(
-            "note: 1-record batches run at 256 MB and 1 GB, not 4 GB: at the current speed (~20-30 s/GB) "
-            "4 GB of one-record batches adds ~1.5-2 min (run it with --shapes 1-record --sizes 1G,4G)."
-        )
-
     tiny = tiny_log_dir()
-    starts = [run_ingest(tiny.path, args.split_bytes) for _ in range(2)]
-    if any(s.status != 0 for s in starts):
-        raise SystemExit(f"ingest of the one-batch log directory failed:\n{starts[-1].stderr_tail}")
-    start_s = min(s.seconds for s in starts)
+    start, starts = best_of(tiny.path, args.split_bytes, args.repeat)
+    if start.status != 0:
+        raise SystemExit(f"ingest of the one-batch log directory failed:\n{start.stderr_tail}")
+    start_s = start.seconds
     print(
         f"start cost (whole ingest of one one-batch segment, best of "
         f"{', '.join(f'{s.seconds:.1f}' for s in starts)} s; subtracted below): {start_s:.1f} s",
@@ -436,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     results: list[Result] = []
+    datas: list[LogDirData] = []
     for shape, size in plan:
         t0 = time.perf_counter()
         data, made = build_log_dir(shape, size)
@@ -444,22 +573,41 @@ def main(argv: list[str] | None = None) -> int:
             f"data {shape} {size_label(size)}: {data.path} ({len(data.segments)} segment(s), {what})",
             flush=True,
         )
-        result = measure(data, start_s, args.split_bytes)
+        datas.append(data)
+        result = measure(data, start_s, args.split_bytes, args.repeat)
         results.append(result)
         print(
             f"  {shape} {size_label(size)}: wall {result.wall_s:.1f} s, {result.rows_s:,.0f} rows/s, "
-            f"{result.mb_s:,.0f} MB/s, {result.s_per_gb:.2f} s/GB, "
+            f"{result.mb_s:,.0f} MB/s, {result.s_per_gb:.2f} s/GB (runs "
+            f"{', '.join(f'{s:.1f}' for s in result.runs_s)} s), "
             f"worker peak {result.worker_peak_mib:.0f} MiB",
             flush=True,
         )
 
-    targets = evaluate_targets(results)
-    print(format_table(results))
-    print("\n== targets (local[2], start excluded)")
+    warm: list[Warm] = []
+    for shape in dict.fromkeys(d.shape for d in datas):
+        found = measure_warm(
+            shape, [d for d in datas if d.shape == shape], tiny, args.rounds, args.split_bytes
+        )
+        for w in found:
+            print(
+                f"  warm {shape} {size_label(w.size)}: {w.ingest_s:.2f} s over the one-batch ingest, "
+                f"{w.rows_s:,.0f} rows/s, {w.mb_s:,.0f} MB/s, {w.s_per_gb:.2f} s/GB (runs "
+                f"{', '.join(f'{x:.1f}' for x in w.runs_s)} s; one-batch "
+                f"{', '.join(f'{x:.1f}' for x in w.tiny_runs_s)} s)",
+                flush=True,
+            )
+        warm += found
+
+    targets = evaluate_targets(warm, results)
+    print(format_table(results, warm))
+    print("\n== targets (local[2], start excluded; cold: whole processes, warm: one warm session)")
     print(format_targets(targets, 58))
     elapsed = time.perf_counter() - started
     print(
-        f"\nMB/GB = 10^6/10^9 bytes of segment; ingest s = wall s - {start_s:.1f} s start cost; rows = "
+        f"\nMB/GB = 10^6/10^9 bytes of segment; cold: whole processes, best of {args.repeat}, ingest s = "
+        f"wall s - {start_s:.1f} s start cost (best one-batch ingest); warm: one session, {args.rounds} "
+        "interleaved rounds, ingest s = best ingest - best one-batch ingest of the same session; rows = "
         "batch rows; tree MiB = peak summed RSS of the ingest process tree (JVM + driver + workers); wkr "
         "MiB = largest peak RSS of one Python worker (pyspark.daemon/worker); dec MB/s = single-process "
         "header-only iter_segment_runs on the same files; frac = ingest MB/s / dec MB/s. "
@@ -469,10 +617,13 @@ def main(argv: list[str] | None = None) -> int:
         args.out,
         {
             "quick": args.quick,
+            "repeat": args.repeat,
             "start_s": start_s,
             "start_runs_s": [s.seconds for s in starts],
             "split_bytes": args.split_bytes,
+            "rounds": args.rounds,
             "results": [asdict(r) for r in results],
+            "warm": [asdict(w) for w in warm],
             "targets": targets,
             "elapsed_s": elapsed,
         },

@@ -444,6 +444,21 @@ def check_ledger(path: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Spark: one decode pass per table, replaceWhere writes
 
+# Columns of the large tables whose value differs on (almost) every row.
+UNIQUE_COLUMNS = (
+    "position",
+    "base_offset",
+    "last_offset",
+    "crc",
+    "base_timestamp",
+    "max_timestamp",
+    "base_sequence",
+    "last_sequence",
+    "offset",
+    "timestamp",
+    "sequence",
+)
+
 # Session confs for the ingest's writes, restored afterwards.
 WRITE_SESSION_CONF: dict[str, str] = {
     # Rows go to an open Parquet writer per table partition instead of being sorted by
@@ -454,6 +469,9 @@ WRITE_SESSION_CONF: dict[str, str] = {
     # row compares its whole path twice for them, a tenth of the write on one-record batches, and
     # the value is the same for the rows of a task.
     "parquet.column.statistics.enabled#file": "false",
+    # No dictionary for the columns that are unique per row: Parquet would build one per row group
+    # until it overflows and fall back to plain, checking for the fallback on every value.
+    **{f"parquet.enable.dictionary#{column}": "false" for column in UNIQUE_COLUMNS},
 }
 
 PARQUET_CODEC = "snappy"

@@ -77,6 +77,11 @@ JOB_JAVA_OPTIONS = (
     "-XX:Tier4MinInvocationThreshold=60000",
     "-XX:Tier4CompileThreshold=120000",
     "-XX:Tier4BackEdgeThreshold=400000",
+    # Spark reads every decoded row from the Arrow vectors the Python workers send; Arrow Java checks
+    # the bounds and reference count of the buffer on each value read (a tenth of the JVM's CPU on
+    # one-record batches). The vectors come from pyarrow through Spark's own IPC reader.
+    "-Darrow.enable_unsafe_memory_access=true",
+    "-Darrow.enable_null_check_for_get=false",
 )
 # In local mode the driver JVM is the only executor: window sorts, joins and the Delta writes of a
 # multi-GB audit need more than Spark's 1g default. `KRA_DRIVER_MEMORY` overrides.
