@@ -103,25 +103,27 @@ def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     )
 
 
-def offset_overlap(batches: DataFrame, logs: DataFrame) -> DataFrame:
+def offset_overlap(batches: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
     """OFFSET_OVERLAP: in file order, a batch whose offsets start at or before the previous batch's last
-    offset (`logs`: `log_bounds`, whose numeric `log_id` keys the sort of narrow rows)."""
+    offset (`logs`, `files`: `log_bounds` and `file_ids`, whose numeric ids, numbered in file order, key
+    the sort of narrow rows)."""
     b = with_log_id(
         batches.where(F.col("crc_valid")),
-        logs,
-        "file",
+        files,
         "position",
         "base_offset",
         "last_offset",
         "producer_id",
         "producer_epoch",
     )
-    w = Window.partitionBy("log_id").orderBy("file", "position")
+    w = Window.partitionBy("log_id").orderBy("file_id", "position")
     b = b.withColumn("_prev_last", F.lag("last_offset").over(w)).withColumn(
         "_prev_base", F.lag("base_offset").over(w)
     )
-    rows = b.where(F.col("base_offset") <= F.col("_prev_last")).join(
-        F.broadcast(logs.select("log_id", *LOG_KEY)), "log_id"
+    rows = (
+        b.where(F.col("base_offset") <= F.col("_prev_last"))
+        .join(F.broadcast(logs.select("log_id", *LOG_KEY)), "log_id")
+        .join(F.broadcast(files.select("file_id", "file")), "file_id")
     )
     return to_findings(
         rows,

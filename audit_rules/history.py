@@ -32,9 +32,9 @@ def producer_batches(batches: DataFrame) -> DataFrame:
     return batches.where((F.col("magic") == 2) & (F.col("producer_id") >= 0) & F.col("crc_valid"))
 
 
-# The batch columns the history carries through its shuffle and sort (besides the log id): what the
-# silver table and the rules read. The log's own columns (dump, replica, topic, partition, its key and
-# bounds) are joined back after the scan from the small `logs` frame.
+# The batch columns the history carries through its shuffle and sort (besides the log and file ids):
+# what the silver table and the rules read. The log's own columns (dump, replica, topic, partition, its
+# key and bounds) and the file's path are joined back from the small `logs` and `file_ids` frames.
 HISTORY_BATCH_COLUMNS = (
     "producer_id",
     "producer_epoch",
@@ -48,14 +48,14 @@ HISTORY_BATCH_COLUMNS = (
     "coordinator_epoch",
     "max_timestamp",
     "partition_leader_epoch",
-    "file",
     "position",
 )
 
 
-def build_history(batches: DataFrame, logs: DataFrame) -> DataFrame:
+def build_history(batches: DataFrame, files: DataFrame) -> DataFrame:
     """Producer batches with their replay columns (internal ones too; `history_table` selects the
-    silver schema), and the per-log columns of `logs` (a `log_bounds` frame with its `log_id`).
+    silver schema), keyed by the log and file ids of `files` (`logs.file_ids`); `with_log_columns`
+    adds the log's columns and the file's path.
 
     One shuffle by (log, producer id) and one sort by base offset, over narrow rows keyed by the
     numeric log id: a string log key would leave the sort's prefix comparison useless (every row of
@@ -71,7 +71,7 @@ def build_history(batches: DataFrame, logs: DataFrame) -> DataFrame:
     only an *irregular* stream (one that ever went backwards or jumped) can hold a copy or a hole, and
     `irregular_history` settles those streams alone.
     """
-    b = with_log_id(producer_batches(batches), logs, *HISTORY_BATCH_COLUMNS)
+    b = with_log_id(producer_batches(batches), files, *HISTORY_BATCH_COLUMNS)
     schema = StructType(
         [*b.schema.fields, *(StructField(name, _parse_type(kind)) for name, kind in replay.OUTPUTS)]
     )
@@ -119,9 +119,10 @@ def build_history(batches: DataFrame, logs: DataFrame) -> DataFrame:
     return b.withColumn("expected_sequence", _expected_sequence()).drop("first_in_stream")
 
 
-def with_log_columns(history: DataFrame, logs: DataFrame) -> DataFrame:
+def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
     """The rows of `build_history` with their log's key columns, `log_key`, `log_start_offset`, `compacted`
-    and `log_max_timestamp` (a broadcast join on the log id: the history is stored without them)."""
+    and `log_max_timestamp`, and their `file` (broadcast joins on the log and file ids of `logs` and
+    `files`: the history is stored without them)."""
     per_log = logs.select(
         "log_id",
         *LOG_KEY,
@@ -130,7 +131,8 @@ def with_log_columns(history: DataFrame, logs: DataFrame) -> DataFrame:
         "compacted",
         F.col("max_timestamp").alias("log_max_timestamp"),
     )
-    return history.join(F.broadcast(per_log), "log_id", "inner")
+    paths = files.select("file_id", "file")
+    return history.join(F.broadcast(per_log), "log_id", "inner").join(F.broadcast(paths), "file_id", "inner")
 
 
 def events(history: DataFrame) -> DataFrame:
@@ -174,7 +176,7 @@ STREAM_KEY = ("log_id", "producer_id", "producer_epoch")
 
 
 # A batch of the history is one (log, file, byte position).
-ROW_KEY = ("log_id", "file", "position")
+ROW_KEY = ("log_id", "file_id", "position")
 # The batches that can be copies of each other: one stream, one unwrapped sequence range.
 COPY_KEY = (*STREAM_KEY, "base_sequence_unwrapped", "last_sequence_unwrapped")
 

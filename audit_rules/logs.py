@@ -41,14 +41,46 @@ def compacted(profile: Profile, topic: Column) -> Column:
     return out
 
 
+# What the batches tell of their log, per segment file: aggregated again per log by `log_bounds`.
+_BATCH_FACTS = {
+    "first_batch_offset": F.min,
+    "log_end_offset": F.max,
+    "max_timestamp": F.max,
+    "batches": F.sum,
+    "records": F.sum,
+    "bytes": F.sum,
+}
+
+
+def segment_files(batches: DataFrame) -> DataFrame:
+    """One row per (log, file) of the batches with the batch facts `log_bounds` needs (one pass over the
+    batches) and a `file_id` numbering the files in (log, file) order: the key that stands for a file
+    in every shuffle and sort of batches (`with_log_id`)."""
+    values = {
+        "first_batch_offset": F.col("base_offset"),
+        "log_end_offset": F.col("last_offset") + 1,
+        # A corrupt batch's timestamp cannot be trusted.
+        "max_timestamp": F.when(F.col("crc_valid"), F.col("max_timestamp")),
+        "batches": F.lit(1),
+        "records": F.when(F.col("magic") >= 2, F.col("count")).otherwise(1),
+        "bytes": F.col("size_bytes"),
+    }
+    per_file = batches.groupBy(*LOG_KEY, "file").agg(
+        *[agg(values[name].cast("long")).alias(name) for name, agg in _BATCH_FACTS.items()]
+    )
+    # Files are few (one row per segment): one task numbers them.
+    order = Window.orderBy(log_key(), F.col("file"))
+    return per_file.withColumn("file_id", F.row_number().over(order).cast("int"))
+
+
 def log_bounds(
-    batches: DataFrame, files: DataFrame, partition_state: DataFrame, profile: Profile
+    segments: DataFrame, files: DataFrame, partition_state: DataFrame, profile: Profile
 ) -> DataFrame:
     """One row per log: log_start_offset (+ source), log_end_offset, high_watermark, capture time, counts
-    (the producer count comes from the history: `pipeline.partition_summary`).
+    (the producer count comes from the history: `pipeline.partition_summary`), and a dense `log_id`.
 
-    The facts of the three tables are unioned and aggregated once per log: one shuffle, where a join
-    per table would cost two each.
+    `segments` is `segment_files` of the batches. The facts of the three tables are unioned and
+    aggregated once per log: one shuffle, where a join per table would cost two each.
     """
     nothing = F.lit(None)
     measures = {
@@ -67,16 +99,7 @@ def log_bounds(
     def facts(df: DataFrame, **values: Column) -> DataFrame:
         return df.select(*LOG_KEY, *[values.get(name, nothing).cast("long").alias(name) for name in measures])
 
-    from_batches = facts(
-        batches,
-        first_batch_offset=F.col("base_offset"),
-        log_end_offset=F.col("last_offset") + 1,
-        # A corrupt batch's timestamp cannot be trusted.
-        max_timestamp=F.when(F.col("crc_valid"), F.col("max_timestamp")),
-        batches=F.lit(1),
-        records=F.when(F.col("magic") >= 2, F.col("count")).otherwise(1),
-        bytes=F.col("size_bytes"),
-    )
+    from_batches = facts(segments, **{name: F.col(name) for name in _BATCH_FACTS})
     from_files = facts(
         files,
         first_segment_offset=F.when(
@@ -130,12 +153,21 @@ def log_bounds(
     )
 
 
-def with_log_id(df: DataFrame, logs: DataFrame, *columns: str) -> DataFrame:
-    """`log_id` (from `logs`, a `log_bounds` frame; broadcast) and `columns` of the rows of `df`: narrow
-    rows with a numeric log key, for a shuffle and sort of every batch."""
+def file_ids(segments: DataFrame, logs: DataFrame) -> DataFrame:
+    """(log key columns, file, log_id, file_id) of every segment file of the batches (`segment_files`,
+    `log_bounds`): small, broadcast to whatever shuffles batches."""
     ids = logs.select(*(F.col(c).alias(f"_l_{c}") for c in LOG_KEY), "log_id")
-    keyed = df.join(F.broadcast(ids), [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in LOG_KEY], "inner")
-    return keyed.select("log_id", *columns)
+    keyed = segments.join(ids, [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in LOG_KEY], "inner")
+    return keyed.select(*LOG_KEY, "file", "log_id", "file_id")
+
+
+def with_log_id(df: DataFrame, files: DataFrame, *columns: str) -> DataFrame:
+    """`log_id`, `file_id` (from `files`, a `file_ids` frame; broadcast) and `columns` of the batch rows of
+    `df`: narrow rows with numeric keys for a shuffle and sort of every batch (a string log key or path
+    would be shuffled, sorted and sent to Python with every row, and leave the sort's prefix useless)."""
+    ids = files.select(*(F.col(c).alias(f"_l_{c}") for c in (*LOG_KEY, "file")), "log_id", "file_id")
+    on = [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in (*LOG_KEY, "file")]
+    return df.join(F.broadcast(ids), on, "inner").select("log_id", "file_id", *columns)
 
 
 def join_log(df: DataFrame, logs: DataFrame, *columns: str | Column) -> DataFrame:

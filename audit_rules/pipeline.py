@@ -24,7 +24,7 @@ from audit_rules.history import (
     settle,
     with_log_columns,
 )
-from audit_rules.logs import log_bounds, with_log_key
+from audit_rules.logs import file_ids, log_bounds, segment_files, with_log_key
 from audit_rules.profile import Profile
 from schemas.tables import FILES, LOG_KEY, PARTITION_SUMMARY, TABLES
 
@@ -129,11 +129,14 @@ def audit(
     """Every rule of RULES.md over the bronze tables; `materialize` stores what several rules read (the
     log bounds, the history, its events and copies; None: recompute them in each rule)."""
     keep = materialize or (lambda df, name: df)
-    logs = keep(log_bounds(bronze.batches, bronze.files, bronze.partition_state, profile), "log bounds")
+    # One pass over the batches for their per-file facts; logs and files then get numeric ids.
+    segments = keep(segment_files(bronze.batches), "segment files")
+    logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
+    files = keep(file_ids(segments, logs), "file ids")
     # The per-log facts every producer rule needs ride along with the history: no join per rule.
     # The history is stored narrow (keyed by the numeric log id); each reader joins the log's columns.
-    stored = keep(build_history(bronze.batches, logs), "history")
-    history = with_log_columns(stored, logs)
+    stored = keep(build_history(bronze.batches, files), "history")
+    history = with_log_columns(stored, logs, files)
     # The rules over single batches and markers read the few rows they can fire on, stored once.
     event_rows = keep(events(history), "history events")
     # Exact copies: the batches whose range a late batch repeats (on a healthy log, none).
@@ -148,7 +151,7 @@ def audit(
     settled = settle(event_rows, copied)
     holes = coverage_holes(settled)
     producers = keep(producer_summary(history), "producer summary")
-    stored_frames = (logs, stored, event_rows, ranges, producers, stored_copies)
+    stored_frames = (segments, logs, files, stored, event_rows, ranges, producers, stored_copies)
     persisted = tuple(df for df in stored_frames if df is not None) if materialize is not None else ()
     frames = [
         sequences.invalid_sequence(event_rows),
@@ -160,7 +163,7 @@ def audit(
         duplicates.duplicate_batches(settled, profile),
         transactions.hanging_transactions(event_rows, producers, profile),
         transactions.coordinator_epoch_regression(event_rows),
-        consistency.offset_overlap(bronze.batches, logs),
+        consistency.offset_overlap(bronze.batches, logs, files),
     ]
     # Rules over optional evidence are planned only where that evidence exists: each is a few
     # shuffles and a scan of the batches or the history even when it can find nothing. The checks
