@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_harness.broker import KafkaBroker
@@ -358,11 +358,35 @@ def list_offsets(admin: AdminClient, keys: list[tuple[str, int]]) -> dict[tuple[
     return {key: (earliest[key], latest[key]) for key in keys}
 
 
+def wait_for_markers(admin: AdminClient, keys: list[tuple[str, int]], timeout_s: float = 30.0) -> None:
+    """Until no partition has a transaction open: `commit_transaction` returns once the coordinator has
+    logged PREPARE_COMMIT, and it writes the markers to the partitions afterwards (KIP-98), so a log end
+    read at once can miss the last marker. The last stable offset (read_committed) reaches the log end
+    when the marker is in."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stable = _list_offsets(admin, keys, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        end = _list_offsets(admin, keys, OffsetSpec.latest())
+        if stable == end:
+            return
+        if time.monotonic() > deadline:
+            open_ = {
+                f"{t}-{p}": (stable[(t, p)], end[(t, p)]) for t, p in keys if stable[(t, p)] != end[(t, p)]
+            }
+            raise TimeoutError(f"transaction markers still missing after {timeout_s:.0f} s: {open_}")
+        time.sleep(0.2)
+
+
 def _list_offsets(
-    admin: AdminClient, keys: list[tuple[str, int]], spec: OffsetSpec
+    admin: AdminClient,
+    keys: list[tuple[str, int]],
+    spec: OffsetSpec,
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> dict[tuple[str, int], int]:
     futures = admin.list_offsets(
-        {TopicPartition(topic, partition): spec for topic, partition in keys}, request_timeout=ADMIN_TIMEOUT_S
+        {TopicPartition(topic, partition): spec for topic, partition in keys},
+        isolation_level=isolation,
+        request_timeout=ADMIN_TIMEOUT_S,
     )
     return {
         (tp.topic, tp.partition): int(future.result(timeout=ADMIN_TIMEOUT_S).offset)
@@ -386,6 +410,7 @@ def produce_clean(broker: KafkaBroker) -> CleanManifest:
     log.info("the clean scenarios took %.1f s", time.monotonic() - started)
     manifest = CleanManifest(recorder.manifest)
     keys = [(spec.name, p) for spec in CLEAN_TOPICS for p in range(spec.partitions)]
+    wait_for_markers(broker.admin(), keys)
     for (topic, partition), (start, end) in list_offsets(broker.admin(), keys).items():
         key = partition_key(topic, partition)
         outcome = PartitionOutcome(
