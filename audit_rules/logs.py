@@ -84,12 +84,7 @@ def log_bounds(
     """
     nothing = F.lit(None)
     measures = {
-        "first_batch_offset": F.min,
-        "log_end_offset": F.max,
-        "max_timestamp": F.max,
-        "batches": F.sum,
-        "records": F.sum,
-        "bytes": F.sum,
+        **_BATCH_FACTS,
         "first_segment_offset": F.min,
         "mtime_ms": F.max,
         "checkpoint_log_start": F.max,
