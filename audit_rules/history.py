@@ -72,14 +72,16 @@ def build_history(batches: DataFrame, files: DataFrame) -> DataFrame:
     `irregular_history` settles those streams alone.
     """
     b = with_log_id(producer_batches(batches), files, *HISTORY_BATCH_COLUMNS)
-    schema = StructType(
-        [*b.schema.fields, *(StructField(name, _parse_type(kind)) for name, kind in replay.OUTPUTS)]
-    )
-    b = (
-        b.repartition("log_id", "producer_id")
-        .sortWithinPartitions("log_id", "producer_id", "base_offset")
-        .mapInArrow(replay.replay_batches, schema)
-    )
+    b = b.repartition("log_id", "producer_id").sortWithinPartitions("log_id", "producer_id", "base_offset")
+    # The scan reads its input columns in the sort's order and returns its own: a scalar Arrow UDF sends
+    # only those through Python (nondeterministic: it carries state from row to row, so Spark must
+    # evaluate it once per row, where it stands).
+    outputs = StructType([StructField(name, _parse_type(kind)) for name, kind in replay.OUTPUTS])
+    # (pyspark's stubs have no overload for a struct-returning UDF typed by its hints)
+    scan = F.arrow_udf(replay.replay_columns(), outputs).asNondeterministic()  # type: ignore[call-overload]
+    b = b.withColumn("_scan", scan(*[F.col(c) for c in replay.INPUTS]))
+    scanned = [F.col("_scan")[name].alias(name) for name, _ in replay.OUTPUTS]
+    b = b.select(*[c for c in b.columns if c != "_scan"], *scanned)
     epoch = F.col("producer_epoch").cast("int")
     b = b.withColumns(
         {

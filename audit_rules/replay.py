@@ -12,12 +12,13 @@ spills it for every window pass).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 SEQUENCE_MODULUS = 1 << 31
 HALF_RANGE = 1 << 30
@@ -374,46 +375,87 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
     return out
 
 
-def replay_batches(batches: Iterable[Any]) -> Iterator[Any]:
-    """`mapInArrow` body: each input Arrow batch with the scan columns appended."""
+def _output_arrays(arrays: list[Any], state: _State) -> list[Any]:
+    """The scan columns (pyarrow arrays, in OUTPUTS order) of one Arrow batch's INPUTS columns (`arrays`,
+    in INPUTS order, at least one row), updating `state`."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    n = len(arrays[0])
+    keys, pids = arrays[0], arrays[1]
+    change = np.ones(n, dtype=bool)
+    if n > 1:
+        change[1:] = np.asarray(
+            pc.or_(
+                pc.not_equal(keys.slice(1), keys.slice(0, n - 1)),
+                pc.not_equal(pids.slice(1), pids.slice(0, n - 1)),
+            )
+        )
+    change[0] = state.key != (keys[0].as_py(), pids[0].as_py())
+    cols: dict[str, np.ndarray] = {}
+    for name, column in zip(INPUTS[2:], arrays[2:], strict=True):
+        if name == "coordinator_epoch":
+            cols[name + "_null"] = np.asarray(column.is_null())
+            column = column.fill_null(0)
+        cols[name] = np.asarray(column)
+    out = scan_batch(cols, change, state)
+    state.key = (keys[-1].as_py(), pids[-1].as_py())
+    result = []
+    for name, sql_type in OUTPUTS:
+        values = out[name]
+        mask = out.get(name + "_null")
+        if mask is not None and mask.any():
+            result.append(pa.array(np.where(mask, 0, values), type=_arrow_type(sql_type), mask=mask))
+        else:
+            result.append(pa.array(values, type=_arrow_type(sql_type)))
+    return result
+
+
+def _arrow_type(sql_type: str) -> Any:
+    import pyarrow as pa
+
+    return {"boolean": pa.bool_(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16()}[sql_type]
+
+
+def replay_batches(batches: Iterable[Any]) -> Iterator[Any]:
+    """`mapInArrow` form of the scan: each input Arrow batch (sorted rows holding INPUTS) with the scan
+    columns appended."""
+    import pyarrow as pa
+
     state = _State()
-    types = {"boolean": pa.bool_(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16()}
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        keys = batch.column("log_id")
-        pids = batch.column("producer_id")
-        change = np.ones(batch.num_rows, dtype=bool)
-        if batch.num_rows > 1:
-            change[1:] = np.asarray(
-                pc.or_(
-                    pc.not_equal(keys.slice(1), keys.slice(0, batch.num_rows - 1)),
-                    pc.not_equal(pids.slice(1), pids.slice(0, batch.num_rows - 1)),
-                )
-            )
-        first_key = (keys[0].as_py(), pids[0].as_py())
-        change[0] = state.key != first_key
-        cols: dict[str, np.ndarray] = {}
-        for name in INPUTS[2:]:
-            column = batch.column(name)
-            if name == "coordinator_epoch":
-                cols[name + "_null"] = np.asarray(column.is_null())
-                column = column.fill_null(0)
-            cols[name] = np.asarray(column)
-        out = scan_batch(cols, change, state)
-        state.key = (keys[-1].as_py(), pids[-1].as_py())
-        arrays = list(batch.columns)
-        names = list(batch.schema.names)
-        for name, sql_type in OUTPUTS:
-            values = out[name]
-            mask = out.get(name + "_null")
-            arrow_type = types[sql_type]
-            if mask is not None and mask.any():
-                arrays.append(pa.array(np.where(mask, 0, values), type=arrow_type, mask=mask))
-            else:
-                arrays.append(pa.array(values, type=arrow_type))
-            names.append(name)
-        yield pa.RecordBatch.from_arrays(arrays, names=names)
+        arrays = _output_arrays([batch.column(name) for name in INPUTS], state)
+        yield pa.RecordBatch.from_arrays(
+            [*batch.columns, *arrays], names=[*batch.schema.names, *(name for name, _ in OUTPUTS)]
+        )
+
+
+def replay_columns() -> Callable[..., pa.Array]:
+    """The scan as the body of a scalar Arrow UDF over the INPUTS columns, returning a struct of OUTPUTS.
+
+    Spark evaluates a scalar Arrow UDF batch by batch in the order of the task's rows (the sort's), in
+    one Python worker, sending only the UDF's input columns and receiving only its struct: the other
+    columns of the row stay in the JVM (`mapInArrow` would send every column there and back). The state
+    the scan carries from one batch to the next lives in this closure and starts afresh with each task
+    attempt (a reused worker runs several tasks).
+    """
+    import pyarrow as pa
+
+    names = [name for name, _ in OUTPUTS]
+    carried: dict[str, Any] = {"task": None, "state": _State()}
+
+    def scan(*arrays: pa.Array) -> pa.Array:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task = context.taskAttemptId() if context is not None else None
+        if task != carried["task"]:
+            carried["task"], carried["state"] = task, _State()
+        if len(arrays[0]) == 0:
+            empty = [pa.array([], type=_arrow_type(sql_type)) for _, sql_type in OUTPUTS]
+            return pa.StructArray.from_arrays(empty, names=names)
+        return pa.StructArray.from_arrays(_output_arrays(list(arrays), carried["state"]), names=names)
+
+    return scan

@@ -13,7 +13,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit_rules.replay import INPUTS, replay_batches
+from audit_rules.replay import INPUTS, OUTPUTS, replay_batches, replay_columns
 from tests.strategies import log_histories
 
 
@@ -70,6 +70,59 @@ def test_scan_is_the_same_whatever_the_arrow_batches(histories: list[Any], sizes
     cut = pa.Table.from_batches(list(replay_batches(_cut(table, sizes))))
     assert cut.num_rows == whole.num_rows == table.num_rows
     assert cut.to_pylist() == whole.to_pylist()
+
+
+def _udf_rows(scan: Any, batches: list[pa.RecordBatch]) -> list[dict[str, Any]]:
+    """The scalar-UDF form's struct rows over `batches`, called batch by batch as Spark calls it."""
+    return [row for b in batches for row in scan(*[b.column(name) for name in INPUTS]).to_pylist()]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    histories=st.lists(
+        st.integers(0, 3).flatmap(lambda p: log_histories(partition=p, max_events=30)), min_size=1, max_size=4
+    ),
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5),
+)
+def test_udf_form_gives_the_scan_columns(histories: list[Any], sizes: list[int]) -> None:
+    """`replay_columns` (what the history runs, as a scalar Arrow UDF) returns exactly the columns
+    `replay_batches` appends, however the rows are cut."""
+    table = _table(histories)
+    if table.num_rows == 0:
+        return
+    names = [name for name, _ in OUTPUTS]
+    expected = [
+        {k: r[k] for k in names}
+        for r in pa.Table.from_batches(list(replay_batches(table.to_batches()))).to_pylist()
+    ]
+    assert _udf_rows(replay_columns(), _cut(table, sizes)) == expected
+
+
+def test_udf_state_starts_afresh_with_each_task(monkeypatch: Any) -> None:
+    """A reused Python worker runs task after task: a task's first row must not continue the producer the
+    previous task ended with, even when the two tasks hold the same (log, producer id)."""
+    import pyspark
+
+    rows = [(1, 7, 0, 0, 0, 0, 0, False, False, None, 100), (1, 7, 1, 1, 1, 1, 0, False, False, None, 110)]
+    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    first, second = table.slice(0, 1).to_batches(), table.slice(1, 1).to_batches()
+
+    class Task:
+        def __init__(self, attempt: int) -> None:
+            self.attempt = attempt
+
+        def taskAttemptId(self) -> int:
+            return self.attempt
+
+    scan = replay_columns()
+    monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls: Task(1)))
+    assert _udf_rows(scan, first)[0]["first_in_stream"] is True
+    # Same task: the second row continues the producer.
+    assert _udf_rows(scan, second)[0]["prev_offset"] == 0
+    # A new task sees the same row as a producer's first.
+    monkeypatch.setattr(pyspark.TaskContext, "get", classmethod(lambda cls: Task(2)))
+    again = _udf_rows(scan, second)[0]
+    assert again["prev_offset"] is None and again["first_in_stream"] is True
 
 
 def test_scan_columns_of_a_hand_written_producer() -> None:
