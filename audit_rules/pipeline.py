@@ -143,8 +143,9 @@ def audit(
     ranges = keep(late_ranges(event_rows), "late ranges")
     stored_copies: DataFrame | None = None
     copied: DataFrame | None = None
-    if materialize is None or not ranges.isEmpty():
-        small = materialize is not None and ranges.count() <= BROADCAST_ROWS
+    late = ranges.count() if materialize is not None else None  # a stored frame: one small job
+    if late is None or late > 0:
+        small = late is not None and late <= BROADCAST_ROWS
         copied = stored_copies = keep(copies(history, F.broadcast(ranges) if small else ranges), "copies")
         if materialize is not None and stored_copies.count() <= BROADCAST_ROWS:
             copied = F.broadcast(stored_copies)

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import state_expired
+from audit_rules.history import ROW_KEY, state_expired
 from audit_rules.profile import Profile
 
 
@@ -139,10 +139,11 @@ def sequence_gaps(history: DataFrame, holes: DataFrame, profile: Profile) -> Dat
         & (F.col("h.hole_start") <= F.col("j.base_sequence_unwrapped") - 1)
         & (F.col("h.hole_end") >= F.col("j.expected_unwrapped")),
         "inner",
-    ).select("j.*", overlap.alias("_missing"))
-    keys = [c for c in jumps.columns]
-    gaps = joined.groupBy(*keys).agg(F.sum("_missing").alias("missing"))
-    gaps = gaps.where(~F.col("compacted"))
+    ).select(*[F.col(f"j.{k}") for k in ROW_KEY], overlap.alias("_missing"))
+    # Summed per batch (its row key), then joined back: grouping by every column of the history would
+    # compile an aggregation over a fifty-column key for a handful of rows.
+    missing = joined.groupBy(*ROW_KEY).agg(F.sum("_missing").alias("missing"))
+    gaps = jumps.join(missing, list(ROW_KEY), "inner").where(~F.col("compacted"))
     elapsed = F.col("max_timestamp") - F.col("prev_event_timestamp")
     expired = F.lit(profile.accepts_unknown_producer) & state_expired(profile.producer_id_expiration_ms)
     common: dict[str, Any] = {
