@@ -151,7 +151,7 @@ def audit(
             copied = F.broadcast(stored_copies)
     settled = settle(event_rows, copied)
     holes = coverage_holes(settled)
-    producers = keep(producer_summary(history), "producer summary")
+    producers = keep(producer_summary(bronze.batches, files, logs), "producer summary")
     stored_frames = (segments, logs, files, stored, event_rows, ranges, producers, stored_copies)
     persisted = tuple(df for df in stored_frames if df is not None) if materialize is not None else ()
     frames = [
@@ -168,10 +168,20 @@ def audit(
     ]
     # Rules over optional evidence are planned only where that evidence exists: each is a few
     # shuffles and a scan of the batches or the history even when it can find nothing. The checks
-    # read small tables (or one row of a large one).
-    if _has_rows(bronze.files.where(F.col("kind") == "txnindex")):
+    # read small tables (or one row of a large one), concurrently: each is a small job and the first
+    # read of a Delta table, which wait on the driver rather than on the cores.
+    present = _nonempty(
+        {
+            "txnindex": bronze.files.where(F.col("kind") == "txnindex"),
+            "snapshots": bronze.producer_snapshots,
+            "several logs": logs.groupBy("topic", "partition").count().where(F.col("count") > 1),
+            "acks": bronze.acks,
+            "quarantine": bronze.quarantine,
+        }
+    )
+    if "txnindex" in present:
         frames.append(transactions.txn_index_consistency(event_rows, bronze.txn_index, bronze.files))
-    if _has_rows(bronze.producer_snapshots):
+    if "snapshots" in present:
         frames += [
             transactions.hanging_transactions_in_snapshots(
                 producers, bronze.producer_snapshots, logs, profile
@@ -179,15 +189,15 @@ def audit(
             retention.snapshot_producers(producers, bronze.producer_snapshots, logs),
             consistency.snapshot_mismatch(history, producers, bronze.producer_snapshots, logs),
         ]
-    if _has_rows(logs.groupBy("topic", "partition").count().where(F.col("count") > 1)):
+    if "several logs" in present:
         # Several logs of one partition: replicas, or dumps taken at different times.
         frames += [
             retention.producers_across_dumps(producers, logs),
             consistency.replica_divergence(bronze.batches, logs),
         ]
-    if _has_rows(bronze.acks):
+    if "acks" in present:
         frames.append(retention.acked_records(bronze.batches, bronze.acks, logs))
-    if _has_rows(bronze.quarantine):
+    if "quarantine" in present:
         frames.append(consistency.quarantined(bronze.quarantine, bronze.batches))
     if bronze.records is not None:
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
@@ -198,8 +208,23 @@ def audit(
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
 
-def _has_rows(df: DataFrame) -> bool:
-    return not df.isEmpty()
+def _nonempty(frames: dict[str, DataFrame]) -> set[str]:
+    """The names of `frames` that hold a row, asked concurrently (the threads inherit the caller's
+    Spark job group and local properties)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.util import inheritable_thread_target
+
+    if not frames:
+        return set()
+
+    @inheritable_thread_target(next(iter(frames.values())).sparkSession)
+    def has_rows(df: DataFrame) -> bool:
+        return not df.isEmpty()
+
+    with ThreadPoolExecutor(max_workers=len(frames)) as pool:
+        answers = dict(zip(frames, pool.map(has_rows, frames.values()), strict=True))
+    return {name for name, yes in answers.items() if yes}
 
 
 def partition_summary(
