@@ -64,16 +64,22 @@ def _logs(draw: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _expected(rows: list[dict[str, Any]]) -> set[tuple[int, ...]]:
+def _after_previous(rows: list[dict[str, Any]], base: str, last: str) -> set[tuple[int, ...]]:
+    """Per log, in (file, position) order, each row starting at or before the `last` of the row before
+    it: (log, file, position, that row's `base`, its `last`)."""
     out: set[tuple[int, ...]] = set()
     for log_id in {r["log_id"] for r in rows}:
         ordered = sorted(
             (r for r in rows if r["log_id"] == log_id), key=lambda r: (r["file_id"], r["position"])
         )
         for a, b in pairwise(ordered):
-            if b["base_offset"] <= a["last_offset"]:
-                out.add((log_id, b["file_id"], b["position"], a["base_offset"], a["last_offset"]))
+            if b["base_offset"] <= a[last]:
+                out.add((log_id, b["file_id"], b["position"], a[base], a[last]))
     return out
+
+
+def _expected(rows: list[dict[str, Any]]) -> set[tuple[int, ...]]:
+    return _after_previous(rows, "base_offset", "last_offset")
 
 
 def _found(tasks: list[list[dict[str, Any]]], sizes: list[int]) -> set[tuple[int, ...]]:
@@ -94,14 +100,8 @@ def _found(tasks: list[list[dict[str, Any]]], sizes: list[int]) -> set[tuple[int
         for r in out_rows
         if not r["is_run"]
     }
-    runs = [r for r in out_rows if r["is_run"]]
-    for log_id in {r["log_id"] for r in runs}:
-        ordered = sorted(
-            (r for r in runs if r["log_id"] == log_id), key=lambda r: (r["file_id"], r["position"])
-        )
-        for a, b in pairwise(ordered):
-            if b["base_offset"] <= a["end_last"]:
-                found.add((log_id, b["file_id"], b["position"], a["end_base"], a["end_last"]))
+    # The rule's window: each run's first batch against the last batch of the run before it.
+    found |= _after_previous([r for r in out_rows if r["is_run"]], "end_base", "end_last")
     return found
 
 

@@ -45,6 +45,13 @@ def _table(histories: list[Any]) -> pa.Table:
     return pa.Table.from_pylist([{k: r[k] for k in INPUTS} for r in rows], schema=schema)
 
 
+# Several logs' random histories, and the sizes to cut their rows into Arrow batches with.
+_HISTORIES = st.lists(
+    st.integers(0, 3).flatmap(lambda p: log_histories(partition=p, max_events=30)), min_size=1, max_size=4
+)
+_CUTS = st.lists(st.integers(1, 9), min_size=1, max_size=5)
+
+
 def _cut(table: pa.Table, sizes: list[int]) -> list[pa.RecordBatch]:
     out, at, i = [], 0, 0
     while at < table.num_rows:
@@ -56,12 +63,7 @@ def _cut(table: pa.Table, sizes: list[int]) -> list[pa.RecordBatch]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    histories=st.lists(
-        st.integers(0, 3).flatmap(lambda p: log_histories(partition=p, max_events=30)), min_size=1, max_size=4
-    ),
-    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5),
-)
+@given(histories=_HISTORIES, sizes=_CUTS)
 def test_scan_is_the_same_whatever_the_arrow_batches(histories: list[Any], sizes: list[int]) -> None:
     table = _table(histories)
     if table.num_rows == 0:
@@ -78,12 +80,7 @@ def _udf_rows(scan: Any, batches: list[pa.RecordBatch]) -> list[dict[str, Any]]:
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    histories=st.lists(
-        st.integers(0, 3).flatmap(lambda p: log_histories(partition=p, max_events=30)), min_size=1, max_size=4
-    ),
-    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5),
-)
+@given(histories=_HISTORIES, sizes=_CUTS)
 def test_udf_form_gives_the_scan_columns(histories: list[Any], sizes: list[int]) -> None:
     """`replay_columns` (what the history runs, as a scalar Arrow UDF) returns exactly the columns
     `replay_batches` appends, however the rows are cut."""
