@@ -3,12 +3,8 @@ other."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
-
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, IntegerType, LongType, ShortType, StructField, StructType
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.kinds import KINDS
@@ -107,140 +103,25 @@ def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     )
 
 
-# The columns the overlap scan reads, and what it returns: a row per overlapping batch found inside a run
-# of adjacent batches (`is_run` false: `prev_base`/`prev_last` are those of the batch before it), and a
-# row per run (`is_run` true: its first batch's columns, `end_base`/`end_last` those of its last).
-_OVERLAP_INPUTS = (
-    "log_id",
-    "file_id",
-    "position",
-    "size_bytes",
-    "base_offset",
-    "last_offset",
-    "producer_id",
-    "producer_epoch",
-)
-_OVERLAP_SCAN = StructType(
-    [
-        StructField("log_id", IntegerType()),
-        StructField("file_id", IntegerType()),
-        StructField("position", LongType()),
-        StructField("base_offset", LongType()),
-        StructField("last_offset", LongType()),
-        StructField("producer_id", LongType()),
-        StructField("producer_epoch", ShortType()),
-        StructField("is_run", BooleanType()),
-        StructField("prev_base", LongType()),
-        StructField("prev_last", LongType()),
-        StructField("end_base", LongType()),
-        StructField("end_last", LongType()),
-    ]
-)
-
-
-def overlap_runs(batches: Iterable[Any]) -> Iterator[Any]:
-    """`mapInArrow` body of `offset_overlap`: the batches of a task in the order they are read, cut into
-    runs of *adjacent* batches (same log and file, each starting at the byte where the one before it
-    ends: nothing of the file lies between them, so the one before is its predecessor in file order).
-    Inside a run each batch is checked against the one before it here; a run's first batch is checked
-    against the end of the run before it in file order by `offset_overlap`, over the few run rows.
-
-    Correct whatever the order of the rows (in the worst case every batch is a run of its own); fast in
-    the order ingest writes them, where a task's batches of one file are one run. Rows and state per
-    Arrow batch: one row of the open run carries over.
-    """
-    import numpy as np
-    import pyarrow as pa
-
-    names = [f.name for f in _OVERLAP_SCAN.fields]
-    types = [pa.int32(), pa.int32(), pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.int16(), pa.bool_()]
-    types += [pa.int64()] * 4
-    prev: dict[str, Any] | None = None  # the last row read
-    open_run: dict[str, Any] | None = None  # the first row of the run that row belongs to
-
-    def emit(rows: dict[str, Any], is_run: bool, extra: dict[str, Any]) -> Any:
-        n = len(rows["log_id"])
-        columns = {**{k: rows[k] for k in names[:7]}, "is_run": np.full(n, is_run)}
-        for k in ("prev_base", "prev_last", "end_base", "end_last"):
-            columns[k] = extra.get(k)
-        arrays = [
-            pa.array(columns[k], type=t) if columns[k] is not None else pa.nulls(n, type=t)
-            for k, t in zip(names, types, strict=True)
-        ]
-        return pa.RecordBatch.from_arrays(arrays, names=names)
-
-    def run_rows(first: dict[str, Any], end_base: Any, end_last: Any) -> Any:
-        return emit(first, True, {"end_base": end_base, "end_last": end_last})
-
-    for batch in batches:
-        n = batch.num_rows
-        if n == 0:
-            continue
-        c = {k: np.asarray(batch.column(k)) for k in _OVERLAP_INPUTS}
-        before = {}
-        for k in ("log_id", "file_id", "position", "size_bytes", "base_offset", "last_offset"):
-            shifted = np.empty(n, dtype=np.int64)
-            shifted[1:] = c[k][:-1]
-            shifted[0] = prev[k] if prev is not None else 0
-            before[k] = shifted
-        adjacent = (
-            (c["log_id"] == before["log_id"])
-            & (c["file_id"] == before["file_id"])
-            & (c["position"] == before["position"] + before["size_bytes"])
-        )
-        adjacent[0] &= prev is not None
-        hit = adjacent & (c["base_offset"] <= before["last_offset"])
-        if hit.any():
-            found = {"prev_base": before["base_offset"][hit], "prev_last": before["last_offset"][hit]}
-            yield emit({k: v[hit] for k, v in c.items()}, False, found)
-        starts = np.flatnonzero(~adjacent)
-        if open_run is not None and len(starts):
-            # The run carried from the batch before ends before this batch's first start (at the
-            # carried last row when that is row 0).
-            end = {k: v[starts[0] - 1] for k, v in c.items()} if starts[0] > 0 else prev
-            assert end is not None
-            yield run_rows(_one(open_run), _one(end)["base_offset"], _one(end)["last_offset"])
-            open_run = None
-        if len(starts):
-            # Each run starting here ends before the next start; the last one stays open.
-            ends = starts[1:] - 1
-            if len(ends):
-                first = {k: v[starts[:-1]] for k, v in c.items()}
-                yield run_rows(first, c["base_offset"][ends], c["last_offset"][ends])
-            open_run = {k: v[starts[-1]] for k, v in c.items()}
-        prev = {k: v[-1] for k, v in c.items()}
-    if open_run is not None and prev is not None:
-        yield run_rows(_one(open_run), _one(prev)["base_offset"], _one(prev)["last_offset"])
-
-
-def _one(row: dict[str, Any]) -> dict[str, Any]:
-    """A row of scalars as a row of one-element arrays."""
-    import numpy as np
-
-    return {k: np.array([v]) for k, v in row.items()}
-
-
 def offset_overlap(batches: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
     """OFFSET_OVERLAP: in file order, a batch whose offsets start at or before the previous batch's last
     offset (`logs`, `files`: `log_bounds` and `file_ids`, whose numeric ids, numbered in file order, key
-    the order of the files of a log).
-
-    No sort of every batch: `overlap_runs` checks each batch against the adjacent one before it as the
-    rows are read, and only the first batches of its runs (a few per task and file) go through a window
-    in file order, against the last batch of the run before.
-    """
-    b = with_log_id(batches.where(F.col("crc_valid")), files, *_OVERLAP_INPUTS[2:])
-    scanned = b.mapInArrow(overlap_runs, _OVERLAP_SCAN)
-    # Run rows meet the run before them; the overlaps found inside runs are kept as they are.
-    w = Window.partitionBy("log_id", "is_run").orderBy("file_id", "position")
-    scanned = scanned.withColumns(
-        {
-            "_prev_last": F.when(F.col("is_run"), F.lag("end_last").over(w)).otherwise(F.col("prev_last")),
-            "_prev_base": F.when(F.col("is_run"), F.lag("end_base").over(w)).otherwise(F.col("prev_base")),
-        }
+    the sort of narrow rows)."""
+    b = with_log_id(
+        batches.where(F.col("crc_valid")),
+        files,
+        "position",
+        "base_offset",
+        "last_offset",
+        "producer_id",
+        "producer_epoch",
+    )
+    w = Window.partitionBy("log_id").orderBy("file_id", "position")
+    b = b.withColumn("_prev_last", F.lag("last_offset").over(w)).withColumn(
+        "_prev_base", F.lag("base_offset").over(w)
     )
     rows = (
-        scanned.where(F.col("base_offset") <= F.col("_prev_last"))
+        b.where(F.col("base_offset") <= F.col("_prev_last"))
         .join(F.broadcast(logs.select("log_id", *LOG_KEY)), "log_id")
         .join(F.broadcast(files.select("file_id", "file")), "file_id")
     )
