@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 SEQUENCE_MODULUS = 1 << 31
 HALF_RANGE = 1 << 30
@@ -378,9 +379,6 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
 def _output_arrays(arrays: list[Any], state: _State) -> list[Any]:
     """The scan columns (pyarrow arrays, in OUTPUTS order) of one Arrow batch's INPUTS columns (`arrays`,
     in INPUTS order, at least one row), updating `state`."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = len(arrays[0])
     keys, pids = arrays[0], arrays[1]
     change = np.ones(n, dtype=bool)
@@ -411,17 +409,16 @@ def _output_arrays(arrays: list[Any], state: _State) -> list[Any]:
     return result
 
 
-def _arrow_type(sql_type: str) -> Any:
-    import pyarrow as pa
+_ARROW_TYPES = {"boolean": pa.bool_(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16()}
 
-    return {"boolean": pa.bool_(), "int": pa.int32(), "bigint": pa.int64(), "smallint": pa.int16()}[sql_type]
+
+def _arrow_type(sql_type: str) -> Any:
+    return _ARROW_TYPES[sql_type]
 
 
 def replay_batches(batches: Iterable[Any]) -> Iterator[Any]:
     """`mapInArrow` form of the scan: each input Arrow batch (sorted rows holding INPUTS) with the scan
     columns appended."""
-    import pyarrow as pa
-
     state = _State()
     for batch in batches:
         if batch.num_rows == 0:
@@ -441,8 +438,6 @@ def replay_columns() -> Callable[..., pa.Array]:
     the scan carries from one batch to the next lives in this closure and starts afresh with each task
     attempt (a reused worker runs several tasks).
     """
-    import pyarrow as pa
-
     names = [name for name, _ in OUTPUTS]
     carried: dict[str, Any] = {"task": None, "state": _State()}
 
