@@ -27,9 +27,11 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from jobs import decode_tasks as dt
+from jobs.spark_session import concurrently
 from kafka_log_decoder.errors import NotAKafkaArtifact
 from schemas.tables import (
     ACKS,
@@ -53,7 +55,9 @@ DEFAULT_SPLIT_BYTES = 128 << 20
 # input a lost task costs little to redo.
 MAX_TASK_BYTES = 1 << 30
 FINGERPRINT_EDGE = 64 << 10
-# Written in this order; `files` last (see the module docstring).
+# Every table but `files`, which is written last (see the module docstring). `batches` is written
+# first; then records and quarantine in turn (quarantine needs the corrupt `.log`s their walk found),
+# beside the independent tables.
 DATA_TABLES: tuple[TableSpec, ...] = (
     BATCHES,
     RECORDS,
@@ -63,6 +67,7 @@ DATA_TABLES: tuple[TableSpec, ...] = (
     QUARANTINE,
     ACKS,
 )
+INDEPENDENT_TABLES: tuple[TableSpec, ...] = (PRODUCER_SNAPSHOTS, PARTITION_STATE, TXN_INDEX, ACKS)
 
 
 class UsageError(NotAKafkaArtifact):
@@ -529,25 +534,40 @@ def run_ingest(
         plan = plan_ingest(options)
     _check_output(options.output)
     run_id = uuid.uuid4().hex
-    tables: dict[str, str] = {}
+    written: dict[str, str] = {}
     predicate = replace_predicate(plan.pairs)
-    corrupt_logs: set[int] | None = None
+
+    def write(spec: TableSpec, corrupt_logs: set[int] | None) -> set[int] | None:
+        """Decode and write one table; the corrupt `.log` units its walk found (None: not known)."""
+        units = units_for(spec.name, plan.units, records=options.records, corrupt_logs=corrupt_logs)
+        report = dt.walk_finds_quarantine(spec.name, records=options.records)
+        decoded = decode_table(
+            spark, spec, units, records=options.records, split_bytes=options.split_bytes, report=report
+        )
+        written[spec.name] = write_table(
+            decoded.df, spec, options.output, predicate, run_id, options=ingest_write_options(spec)
+        )
+        if after_write is not None:
+            after_write(spec.name)
+        return decoded.corrupt_logs
+
     with session_conf(spark, WRITE_SESSION_CONF):
-        for spec in DATA_TABLES:
-            units = units_for(spec.name, plan.units, records=options.records, corrupt_logs=corrupt_logs)
-            report = dt.walk_finds_quarantine(spec.name, records=options.records)
-            decoded = decode_table(
-                spark, spec, units, records=options.records, split_bytes=options.split_bytes, report=report
-            )
-            tables[spec.name] = write_table(
-                decoded.df, spec, options.output, predicate, run_id, options=ingest_write_options(spec)
-            )
-            if decoded.corrupt_logs is not None:
-                corrupt_logs = decoded.corrupt_logs
-            if after_write is not None:
-                after_write(spec.name)
+        found = write(BATCHES, None)
+
+        def records_then_quarantine() -> None:
+            # Quarantine reads the `.log`s that the walk of batches (or of records, in record mode)
+            # found corrupt.
+            in_records = write(RECORDS, found)
+            write(QUARANTINE, in_records if in_records is not None else found)
+
+        # The small tables are a few short jobs and a Delta commit each, which wait on the driver
+        # more than on the cores: written concurrently.
+        concurrently(
+            spark,
+            [records_then_quarantine, *(partial(write, t, found) for t in INDEPENDENT_TABLES)],
+        )
         inventory = _arrow_table(plan.inventory, FILES)
-        tables[FILES.name] = write_table(
+        written[FILES.name] = write_table(
             spark.createDataFrame(inventory),
             FILES,
             options.output,
@@ -557,6 +577,7 @@ def run_ingest(
         )
     if after_write is not None:
         after_write(FILES.name)
+    tables = {spec.name: written[spec.name] for spec in (*DATA_TABLES, FILES)}
     return IngestResult(run_id, tables, sorted(plan.pairs, key=lambda p: (p[0], p[1] or "")))
 
 

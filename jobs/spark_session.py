@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,6 +94,23 @@ def job_local_conf() -> dict[str, str]:
         "spark.driver.extraJavaOptions": " ".join(JOB_JAVA_OPTIONS),
         "spark.driver.memory": os.environ.get("KRA_DRIVER_MEMORY") or DEFAULT_JOB_DRIVER_MEMORY,
     }
+
+
+def concurrently(spark: SparkSession, tasks: Sequence[Callable[[], object]]) -> None:
+    """Run `tasks` (each a few Spark jobs) on threads of this driver, which inherit the caller's job
+    group and local properties; re-raise the first task's error once every task has ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.util import inheritable_thread_target
+
+    @inheritable_thread_target(spark)
+    def call(task: Callable[[], object]) -> None:
+        task()
+
+    with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
+        futures = [pool.submit(call, task) for task in tasks]
+    for future in futures:
+        future.result()
 
 
 def cache_dir() -> Path:
