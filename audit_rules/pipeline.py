@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit_rules import consistency, duplicates, epochs, ordering, retention, sequences, transactions
@@ -27,6 +28,8 @@ from audit_rules.history import (
 from audit_rules.logs import file_ids, log_bounds, segment_files, with_log_key
 from audit_rules.profile import Profile
 from schemas.tables import FILES, LOG_KEY, PARTITION_SUMMARY, TABLES
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -133,9 +136,33 @@ def audit(
     segments = keep(segment_files(bronze.batches), "segment files")
     logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
     files = keep(file_ids(segments, logs), "file ids")
+
+    # What needs the bronze tables and the logs alone is computed beside the history, on a thread of
+    # its own: two stored frames of the batches, whose tasks take the cores the history leaves idle
+    # (the tail of its stage, a hot producer's one long task), and the checks of optional evidence,
+    # whose small jobs wait on the driver more than on the cores.
+    def bronze_only() -> tuple[DataFrame, DataFrame, set[str]]:
+        producers = keep(producer_summary(bronze.batches, files, logs), "producer summary")
+        overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
+        # Rules over optional evidence are planned only where that evidence exists: each is a few
+        # shuffles and a scan of the batches or the history even when it can find nothing. The
+        # checks read small tables (or one row of a large one), concurrently.
+        present = _nonempty(
+            {
+                "txnindex": bronze.files.where(F.col("kind") == "txnindex"),
+                "snapshots": bronze.producer_snapshots,
+                "several logs": logs.groupBy("topic", "partition").count().where(F.col("count") > 1),
+                "acks": bronze.acks,
+                "quarantine": bronze.quarantine,
+            }
+        )
+        return producers, overlaps, present
+
+    beside = _started(bronze.batches.sparkSession, bronze_only, background=materialize is not None)
     # The per-log facts every producer rule needs ride along with the history: no join per rule.
     # The history is stored narrow (keyed by the numeric log id); each reader joins the log's columns.
     stored = keep(build_history(bronze.batches, files), "history")
+    producers, overlaps, present = beside()
     history = with_log_columns(stored, logs, files)
     # The rules over single batches and markers read the few rows they can fire on, stored once.
     event_rows = keep(events(history), "history events")
@@ -151,8 +178,7 @@ def audit(
             copied = F.broadcast(stored_copies)
     settled = settle(event_rows, copied)
     holes = coverage_holes(settled)
-    producers = keep(producer_summary(bronze.batches, files, logs), "producer summary")
-    stored_frames = (segments, logs, files, stored, event_rows, ranges, producers, stored_copies)
+    stored_frames = (segments, logs, files, stored, event_rows, ranges, producers, overlaps, stored_copies)
     persisted = tuple(df for df in stored_frames if df is not None) if materialize is not None else ()
     frames = [
         sequences.invalid_sequence(event_rows),
@@ -164,21 +190,8 @@ def audit(
         duplicates.duplicate_batches(settled, profile),
         transactions.hanging_transactions(event_rows, producers, profile),
         transactions.coordinator_epoch_regression(event_rows),
-        consistency.offset_overlap(bronze.batches, logs, files),
+        overlaps,
     ]
-    # Rules over optional evidence are planned only where that evidence exists: each is a few
-    # shuffles and a scan of the batches or the history even when it can find nothing. The checks
-    # read small tables (or one row of a large one), concurrently: each is a small job and the first
-    # read of a Delta table, which wait on the driver rather than on the cores.
-    present = _nonempty(
-        {
-            "txnindex": bronze.files.where(F.col("kind") == "txnindex"),
-            "snapshots": bronze.producer_snapshots,
-            "several logs": logs.groupBy("topic", "partition").count().where(F.col("count") > 1),
-            "acks": bronze.acks,
-            "quarantine": bronze.quarantine,
-        }
-    )
     if "txnindex" in present:
         frames.append(transactions.txn_index_consistency(event_rows, bronze.txn_index, bronze.files))
     if "snapshots" in present:
@@ -206,6 +219,22 @@ def audit(
     findings = union_findings(frames)
     silver = history_table(settle(history, copied))
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
+
+
+def _started(spark: SparkSession, fn: Callable[[], T], *, background: bool) -> Callable[[], T]:
+    """Start `fn` on a thread that inherits the caller's Spark job group and local properties (or, not
+    `background`, call it now); the returned call waits for its result."""
+    if not background:
+        result = fn()
+        return lambda: result
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.util import inheritable_thread_target
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(inheritable_thread_target(spark)(fn))
+    pool.shutdown(wait=False)
+    return future.result
 
 
 def _nonempty(frames: dict[str, DataFrame]) -> set[str]:

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -398,7 +399,17 @@ class PhaseClock:
     spark: Any
     phases: dict[str, Phase] = field(default_factory=dict)
     failed_in: str | None = None  # the innermost phase an exception left
-    _stack: list[list[Any]] = field(default_factory=list)
+    # run_audit runs some phases on threads of its own: each thread nests its phases on its own stack
+    # (and sets its own job group); phases of two threads overlap in time.
+    _local: threading.local = field(default_factory=threading.local)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def _stack(self) -> list[list[Any]]:
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        stack: list[list[Any]] = self._local.stack
+        return stack
 
     def wrap(self, fn: Callable[..., Any], name_of: Callable[..., str]) -> Callable[..., Any]:
         @functools.wraps(fn)
@@ -425,9 +436,10 @@ class PhaseClock:
         elapsed = time.perf_counter() - t0
         if self._stack:
             self._stack[-1][2] += elapsed
-        phase = self.phases.setdefault(name, Phase())
-        phase.seconds += elapsed - nested
-        phase.calls += 1
+        with self._lock:
+            phase = self.phases.setdefault(name, Phase())
+            phase.seconds += elapsed - nested
+            phase.calls += 1
         group = self._stack[-1][0] if self._stack else "other"
         self.spark.sparkContext.setJobGroup(group, group)
 

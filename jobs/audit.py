@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,21 +110,72 @@ def run_audit(
     gx: bool = True,
 ) -> AuditResult:
     """Audit everything ingested under `output`; write tables and `report/`; return the exit status."""
+    from pyspark.util import inheritable_thread_target
+
+    started = int(time.time() * 1000)
+    bronze = read_bronze(spark, output)
+    # The driver's waits (small jobs, Delta log reads and commits, code generation) overlap: the run id
+    # beside the audit's first stages, the silver table's write beside the findings and reports.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        run_id_future = pool.submit(inheritable_thread_target(spark)(run_id_of), bronze, profile)
+        out: AuditOutput = audit(bronze, profile)
+        run_id = run_id_future.result()
+        tables: dict[str, str] = {}
+        # Ingest's writer settings: no sort by the table partition, no statistics of paths or
+        # dictionaries of per-row values (the history has millions of rows, like the batches). Session
+        # confs: the findings' write sees them too, which changes nothing for its few rows.
+        with session_conf(spark, WRITE_SESSION_CONF):
+            silver = pool.submit(
+                inheritable_thread_target(spark)(_overwrite),
+                out.history,
+                SEQUENCE_HISTORY.name,
+                output,
+                run_id,
+                SEQUENCE_HISTORY.partition_by,
+            )
+            try:
+                result = _findings_and_reports(
+                    spark, out, bronze, output, run_id, profile, fail_on, gx, tables
+                )
+            finally:
+                tables[SEQUENCE_HISTORY.name] = silver.result()
+    out.release()
+    status, valid, counts, report_dir = result
+    finished = int(time.time() * 1000)
+    run_row = {
+        "run_id": run_id,
+        "started_at_ms": started,
+        "finished_at_ms": finished,
+        "command": command,
+        "profile": profile.name,
+        "valid": valid,
+        "fail_on": fail_on.label,
+        "exit_status": status,
+        "findings": sum(counts.values()),
+        "counts": counts,
+    }
+    tables[RUNS.name] = _upsert_run(spark, run_row, output)
+    order = (SEQUENCE_HISTORY.name, FINDINGS.name, PARTITION_SUMMARY.name, RUNS.name)
+    return AuditResult(run_id, valid, status, counts, {name: tables[name] for name in order}, report_dir)
+
+
+def _findings_and_reports(
+    spark: SparkSession,
+    out: AuditOutput,
+    bronze: Bronze,
+    output: str,
+    run_id: str,
+    profile: Profile,
+    fail_on: Severity,
+    gx: bool,
+    tables: dict[str, str],
+) -> tuple[int, bool, dict[str, int], str]:
+    """Write the findings and partition summary (into `tables`), `report/` and the GX validations; the
+    exit status, validity, counts per kind and the report directory."""
     from pyspark.sql import functions as F
 
     from jobs import gx_checks, report
 
-    started = int(time.time() * 1000)
-    bronze = read_bronze(spark, output)
-    run_id = run_id_of(bronze, profile)
-    out: AuditOutput = audit(bronze, profile)
-    tables: dict[str, str] = {}
-    # Ingest's writer settings: no sort by the table partition, no statistics of paths or dictionaries
-    # of per-row values (the history has millions of rows, like the batches).
-    with session_conf(spark, WRITE_SESSION_CONF):
-        tables[SEQUENCE_HISTORY.name] = _overwrite(
-            out.history, SEQUENCE_HISTORY.name, output, run_id, SEQUENCE_HISTORY.partition_by
-        )
     tables[FINDINGS.name] = _overwrite(out.findings, FINDINGS.name, output, run_id, ())
     findings = spark.read.format("delta").load(tables[FINDINGS.name])
     summary = out.summary_of(findings)
@@ -153,22 +205,7 @@ def run_audit(
     if gx:
         gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
         gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))
-    out.release()
-    finished = int(time.time() * 1000)
-    run_row = {
-        "run_id": run_id,
-        "started_at_ms": started,
-        "finished_at_ms": finished,
-        "command": command,
-        "profile": profile.name,
-        "valid": valid,
-        "fail_on": fail_on.label,
-        "exit_status": status,
-        "findings": sum(counts.values()),
-        "counts": counts,
-    }
-    tables[RUNS.name] = _upsert_run(spark, run_row, output)
-    return AuditResult(run_id, valid, status, counts, tables, report_dir)
+    return status, valid, counts, report_dir
 
 
 def _report_dir(output: str) -> str:
