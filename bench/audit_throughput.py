@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 RESULTS_PATH = REPO / "bench" / "results" / "audit-latest.json"
 # Bump when the rows a (case, size) produces change, so cached tables are regenerated.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: written with ingest's Parquet settings and table options
 
 # bench/datagen.py's 1-record shape: an 11-byte key and a 100-byte value make a 181-byte v2 batch.
 BATCH_BYTES = 181
@@ -324,6 +324,7 @@ def is_cached(layout: Layout) -> bool:
 def generate(spark: SparkSession, layout: Layout) -> None:
     """Write the bronze tables of `layout` under `bronze_dir(layout)/bronze` (replacing what is there)."""
     from jobs.audit import BRONZE_REQUIRED
+    from jobs.ingest import WRITE_SESSION_CONF, ingest_write_options, session_conf
     from schemas.tables import TABLES
 
     root = bronze_dir(layout)
@@ -339,7 +340,10 @@ def generate(spark: SparkSession, layout: Layout) -> None:
             df = spark.createDataFrame(files_rows(layout, log_dir), spec.schema)
         else:
             df = spark.createDataFrame([], spec.schema)
-        df.write.format("delta").mode("overwrite").partitionBy(*spec.partition_by).save(str(out / name))
+        # Ingest's Parquet settings and table options: the audit reads what ingest writes.
+        with session_conf(spark, WRITE_SESSION_CONF):
+            writer = df.write.format("delta").mode("overwrite").options(**ingest_write_options(spec))
+            writer.partitionBy(*spec.partition_by).save(str(out / name))
     meta = {"params": layout.params(), "batches": layout.batches, "expected": expected_findings(layout)}
     (root / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
