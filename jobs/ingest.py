@@ -470,8 +470,9 @@ UNIQUE_COLUMNS = (
 WRITE_SESSION_CONF: dict[str, str] = {
     # Parquet 2.0 data pages: offsets, positions and timestamps, which rise from row to row, are
     # written DELTA_BINARY_PACKED instead of PLAIN (Spark's vectorised reader has read them since
-    # 3.3): a 1-record batch table of 1 GB of segments goes from 77 MB to 1 MB, and its write from
-    # 12.05 to 11.30 s (best of 3, one warm session).
+    # 3.3). On the bench's 1 GB of 1-record batches (copies of one template batch, so even the CRCs
+    # repeat) the table goes from 77 MB to 1 MB, and its write from 12.05 to 11.30 s (best of 3, one
+    # warm session); random CRCs and sequence numbers shrink less.
     "parquet.writer.version": "v2",
     # Rows go to an open Parquet writer per table partition instead of being sorted by
     # (dump_id, replica, topic) first: a task's units share their partition, so the sort (which
