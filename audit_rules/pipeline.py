@@ -158,7 +158,7 @@ def audit(
         )
         return producers, overlaps, present
 
-    beside = _started(bronze.batches.sparkSession, bronze_only, background=materialize is not None)
+    beside = started(bronze.batches.sparkSession, bronze_only, background=materialize is not None)
     # The per-log facts every producer rule needs ride along with the history: no join per rule.
     # The history is stored narrow (keyed by the numeric log id); each reader joins the log's columns.
     stored = keep(build_history(bronze.batches, files), "history")
@@ -221,7 +221,7 @@ def audit(
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
 
-def _started(spark: SparkSession, fn: Callable[[], T], *, background: bool) -> Callable[[], T]:
+def started(spark: SparkSession, fn: Callable[[], T], *, background: bool = True) -> Callable[[], T]:
     """Start `fn` on a thread that inherits the caller's Spark job group and local properties (or, not
     `background`, call it now); the returned call waits for its result."""
     if not background:
@@ -238,22 +238,12 @@ def _started(spark: SparkSession, fn: Callable[[], T], *, background: bool) -> C
 
 
 def _nonempty(frames: dict[str, DataFrame]) -> set[str]:
-    """The names of `frames` that hold a row, asked concurrently (the threads inherit the caller's
-    Spark job group and local properties)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from pyspark.util import inheritable_thread_target
-
-    if not frames:
-        return set()
-
-    @inheritable_thread_target(next(iter(frames.values())).sparkSession)
-    def has_rows(df: DataFrame) -> bool:
-        return not df.isEmpty()
-
-    with ThreadPoolExecutor(max_workers=len(frames)) as pool:
-        answers = dict(zip(frames, pool.map(has_rows, frames.values()), strict=True))
-    return {name for name, yes in answers.items() if yes}
+    """The names of `frames` that hold a row, asked concurrently (`started`)."""
+    answers = {
+        name: started(df.sparkSession, lambda df=df: not df.isEmpty())  # type: ignore[misc]
+        for name, df in frames.items()
+    }
+    return {name for name, has_rows in answers.items() if has_rows()}
 
 
 def partition_summary(

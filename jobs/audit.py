@@ -11,12 +11,11 @@ import hashlib
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from audit_rules.kinds import Severity
-from audit_rules.pipeline import AuditOutput, Bronze, audit
+from audit_rules.pipeline import AuditOutput, Bronze, audit, started
 from audit_rules.profile import Profile
 from jobs.ingest import WRITE_SESSION_CONF, UsageError, _table_location, session_conf, write_table
 from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
@@ -110,41 +109,34 @@ def run_audit(
     gx: bool = True,
 ) -> AuditResult:
     """Audit everything ingested under `output`; write tables and `report/`; return the exit status."""
-    from pyspark.util import inheritable_thread_target
-
-    started = int(time.time() * 1000)
+    started_at = int(time.time() * 1000)
     bronze = read_bronze(spark, output)
     # The driver's waits (small jobs, Delta log reads and commits, code generation) overlap: the run id
     # beside the audit's first stages, the silver table's write beside the findings and reports.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        run_id_future = pool.submit(inheritable_thread_target(spark)(run_id_of), bronze, profile)
-        out: AuditOutput = audit(bronze, profile)
-        run_id = run_id_future.result()
-        tables: dict[str, str] = {}
-        # Ingest's writer settings: no sort by the table partition, no statistics of paths or
-        # dictionaries of per-row values (the history has millions of rows, like the batches). Session
-        # confs: the findings' write sees them too, which changes nothing for its few rows.
-        with session_conf(spark, WRITE_SESSION_CONF):
-            silver = pool.submit(
-                inheritable_thread_target(spark)(_overwrite),
-                out.history,
-                SEQUENCE_HISTORY.name,
-                output,
-                run_id,
-                SEQUENCE_HISTORY.partition_by,
-            )
-            try:
-                result = _findings_and_reports(
-                    spark, out, bronze, output, run_id, profile, fail_on, gx, tables
-                )
-            finally:
-                tables[SEQUENCE_HISTORY.name] = silver.result()
+    run_id_of_bronze = started(spark, lambda: run_id_of(bronze, profile))
+    out: AuditOutput = audit(bronze, profile)
+    run_id = run_id_of_bronze()
+    tables: dict[str, str] = {}
+    # Ingest's writer settings: no sort by the table partition, no statistics of paths or
+    # dictionaries of per-row values (the history has millions of rows, like the batches). Session
+    # confs: the findings' write sees them too, which changes nothing for its few rows.
+    with session_conf(spark, WRITE_SESSION_CONF):
+        silver = started(
+            spark,
+            lambda: _overwrite(
+                out.history, SEQUENCE_HISTORY.name, output, run_id, SEQUENCE_HISTORY.partition_by
+            ),
+        )
+        try:
+            result = _findings_and_reports(spark, out, bronze, output, run_id, profile, fail_on, gx, tables)
+        finally:
+            tables[SEQUENCE_HISTORY.name] = silver()
     out.release()
     status, valid, counts, report_dir = result
     finished = int(time.time() * 1000)
     run_row = {
         "run_id": run_id,
-        "started_at_ms": started,
+        "started_at_ms": started_at,
         "finished_at_ms": finished,
         "command": command,
         "profile": profile.name,
