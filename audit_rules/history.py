@@ -52,10 +52,12 @@ HISTORY_BATCH_COLUMNS = (
 )
 
 
-def build_history(batches: DataFrame, files: DataFrame) -> DataFrame:
-    """Producer batches with their replay columns (internal ones too; `history_table` selects the
-    silver schema), keyed by the log and file ids of `files` (`logs.file_ids`); `with_log_columns`
-    adds the log's columns and the file's path.
+def replayed(batches: DataFrame, files: DataFrame) -> DataFrame:
+    """Producer batches with the columns of their replay, keyed by the log and file ids of `files`
+    (`logs.file_ids`): what the audit stores of the history. `derived` adds the history's other
+    internal columns (`history_table` selects the silver schema); `with_log_columns` the log's columns
+    and the file's path. Those are cheap functions of each row, computed again by every reader
+    instead of stored (on 1 GB of one-record batches, storing them cost a fifth of the history's time).
 
     One shuffle by (log, producer id) and one sort by base offset, over narrow rows keyed by the
     numeric log id: a string log key would leave the sort's prefix comparison useless (every row of
@@ -66,10 +68,6 @@ def build_history(batches: DataFrame, files: DataFrame) -> DataFrame:
     producer's in-stream batches (a batch that is neither invalid nor an epoch regression never has a
     lower epoch than an earlier one), so stream values are running values minus their value where
     the epoch began.
-
-    `transition` here does not yet tell exact copies (DUPLICATE) from REGRESSION, IN_SEQUENCE or GAP:
-    only an *irregular* stream (one that ever went backwards or jumped) can hold a copy or a hole, and
-    `irregular_history` settles those streams alone.
     """
     b = with_log_id(producer_batches(batches), files, *HISTORY_BATCH_COLUMNS)
     b = b.repartition("log_id", "producer_id").sortWithinPartitions("log_id", "producer_id", "base_offset")
@@ -81,7 +79,17 @@ def build_history(batches: DataFrame, files: DataFrame) -> DataFrame:
     scan = F.arrow_udf(replay.replay_columns(), outputs).asNondeterministic()  # type: ignore[call-overload]
     b = b.withColumn("_scan", scan(*[F.col(c) for c in replay.INPUTS]))
     scanned = [F.col("_scan")[name].alias(name) for name, _ in replay.OUTPUTS]
-    b = b.select(*[c for c in b.columns if c != "_scan"], *scanned)
+    return b.select(*[c for c in b.columns if c != "_scan"], *scanned)
+
+
+def derived(b: DataFrame) -> DataFrame:
+    """`replayed` rows with the columns that follow from each row alone: the unwrapped last and expected
+    sequences, the transition, late and jump, the copy columns `settle` fills in, and the expected
+    sequence.
+
+    `transition` here does not yet tell exact copies (DUPLICATE) from REGRESSION, IN_SEQUENCE or GAP:
+    only a late batch can repeat an earlier one, and `copies` and `settle` mark those.
+    """
     epoch = F.col("producer_epoch").cast("int")
     b = b.withColumns(
         {
@@ -122,7 +130,7 @@ def build_history(batches: DataFrame, files: DataFrame) -> DataFrame:
 
 
 def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
-    """The rows of `build_history` with their log's key columns, `log_key`, `log_start_offset`, `compacted`
+    """History rows (`derived`) with their log's key columns, `log_key`, `log_start_offset`, `compacted`
     and `log_max_timestamp`, and their `file` (broadcast joins on the log and file ids of `logs` and
     `files`: the history is stored without them)."""
     per_log = logs.select(

@@ -15,13 +15,14 @@ from pyspark.sql import functions as F
 from audit_rules import consistency, duplicates, epochs, ordering, retention, sequences, transactions
 from audit_rules.findings import union_findings
 from audit_rules.history import (
-    build_history,
     copies,
     coverage_holes,
+    derived,
     events,
     history_table,
     late_ranges,
     producer_summary,
+    replayed,
     settle,
     with_log_columns,
 )
@@ -160,10 +161,11 @@ def audit(
 
     beside = started(bronze.batches.sparkSession, bronze_only, background=materialize is not None)
     # The per-log facts every producer rule needs ride along with the history: no join per rule.
-    # The history is stored narrow (keyed by the numeric log id); each reader joins the log's columns.
-    stored = keep(build_history(bronze.batches, files), "history")
+    # The history is stored narrow (keyed by the numeric log id, without the columns that follow from
+    # each row alone); each reader derives those and joins the log's columns.
+    stored = keep(replayed(bronze.batches, files), "history")
     producers, overlaps, present = beside()
-    history = with_log_columns(stored, logs, files)
+    history = with_log_columns(derived(stored), logs, files)
     # The rules over single batches and markers read the few rows they can fire on, stored once.
     event_rows = keep(events(history), "history events")
     # Exact copies: the batches whose range a late batch repeats (on a healthy log, none).
