@@ -108,13 +108,25 @@ class AuditOutput:
             df.unpersist()
 
 
+# The stored frames with a row per batch. They go straight to the executors' disks, serialized:
+# kept in memory first, Spark unrolls their rows as objects, finds they do not fit and spills them
+# anyway, and the garbage collector pays for the attempt. On 1 GB of one-record batches (a warm
+# local[2] session, 6g driver) storing the history took 12.7-13.8 s on disk against 15.7-19.6 s in
+# memory and on disk, and reading it back cost the same (1.5-2.1 s).
+ON_DISK = frozenset({"history"})
+
+
 def local_checkpoint(df: DataFrame, name: str = "") -> DataFrame:
-    """Materialise on the executors (memory, spilling to disk) and cut the lineage (`name` says what
-    it is, for a caller that measures the stages).
+    """Materialise on the executors and cut the lineage (`name` says what it is: the frames of
+    `ON_DISK` are stored on disk, the others in memory, spilling to disk).
 
     Several rules read the history; without this each would re-run its sort and scan, and the plan of
     the findings union would re-analyse them all.
     """
+    if name in ON_DISK:
+        from pyspark import StorageLevel
+
+        return df.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
     return df.localCheckpoint(eager=True)
 
 
