@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -359,25 +360,46 @@ class Warm:
     mb_s: float
     s_per_gb: float
     worker_peak_mib: float
-    resolution_s: float = 0.0
-    bound: bool = False  # below the resolution: ingest_s is the resolution, rows/s and MB/s lower bounds
+    low_s: float = 0.0  # the CONFIDENCE interval of ingest_s
+    high_s: float = 0.0
 
 
-# The smallest difference of two whole-ingest times the bench reports as measured: below it (or below
-# the spread of the repeated runs, if larger) the data's ingest is not told apart from the one-batch one.
-RESOLUTION_FLOOR_S = 0.25
+# The confidence of the interval the targets are decided on, and the bootstrap that draws it.
+CONFIDENCE = 0.95
+BOOTSTRAP_DRAWS = 10_000
+BOOTSTRAP_SEED = 20261124
 
 
-def spread(runs: list[float]) -> float:
-    return max(runs) - min(runs) if runs else 0.0
+@dataclass(frozen=True)
+class Difference:
+    """The ingest time of a size over the one-batch ingest: the difference of the medians of their
+    runs, and a CONFIDENCE interval of it (percentile bootstrap, each sample resampled on its own)."""
+
+    median_s: float
+    low_s: float
+    high_s: float
 
 
-def resolved(difference: float, resolution: float) -> tuple[float, bool]:
-    """The ingest seconds to report and whether they are only an upper bound of the true time (the
-    measured difference was below the resolution of the measurement)."""
-    if difference < resolution:
-        return resolution, True
-    return difference, False
+def difference(runs: list[float], baseline: list[float]) -> Difference:
+    """`median(runs) - median(baseline)` with its bootstrap interval: the medians of `BOOTSTRAP_DRAWS`
+    resamples (with replacement, seeded: the same runs give the same interval) of each sample."""
+    import numpy as np
+
+    a, b = np.asarray(runs, dtype=float), np.asarray(baseline, dtype=float)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    draws = np.median(rng.choice(a, (BOOTSTRAP_DRAWS, len(a))), axis=1) - np.median(
+        rng.choice(b, (BOOTSTRAP_DRAWS, len(b))), axis=1
+    )
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return Difference(float(np.median(a) - np.median(b)), float(low), float(high))
+
+
+def rate_range(amount: float, d: Difference) -> tuple[float, float]:
+    """(lowest, highest) of `amount` per second the interval allows (infinite where it reaches 0 s)."""
+    low = amount / d.high_s if d.high_s > 0 else float("inf")
+    high = amount / d.low_s if d.low_s > 0 else float("inf")
+    return low, high
 
 
 def measure_warm(
@@ -385,28 +407,26 @@ def measure_warm(
 ) -> list[Warm]:
     """The (shape, sizes) in one warm session: rounds of (one-batch, each size) ingests, interleaved."""
     times, worker_peak = warm_ingests([tiny.path, *(d.path for d in datas)], rounds, split_bytes)
-    tiny_s = min(times[tiny.path])
+    # The first round warms the JIT: its runs are left out.
+    tiny_runs = times[tiny.path][1:] or times[tiny.path]
     found = []
     for data in datas:
-        # The first round warms the JIT: its runs are not part of the spread.
-        warm_runs = [times[p][1:] or times[p] for p in (tiny.path, data.path)]
-        resolution = max(RESOLUTION_FLOOR_S, *(spread(r) for r in warm_runs))
-        ingest_s, bound = resolved(min(times[data.path]) - tiny_s, resolution)
+        d = difference(times[data.path][1:] or times[data.path], tiny_runs)
         found.append(
             Warm(
-                shape,
+                data.shape,
                 data.size,
                 data.batches,
                 data.file_bytes,
                 times[data.path],
                 times[tiny.path],
-                ingest_s,
-                data.batches / ingest_s,
-                data.file_bytes / MB / ingest_s,
-                ingest_s / (data.file_bytes / GB),
+                d.median_s,
+                per_s(data.batches, d.median_s),
+                per_s(data.file_bytes / MB, d.median_s),
+                d.median_s / (data.file_bytes / GB),
                 worker_peak,
-                resolution,
-                bound,
+                d.low_s,
+                d.high_s,
             )
         )
     return found
@@ -433,34 +453,34 @@ class Result:
     ok: bool
     note: str = ""
     runs_s: list[float] = field(default_factory=list)  # every whole run's wall time
-    resolution_s: float = 0.0
-    bound: bool = False  # below the resolution: ingest_s is the resolution, rows/s and MB/s lower bounds
-    command_s: float = 0.0  # the best run's own time (its stderr line: JVM and session start excluded)
+    low_s: float = 0.0  # the CONFIDENCE interval of ingest_s
+    high_s: float = 0.0
+    command_s: float = 0.0  # the median of the runs' own times (their stderr line: JVM and session start
+    # excluded)
     command_runs_s: list[float] = field(default_factory=list)
 
 
-def best_of(log_dir: str, split_bytes: str | None, repeat: int) -> tuple[IngestRun, list[IngestRun]]:
-    """`repeat` whole ingests of one log directory: the fastest by the command's own time (and every
-    run), with the largest memory peaks of all of them. A failed run is returned as the result."""
+def whole_runs(log_dir: str, split_bytes: str | None, repeat: int) -> tuple[IngestRun, list[IngestRun]]:
+    """`repeat` whole ingests of one log directory: the one of median own time (and every run), with
+    the largest memory peaks of all of them. A failed run is returned as the result."""
     runs = [run_ingest(log_dir, split_bytes) for _ in range(max(1, repeat))]
     failed = [r for r in runs if r.status != 0 or r.ingest_s != r.ingest_s]  # nan: no timing line
     if failed:
         return failed[0], runs
-    best = min(runs, key=lambda r: r.ingest_s)
-    best.tree_peak_mib = max(r.tree_peak_mib for r in runs)
-    best.worker_peak_mib = max(r.worker_peak_mib for r in runs)
-    best.workers = max(r.workers for r in runs)
-    return best, runs
+    middle = sorted(runs, key=lambda r: r.ingest_s)[(len(runs) - 1) // 2]
+    middle.tree_peak_mib = max(r.tree_peak_mib for r in runs)
+    middle.worker_peak_mib = max(r.worker_peak_mib for r in runs)
+    middle.workers = max(r.workers for r in runs)
+    return middle, runs
 
 
-def measure(
-    data: LogDirData, start_s: float, start_spread: float, split_bytes: str | None, repeat: int
-) -> Result:
+def measure(data: LogDirData, starts: list[float], split_bytes: str | None, repeat: int) -> Result:
+    """Cold figures of one log directory: its ingest time is the `difference` of its runs' own times
+    and those of the one-batch ingest (`starts`)."""
     header_s = header_decoder_seconds(data.segments)  # also warms the page cache for the ingest
-    run, runs = best_of(data.path, split_bytes, repeat)
-    resolution = max(RESOLUTION_FLOOR_S, start_spread, spread([r.ingest_s for r in runs]))
-    ingest_s, bound = resolved(run.ingest_s - start_s, resolution)
-    mb_s = data.file_bytes / MB / ingest_s
+    run, runs = whole_runs(data.path, split_bytes, repeat)
+    d = difference([r.ingest_s for r in runs], starts)
+    mb_s = per_s(data.file_bytes / MB, d.median_s)
     decoder_mb_s = data.file_bytes / MB / header_s
     return Result(
         data.shape,
@@ -469,11 +489,11 @@ def measure(
         data.batches,
         data.file_bytes,
         run.seconds,
-        start_s,
-        ingest_s,
-        data.batches / ingest_s,
+        statistics.median(starts),
+        d.median_s,
+        per_s(data.batches, d.median_s),
         mb_s,
-        ingest_s / (data.file_bytes / GB),
+        d.median_s / (data.file_bytes / GB),
         run.tree_peak_mib,
         run.workers,
         run.worker_peak_mib,
@@ -482,9 +502,9 @@ def measure(
         run.status == 0,
         "" if run.status == 0 else f"exit {run.status}: {run.stderr_tail}",
         [r.seconds for r in runs],
-        resolution,
-        bound,
-        run.ingest_s,
+        d.low_s,
+        d.high_s,
+        statistics.median(r.ingest_s for r in runs),
         [r.ingest_s for r in runs],
     )
 
@@ -496,9 +516,14 @@ def measure(
 
 def evaluate_targets(results: list[Warm], cold: list[Result]) -> list[dict[str, Any]]:
     """The issue's throughput and linearity targets twice: on the cold figures (the command's own time
-    in a fresh process less the start cost: what a user's `replay-audit ingest` pays) and on the warm
-    ones (one session, JIT warm and the per-ingest fixed cost subtracted); the worker memory target on
-    every run."""
+    in a fresh process less the one-batch ingest's: what a user's `replay-audit ingest` pays) and on
+    the warm ones (one session, JIT warm, the one-batch ingest's time subtracted); the worker memory
+    target on every run.
+
+    Each ingest time is a difference of medians with a CONFIDENCE interval (`difference`). A target
+    passes when the whole interval meets it, misses when none of it does, and is undecided (n/a)
+    when the interval straddles it: the runs cannot tell.
+    """
     targets: list[dict[str, Any]] = []
 
     def add(name: str, passed: bool | None, measured: str) -> None:
@@ -507,19 +532,26 @@ def evaluate_targets(results: list[Warm], cold: list[Result]) -> list[dict[str, 
     failed = {r.shape for r in cold if not r.ok}
     measured: tuple[tuple[str, list[Any]], ...] = (("cold", list(cold)), ("warm", list(results)))
     for label, figures in measured:
-        for shape, name, need, value, unit in (
-            ("1-record", f"1-record >= {TARGET_ROWS_S:,} batch rows/s", TARGET_ROWS_S, "rows_s", "rows/s"),
-            ("500-record", f"500-record >= {TARGET_MB_S:,} MB/s", TARGET_MB_S, "mb_s", "MB/s"),
+        for shape, name, need, unit in (
+            ("1-record", f"1-record >= {TARGET_ROWS_S:,} batch rows/s", TARGET_ROWS_S, "rows/s"),
+            ("500-record", f"500-record >= {TARGET_MB_S:,} MB/s", TARGET_MB_S, "MB/s"),
         ):
             rows = [r for r in figures if r.shape == shape]
             if not rows:
                 add(f"{label}: {name}", None, "not measured")
                 continue
-            worst = min(getattr(r, value) for r in rows)
-            shown = ", ".join(f"{size_label(r.size)}: {_ge(r)}{getattr(r, value):,.0f}" for r in rows)
-            passed: bool | None = worst >= need and shape not in failed
-            if not passed and shape not in failed and any(r.bound for r in rows):
-                passed, shown = None, shown + " (a lower bound below the target: not resolved)"
+            ranges = [rate_range(_amount(r, unit), _diff(r)) for r in rows]
+            passed: bool | None
+            if shape in failed or any(high < need for _, high in ranges):
+                passed = False
+            elif all(low >= need for low, _ in ranges):
+                passed = True
+            else:
+                passed = None
+            shown = "; ".join(
+                f"{size_label(r.size)}: {per_s(_amount(r, unit), r.ingest_s):,.0f} ({_range(low, high)})"
+                for r, (low, high) in zip(rows, ranges, strict=True)
+            )
             add(f"{label}: {name}", passed, f"{shown} {unit}")
         for shape in dict.fromkeys(r.shape for r in figures):
             rows = sorted((r for r in figures if r.shape == shape), key=lambda r: r.size)
@@ -528,21 +560,24 @@ def evaluate_targets(results: list[Warm], cold: list[Result]) -> list[dict[str, 
                 add(name, None, "needs two sizes")
                 continue
             small, large = rows[0], rows[-1]
-            if small.bound or large.bound:
-                add(
-                    name,
-                    None,
-                    f"time over the one-batch ingest below the resolution ({small.resolution_s:.2f} s, "
-                    f"{large.resolution_s:.2f} s): s/GB {_ge(small, '<=')}{small.s_per_gb:.2f}, "
-                    f"{_ge(large, '<=')}{large.s_per_gb:.2f}",
-                )
-                continue
+            gb_small, gb_large = small.file_bytes / GB, large.file_bytes / GB
             ratio = large.s_per_gb / small.s_per_gb
+            low = (large.low_s / gb_large) / (small.high_s / gb_small) if small.high_s > 0 else float("inf")
+            high = (large.high_s / gb_large) / (small.low_s / gb_small) if small.low_s > 0 else float("inf")
+            if large.low_s <= 0:
+                low = min(low, 0.0)
+            verdict: bool | None
+            if low >= 1 - TARGET_LINEAR and high <= 1 + TARGET_LINEAR:
+                verdict = True
+            elif high < 1 - TARGET_LINEAR or low > 1 + TARGET_LINEAR:
+                verdict = False
+            else:
+                verdict = None
             add(
                 name,
-                abs(ratio - 1) <= TARGET_LINEAR,
+                verdict,
                 f"{size_label(small.size)} {small.s_per_gb:.2f} s/GB, {size_label(large.size)} "
-                f"{large.s_per_gb:.2f} s/GB (x{ratio:.2f})",
+                f"{large.s_per_gb:.2f} s/GB (x{ratio:.2f}, interval {_range(low, high, 2)})",
             )
     if results or cold:
         peak = max([r.worker_peak_mib for r in results] + [r.worker_peak_mib for r in cold])
@@ -550,14 +585,33 @@ def evaluate_targets(results: list[Warm], cold: list[Result]) -> list[dict[str, 
     return targets
 
 
-def _ge(r: Result | Warm, sign: str = ">=") -> str:
-    """The sign of a figure measured below the resolution (a bound), else nothing."""
-    return sign + " " if r.bound else ""
+def _interval(r: Result | Warm) -> str:
+    return f"{r.low_s:.2f}-{r.high_s:.2f}"
+
+
+def per_s(amount: float, seconds: float) -> float:
+    """`amount / seconds`, infinite for a time the runs could not tell from nothing."""
+    return amount / seconds if seconds > 0 else float("inf")
+
+
+def _amount(r: Result | Warm, unit: str) -> float:
+    return float(r.batches) if unit == "rows/s" else r.file_bytes / MB
+
+
+def _diff(r: Result | Warm) -> Difference:
+    return Difference(r.ingest_s, r.low_s, r.high_s)
+
+
+def _range(low: float, high: float, digits: int = 0) -> str:
+    """An interval for the report: `low-high`, `high` printed as `inf` when unbounded."""
+    show = (lambda x: f"{x:,.{digits}f}") if digits else (lambda x: f"{x:,.0f}")
+    return f"{show(low)}-{'inf' if high == float('inf') else show(high)}"
 
 
 def format_table(results: list[Result], warm: list[Warm]) -> str:
     header = (
         f"{'shape':<11}{'size':>8}{'segs':>5}{'batches':>12}{'wall s':>8}{'cmd s':>7}{'ingest s':>9}"
+        f"{'interval':>13}"
         f"{'rows/s':>11}{'MB/s':>8}{'s/GB':>7}{'tree MiB':>9}{'wkrs':>5}{'wkr MiB':>8}{'dec MB/s':>9}"
         f"{'frac':>6}"
     )
@@ -565,16 +619,19 @@ def format_table(results: list[Result], warm: list[Warm]) -> str:
     for r in results:
         lines.append(
             f"{r.shape:<11}{size_label(r.size):>8}{r.segments:>5}{r.batches:>12,}{r.wall_s:>8.1f}"
-            f"{r.command_s:>7.2f}{('<=' if r.bound else '') + f'{r.ingest_s:.2f}':>9}"
+            f"{r.command_s:>7.2f}{r.ingest_s:>9.2f}{_interval(r):>13}"
             f"{r.rows_s:>11,.0f}{r.mb_s:>8,.0f}"
             f"{r.s_per_gb:>7.2f}{r.tree_peak_mib:>9,.0f}"
             f"{r.workers:>5}{r.worker_peak_mib:>8,.0f}{r.decoder_mb_s:>9,.0f}{r.fraction_of_decoder:>6.3f}"
             + ("" if r.ok else f"  FAILED {r.note}")
         )
-    lines += ["", f"{'warm':<11}{'size':>8}{'ingest s':>9}{'rows/s':>11}{'MB/s':>8}{'s/GB':>7}"]
+    lines += [
+        "",
+        f"{'warm':<11}{'size':>8}{'ingest s':>9}{'interval':>13}{'rows/s':>11}{'MB/s':>8}{'s/GB':>7}",
+    ]
     for w in warm:
         lines.append(
-            f"{w.shape:<11}{size_label(w.size):>8}{('<=' if w.bound else '') + f'{w.ingest_s:.2f}':>9}"
+            f"{w.shape:<11}{size_label(w.size):>8}{w.ingest_s:>9.2f}{_interval(w):>13}"
             f"{w.rows_s:>11,.0f}{w.mb_s:>8,.0f}"
             f"{w.s_per_gb:>7.2f}"
         )
@@ -595,11 +652,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat",
         type=int,
-        default=3,
-        help="whole ingests per measurement, the start cost's included; the fastest counts (default 3)",
+        default=5,
+        help="whole ingests per measurement, the one-batch ingest's included (which runs once more, "
+        "its first run left out); their median counts (default 5)",
     )
     parser.add_argument(
-        "--rounds", type=int, default=3, help="rounds of the warm, in-process measurement (default 3)"
+        "--rounds",
+        type=int,
+        default=6,
+        help="rounds of the warm, in-process measurement, the first left out (default 6)",
     )
     parser.add_argument("--warm-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
@@ -619,14 +680,18 @@ def main(argv: list[str] | None = None) -> int:
         sizes = args.sizes.split(",") if args.sizes else QUICK_SIZES if args.quick else DEFAULT_SIZES[shape]
         plan += [(shape, parse_size(s)) for s in sizes]
     tiny = tiny_log_dir()
-    start, starts = best_of(tiny.path, args.split_bytes, args.repeat)
+    # One run more than asked: the first whole ingest also fills the page cache with the jars and
+    # modules, and is left out.
+    start, first_and_starts = whole_runs(tiny.path, args.split_bytes, args.repeat + 1)
     if start.status != 0:
         raise SystemExit(f"ingest of the one-batch log directory failed:\n{start.stderr_tail}")
-    start_s = start.ingest_s
+    starts = [s.ingest_s for s in first_and_starts[1:]]
+    start_s = statistics.median(starts)
     print(
         f"start cost (the command's own time ingesting one one-batch segment, JVM and session start "
-        f"excluded; best of {', '.join(f'{s.ingest_s:.2f}' for s in starts)} s; whole processes "
-        f"{', '.join(f'{s.seconds:.1f}' for s in starts)} s; subtracted below): {start_s:.2f} s",
+        f"excluded; runs {', '.join(f'{s.ingest_s:.2f}' for s in first_and_starts)} s, the first left "
+        f"out; whole processes {', '.join(f'{s.seconds:.1f}' for s in first_and_starts)} s): median "
+        f"{start_s:.2f} s",
         flush=True,
     )
 
@@ -641,13 +706,12 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         datas.append(data)
-        # The first whole ingest also fills the page cache with the jars and modules: not in the spread.
-        start_spread = spread([s.ingest_s for s in starts[1:] or starts])
-        result = measure(data, start_s, start_spread, args.split_bytes, args.repeat)
+        result = measure(data, starts, args.split_bytes, args.repeat)
         results.append(result)
         print(
-            f"  {shape} {size_label(size)}: wall {result.wall_s:.1f} s, {_ge(result)}{result.rows_s:,.0f} "
-            f"rows/s, {_ge(result)}{result.mb_s:,.0f} MB/s, {result.s_per_gb:.2f} s/GB (command "
+            f"  {shape} {size_label(size)}: {result.ingest_s:.2f} s over the one-batch ingest "
+            f"({_interval(result)} s), {result.rows_s:,.0f} rows/s, {result.mb_s:,.0f} MB/s, "
+            f"{result.s_per_gb:.2f} s/GB (command "
             f"{', '.join(f'{s:.2f}' for s in result.command_runs_s)} s; whole processes "
             f"{', '.join(f'{s:.1f}' for s in result.runs_s)} s), "
             f"worker peak {result.worker_peak_mib:.0f} MiB",
@@ -661,8 +725,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for w in found:
             print(
-                f"  warm {shape} {size_label(w.size)}: {_ge(w, '<=')}{w.ingest_s:.2f} s over the one-batch "
-                f"ingest, {_ge(w)}{w.rows_s:,.0f} rows/s, {_ge(w)}{w.mb_s:,.0f} MB/s, "
+                f"  warm {shape} {size_label(w.size)}: {w.ingest_s:.2f} s over the one-batch ingest "
+                f"({_interval(w)} s), {w.rows_s:,.0f} rows/s, {w.mb_s:,.0f} MB/s, "
                 f"{w.s_per_gb:.2f} s/GB (runs "
                 f"{', '.join(f'{x:.1f}' for x in w.runs_s)} s; one-batch "
                 f"{', '.join(f'{x:.1f}' for x in w.tiny_runs_s)} s)",
@@ -676,17 +740,17 @@ def main(argv: list[str] | None = None) -> int:
     print(format_targets(targets, 58))
     elapsed = time.perf_counter() - started
     print(
-        f"\nMB/GB = 10^6/10^9 bytes of segment; cold: whole `replay-audit ingest` processes, best of "
-        f"{args.repeat} by cmd s, the command's own time (its stderr line: JVM and Spark session start "
-        f"excluded), ingest s = cmd s - {start_s:.2f} s start cost (best cmd s of a one-batch ingest: "
-        f"per-ingest fixed jobs and commits, first-use class loading); warm: one session, {args.rounds} "
-        "interleaved rounds, ingest s = best ingest - best one-batch ingest of the same session; rows = "
-        "batch rows; tree MiB = peak summed RSS of the ingest process tree (JVM + driver + workers); wkr "
-        "MiB = largest peak RSS of one Python worker (pyspark.daemon/worker); dec MB/s = single-process "
-        "header-only iter_segment_runs on the same files; frac = ingest MB/s / dec MB/s; <= and >=: the "
-        "time over the start cost was below the measurement's resolution (the larger of "
-        f"{RESOLUTION_FLOOR_S} s and the spread of the repeated runs), so the resolution stands in for it "
-        "and the rates are lower bounds. "
+        f"\nMB/GB = 10^6/10^9 bytes of segment; cold: {args.repeat} whole `replay-audit ingest` processes "
+        "per line; cmd s = the median of their own times (the stderr line: JVM and Spark session start "
+        f"excluded); ingest s = median cmd s - {start_s:.2f} s, the median of {args.repeat} one-batch "
+        "ingests (per-ingest fixed jobs and commits, first-use class loading); warm: one session, "
+        f"{args.rounds} interleaved rounds, the first left out, ingest s = median ingest - median "
+        "one-batch ingest; interval: the "
+        f"{CONFIDENCE:.0%} percentile-bootstrap interval of ingest s ({BOOTSTRAP_DRAWS:,} draws); a "
+        "target passes when the whole interval meets it, misses when none of it does, n/a otherwise; rows "
+        "= batch rows; tree MiB = peak summed RSS of the ingest process tree (JVM + driver + workers); "
+        "wkr MiB = largest peak RSS of one Python worker (pyspark.daemon/worker); dec MB/s = "
+        "single-process header-only iter_segment_runs on the same files; frac = ingest MB/s / dec MB/s. "
         f"Took {elapsed:.0f} s."
     )
     write_report(
@@ -695,8 +759,8 @@ def main(argv: list[str] | None = None) -> int:
             "quick": args.quick,
             "repeat": args.repeat,
             "start_s": start_s,
-            "start_runs_s": [s.ingest_s for s in starts],
-            "start_wall_runs_s": [s.seconds for s in starts],
+            "start_runs_s": [s.ingest_s for s in first_and_starts],
+            "start_wall_runs_s": [s.seconds for s in first_and_starts],
             "split_bytes": args.split_bytes,
             "rounds": args.rounds,
             "results": [asdict(r) for r in results],

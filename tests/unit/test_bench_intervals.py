@@ -1,0 +1,77 @@
+"""The ingest bench decides its targets on confidence intervals: a target passes only when the whole
+interval meets it, misses only when none of it does."""
+
+from __future__ import annotations
+
+from bench.ingest_throughput import GB, MB, TARGET_MB_S, Warm, difference, evaluate_targets, rate_range
+
+
+def test_difference_is_the_difference_of_medians_inside_its_interval() -> None:
+    runs = [10.4, 10.6, 10.5, 12.9, 10.5, 10.45, 10.55, 10.5, 10.6]
+    tiny = [10.0, 10.1, 9.9, 10.0, 10.2, 10.05, 9.95, 10.0, 10.1]
+    d = difference(runs, tiny)
+    assert d.median_s == 10.5 - 10.0
+    assert d.low_s <= d.median_s <= d.high_s
+    # Among nine runs, one slow run does not stretch the interval to the spread (2.5 s).
+    assert d.high_s - d.low_s < 0.5
+    assert difference(runs, tiny) == d  # seeded: the same runs give the same interval
+
+
+def test_interval_widens_with_noise() -> None:
+    steady = difference([5.0, 5.1, 5.0, 4.9, 5.0], [1.0, 1.0, 1.1, 0.9, 1.0])
+    noisy = difference([5.0, 6.5, 3.6, 4.9, 6.0], [1.0, 2.2, 0.1, 0.9, 1.7])
+    assert noisy.high_s - noisy.low_s > 2 * (steady.high_s - steady.low_s)
+
+
+def test_rate_range_is_unbounded_where_the_interval_reaches_zero() -> None:
+    d = difference([1.0, 1.2, 1.1], [1.0, 1.1, 1.2])
+    low, high = rate_range(1000.0, d)
+    assert d.low_s <= 0
+    assert high == float("inf")
+    assert low == 1000.0 / d.high_s
+
+
+def _warm(size: int, runs: list[float], tiny: list[float]) -> Warm:
+    d = difference(runs, tiny)
+    file_bytes = size
+    return Warm(
+        "500-record",
+        size,
+        size // 20_000,
+        file_bytes,
+        runs,
+        tiny,
+        d.median_s,
+        (size // 20_000) / d.median_s,
+        file_bytes / MB / d.median_s,
+        d.median_s / (file_bytes / GB),
+        100.0,
+        d.low_s,
+        d.high_s,
+    )
+
+
+def _verdicts(warm: list[Warm]) -> dict[str, bool | None]:
+    return {t["name"]: t["passed"] for t in evaluate_targets(warm, [])}
+
+
+def test_targets_pass_miss_or_stay_undecided_by_the_interval() -> None:
+    tiny = [2.0, 2.05, 1.95, 2.0, 2.02]
+    rate = f"warm: 500-record >= {TARGET_MB_S:,} MB/s"
+    linear = "warm: 500-record time/GB at larger size within 15% of smaller"
+    # 1 GB in ~0.5 s and 4 GB in ~2 s, both steady: fast enough and linear.
+    fast = [_warm(GB, [2.5, 2.52, 2.48, 2.5, 2.51], tiny), _warm(4 * GB, [4.0, 4.02, 3.98, 4.0, 4.01], tiny)]
+    assert _verdicts(fast)[rate] is True
+    assert _verdicts(fast)[linear] is True
+    # 1 GB in ~2 s: 500 MB/s whatever the noise.
+    slow = [
+        _warm(GB, [4.0, 4.05, 3.95, 4.0, 4.02], tiny),
+        _warm(4 * GB, [18.0, 18.1, 17.9, 18.0, 18.0], tiny),
+    ]
+    assert _verdicts(slow)[rate] is False
+    # 4 GB costs twice 1 GB's time per GB: not linear.
+    assert _verdicts(slow)[linear] is False
+    # 1 GB's runs spread across the target: undecided.
+    noisy = [_warm(GB, [2.5, 4.0, 2.2, 3.6, 2.9], tiny), _warm(4 * GB, [4.0, 4.02, 3.98, 4.0, 4.01], tiny)]
+    assert _verdicts(noisy)[rate] is None
+    assert _verdicts(noisy)[linear] is None
