@@ -105,7 +105,24 @@ class AuditOutput:
 
     def release(self) -> None:
         for df in self.persisted:
-            df.unpersist()
+            release(df)
+
+
+def release(df: DataFrame) -> None:
+    """Free the blocks of a stored frame (`local_checkpoint`, or a cached one).
+
+    `DataFrame.unpersist` frees a cache but not the RDD blocks a local checkpoint stored (checked on
+    Spark 4.1): those stay on the executors until the JVM collects the plan that holds them, a long
+    while in a session that audits again. The checkpoint's RDD is the frame's plan (`LogicalRDD`).
+    Under Spark Connect there is no handle on it; the server's cleaner frees the blocks.
+    """
+    df.unpersist()
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return
+    plan = jdf.queryExecution().analyzed()
+    if plan.nodeName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
 
 
 # The stored frames with a row per batch. They go straight to the executors' disks, serialized:

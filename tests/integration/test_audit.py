@@ -197,3 +197,24 @@ def test_idle_producer_deleted_by_retention_is_retained_state(clean_findings: li
     assert [(f["topic"], f["last_offset"], f["last_sequence"]) for f in retained] == [
         ("clean-retention", 59, 29)
     ]
+
+
+def test_release_frees_the_blocks_the_audit_stored(spark: Any, tmp_path: Path) -> None:
+    """The stored history, its events and the log bounds are local checkpoints, which
+    `DataFrame.unpersist` alone does not free: a session that audits again would keep every run's
+    blocks."""
+    from tests.integration.test_audit_kinds import batches_of, write_partition
+
+    def stored_rdds() -> set[str]:
+        # Delta caches each table's snapshot state itself ("Delta Table State #<version> - <path>").
+        infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+        return {f"{i.id()} {i.name()}" for i in infos if not i.name().startswith("Delta Table State")}
+
+    log_dir = write_partition(tmp_path, batches_of(7, 0, [b"a", b"b", b"c"], start_offset=0, start_seq=0))
+    ingest(spark, tmp_path / "out", f"d={log_dir}")
+    before = stored_rdds()
+    out = audit(read_bronze(spark, str(tmp_path / "out")), load_profile())
+    assert out.findings.count() == 0
+    assert len(stored_rdds() - before) >= 3
+    out.release()
+    assert stored_rdds() - before == set()
