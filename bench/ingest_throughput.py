@@ -604,8 +604,8 @@ def _diff(r: Result | Warm) -> Difference:
 
 def _range(low: float, high: float, digits: int = 0) -> str:
     """An interval for the report: `low-high`, `high` printed as `inf` when unbounded."""
-    show = (lambda x: f"{x:,.{digits}f}") if digits else (lambda x: f"{x:,.0f}")
-    return f"{show(low)}-{'inf' if high == float('inf') else show(high)}"
+    shown_high = "inf" if high == float("inf") else f"{high:,.{digits}f}"
+    return f"{low:,.{digits}f}-{shown_high}"
 
 
 def format_table(results: list[Result], warm: list[Warm]) -> str:
