@@ -91,6 +91,12 @@ CHECKPOINT_STATES = {
 # Output batches are cut at this many rows: bounded worker memory, reasonable Arrow batch sizes.
 MAX_ROWS_PER_BATCH = 1 << 17
 
+# Smaller batches are merged up to about this many rows or bytes before they leave the worker
+# (`Coalesced`): a 2 MiB window of 500-record batches is ~50 header rows, and each Arrow batch
+# costs the JVM a fixed setup besides its rows.
+MIN_ROWS_PER_BATCH = 1 << 13
+MIN_BYTES_PER_BATCH = 8 << 20
+
 
 @dataclass(frozen=True, slots=True)
 class IndexBoundary:
@@ -154,6 +160,40 @@ def decode_unit(unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool)
     else:
         yield from _rows_to_batches(_small_file_rows(unit, table), schema)
     return True
+
+
+class Coalesced:
+    """Merges the small record batches of a task's units into batches of at least MIN_ROWS_PER_BATCH
+    rows or MIN_BYTES_PER_BATCH bytes (the rows and their order unchanged); holds at most one such
+    batch's worth of rows."""
+
+    def __init__(self, min_rows: int = MIN_ROWS_PER_BATCH, min_bytes: int = MIN_BYTES_PER_BATCH) -> None:
+        self.min_rows = min_rows
+        self.min_bytes = min_bytes
+        self.pending: list[pa.RecordBatch] = []
+        self.rows = 0
+        self.bytes = 0
+
+    def take(self, batches: Decoded) -> Decoded:
+        """Yields merged batches as `batches` fills them; returns what `batches` returns."""
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration as done:
+                return bool(done.value)
+            self.pending.append(batch)
+            self.rows += batch.num_rows
+            self.bytes += batch.nbytes
+            if self.rows >= self.min_rows or self.bytes >= self.min_bytes:
+                yield from self.flush()
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        """The rows held, as one batch (nothing when none are held)."""
+        pending, self.pending, self.rows, self.bytes = self.pending, [], 0, 0
+        if len(pending) == 1:
+            yield pending[0]
+        elif pending:
+            yield pa.concat_batches(pending)
 
 
 def walk_finds_quarantine(table: str, *, records: bool) -> bool:

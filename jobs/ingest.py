@@ -658,11 +658,14 @@ def decode_table(
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
                 decoded, corrupt = set(), set()
+                merged = dt.Coalesced()
                 for unit_id, unit in tasks[task_id]:
-                    found = yield from dt.decode_unit_safely(unit, table, arrow_schema, records=records)
+                    walk = dt.decode_unit_safely(unit, table, arrow_schema, records=records)
+                    found = yield from merged.take(walk)
                     decoded.add(unit_id)
                     if found:
                         corrupt.add(unit_id)
+                yield from merged.flush()
                 if report_to is not None:
                     report_to.add((decoded, corrupt))
 

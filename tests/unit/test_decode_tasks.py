@@ -139,3 +139,40 @@ def test_a_decoder_failure_sends_the_unit_to_the_quarantine_pass(tmp_path: Path)
     with pytest.raises(StopIteration) as done:
         next(stream)
     assert done.value.value is True
+
+
+def test_a_task_merges_small_batches_without_changing_rows_order_or_verdicts(tmp_path: Path) -> None:
+    """Units whose walks yield small batches (here one window per batch) leave the task as a few
+    merged batches: the same rows in the same order, and each unit's quarantine verdict unchanged."""
+    units = [unit_of(tmp_path / str(i), data) for i, data in enumerate((clean(), flipped_crc(), clean()))]
+
+    def walk(unit: dt.WorkUnit) -> dt.Decoded:
+        return dt.decode_unit_safely(unit, BATCHES.name, SCHEMAS[BATCHES.name], records=False)
+
+    direct: list[pa.RecordBatch] = []
+    verdicts = []
+    for unit in units:
+        stream = walk(unit)
+        while True:
+            try:
+                direct.append(next(stream))
+            except StopIteration as done:
+                verdicts.append(done.value)
+                break
+    merged = dt.Coalesced(min_rows=4)
+    out: list[pa.RecordBatch] = []
+    seen = []
+
+    def task() -> dt.Decoded:
+        for unit in units:
+            seen.append((yield from merged.take(walk(unit))))
+        yield from merged.flush()
+        return False
+
+    out.extend(task())
+    assert verdicts == [False, True, False] and seen == verdicts
+    assert pa.Table.from_batches(out).equals(pa.Table.from_batches(direct))
+    # One batch per unit; merged until 4 rows are held, the rest flushed at the task's end.
+    assert [b.num_rows for b in direct] == [3, 3, 3]
+    assert [b.num_rows for b in out] == [6, 3]
+    assert list(merged.flush()) == []
