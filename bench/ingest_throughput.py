@@ -395,6 +395,31 @@ def difference(runs: list[float], baseline: list[float]) -> Difference:
     return Difference(float(np.median(a) - np.median(b)), float(low), float(high))
 
 
+def ratio_interval(
+    small: list[float], large: list[float], baseline: list[float], gb_small: float, gb_large: float
+) -> tuple[float, float]:
+    """The CONFIDENCE interval of the time per GB at the larger size over that at the smaller:
+    `((median(large) - median(baseline)) / gb_large) / ((median(small) - median(baseline)) / gb_small)`
+    over `BOOTSTRAP_DRAWS` resamples of the three samples, the baseline drawn once per draw for both
+    sizes (they share it). A draw whose smaller size's time is not above 0 s has an unbounded ratio.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+
+    def medians(runs: list[float]) -> Any:
+        return np.median(rng.choice(np.asarray(runs, dtype=float), (BOOTSTRAP_DRAWS, len(runs))), axis=1)
+
+    base = medians(baseline)
+    per_gb_small = (medians(small) - base) / gb_small
+    per_gb_large = np.maximum(medians(large) - base, 0.0) / gb_large
+    told = per_gb_small > 0
+    ratios = np.where(told, per_gb_large / np.where(told, per_gb_small, 1.0), np.inf)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail], method="inverted_cdf")
+    return float(low), float(high)
+
+
 def rate_range(amount: float, d: Difference) -> tuple[float, float]:
     """(lowest, highest) of `amount` per second the interval allows (infinite where it reaches 0 s)."""
     low = amount / d.high_s if d.high_s > 0 else float("inf")
@@ -458,6 +483,7 @@ class Result:
     command_s: float = 0.0  # the median of the runs' own times (their stderr line: JVM and session start
     # excluded)
     command_runs_s: list[float] = field(default_factory=list)
+    baseline_runs_s: list[float] = field(default_factory=list)  # the one-batch ingest's own times
 
 
 def whole_runs(log_dir: str, split_bytes: str | None, repeat: int) -> tuple[IngestRun, list[IngestRun]]:
@@ -506,6 +532,7 @@ def measure(data: LogDirData, starts: list[float], split_bytes: str | None, repe
         d.high_s,
         statistics.median(r.ingest_s for r in runs),
         [r.ingest_s for r in runs],
+        list(starts),
     )
 
 
@@ -562,10 +589,8 @@ def evaluate_targets(results: list[Warm], cold: list[Result]) -> list[dict[str, 
             small, large = rows[0], rows[-1]
             gb_small, gb_large = small.file_bytes / GB, large.file_bytes / GB
             ratio = large.s_per_gb / small.s_per_gb
-            low = (large.low_s / gb_large) / (small.high_s / gb_small) if small.high_s > 0 else float("inf")
-            high = (large.high_s / gb_large) / (small.low_s / gb_small) if small.low_s > 0 else float("inf")
-            if large.low_s <= 0:
-                low = min(low, 0.0)
+            (small_runs, baseline), (large_runs, _) = _samples(small), _samples(large)
+            low, high = ratio_interval(small_runs, large_runs, baseline, gb_small, gb_large)
             verdict: bool | None
             if low >= 1 - TARGET_LINEAR and high <= 1 + TARGET_LINEAR:
                 verdict = True
@@ -583,6 +608,14 @@ def evaluate_targets(results: list[Warm], cold: list[Result]) -> list[dict[str, 
         peak = max([r.worker_peak_mib for r in results] + [r.worker_peak_mib for r in cold])
         add(f"peak per Python worker < {TARGET_WORKER_MIB} MiB", peak < TARGET_WORKER_MIB, f"{peak:.0f} MiB")
     return targets
+
+
+def _samples(r: Result | Warm) -> tuple[list[float], list[float]]:
+    """The runs of a line and of the one-batch ingest its time was measured over (warm: the first
+    round left out, as `measure_warm` leaves it out)."""
+    if isinstance(r, Warm):
+        return r.runs_s[1:] or r.runs_s, r.tiny_runs_s[1:] or r.tiny_runs_s
+    return r.command_runs_s, r.baseline_runs_s
 
 
 def _interval(r: Result | Warm) -> str:

@@ -3,7 +3,18 @@ interval meets it, misses only when none of it does."""
 
 from __future__ import annotations
 
-from bench.ingest_throughput import GB, MB, TARGET_MB_S, Warm, difference, evaluate_targets, rate_range
+from statistics import median
+
+from bench.ingest_throughput import (
+    GB,
+    MB,
+    TARGET_MB_S,
+    Warm,
+    difference,
+    evaluate_targets,
+    rate_range,
+    ratio_interval,
+)
 
 
 def test_difference_is_the_difference_of_medians_inside_its_interval() -> None:
@@ -75,3 +86,25 @@ def test_targets_pass_miss_or_stay_undecided_by_the_interval() -> None:
     noisy = [_warm(GB, [2.5, 4.0, 2.2, 3.6, 2.9], tiny), _warm(4 * GB, [4.0, 4.02, 3.98, 4.0, 4.01], tiny)]
     assert _verdicts(noisy)[rate] is None
     assert _verdicts(noisy)[linear] is None
+
+
+def test_the_ratio_interval_holds_the_ratio_and_is_narrower_than_combining_the_two_intervals() -> None:
+    """The linearity ratio is bootstrapped as one statistic (the one-batch runs drawn once per draw
+    for both sizes), not bounded by the ends of the two sizes' own intervals, which would take both
+    at their extremes at once."""
+    tiny = [10.0, 10.3, 10.1, 9.9, 10.2, 10.0, 10.4, 10.1, 9.8]
+    small = [10.9, 11.2, 11.0, 11.1, 10.8, 11.3, 11.0, 10.9, 11.1]
+    large = [13.7, 14.0, 13.9, 13.8, 14.1, 13.6, 13.9, 14.0, 13.8]
+    point = ((median(large) - median(tiny)) / 4) / (median(small) - median(tiny))
+    low, high = ratio_interval(small, large, tiny, 1.0, 4.0)
+    assert low <= point <= high
+    d_small, d_large = difference(small, tiny), difference(large, tiny)
+    ends = ((d_large.low_s / 4) / d_small.high_s, (d_large.high_s / 4) / d_small.low_s)
+    assert ends[0] < low and high < ends[1]
+    assert ratio_interval(small, large, tiny, 1.0, 4.0) == (low, high)  # seeded
+
+
+def test_the_ratio_is_unbounded_when_the_smaller_size_cannot_be_told_from_nothing() -> None:
+    tiny = [10.0, 10.3, 10.1, 9.9, 10.2]
+    low, high = ratio_interval([10.1, 10.2, 10.0, 10.3, 9.9], [14.0, 14.1, 13.9, 14.0, 14.2], tiny, 1.0, 4.0)
+    assert high == float("inf") and low > 0
