@@ -93,7 +93,8 @@ def ensure_segment(shape: Shape, root: Path | None = None) -> tuple[Segment, boo
     directory = (root or cache_dir()) / f"{shape.name}-{shape.target_bytes}"
     path = directory / SEGMENT_NAME
     meta_path = directory / "meta.json"
-    params = {"generator_version": GENERATOR_VERSION, **asdict(shape)}
+    # As stored: tuples become lists (compared unconverted, the cache never matched).
+    params = json.loads(json.dumps({"generator_version": GENERATOR_VERSION, **asdict(shape)}))
     if meta_path.is_file() and path.is_file():
         meta = json.loads(meta_path.read_text())
         if meta.get("params") == params and meta["segment"]["file_size"] == path.stat().st_size:
