@@ -87,7 +87,12 @@ def build_log_dir(shape_name: str, size: int) -> tuple[LogDirData, bool]:
     shape = datagen.Shape(shape_name, description, size, per_batch, "none", values, headers)
     root = datagen.cache_dir() / f"ingest-{shape_name}-{size}"
     meta_path = root / "meta.json"
-    params = {"generator_version": GENERATOR_VERSION, "datagen": datagen.GENERATOR_VERSION, **asdict(shape)}
+    # As stored: tuples become lists (compared unconverted, the cache never matched).
+    params = json.loads(
+        json.dumps(
+            {"generator_version": GENERATOR_VERSION, "datagen": datagen.GENERATOR_VERSION, **asdict(shape)}
+        )
+    )
     if meta_path.is_file():
         meta = json.loads(meta_path.read_text())
         data = LogDirData(**meta["data"])
@@ -401,7 +406,8 @@ def ratio_interval(
     """The CONFIDENCE interval of the time per GB at the larger size over that at the smaller:
     `((median(large) - median(baseline)) / gb_large) / ((median(small) - median(baseline)) / gb_small)`
     over `BOOTSTRAP_DRAWS` resamples of the three samples, the baseline drawn once per draw for both
-    sizes (they share it). A draw whose smaller size's time is not above 0 s has an unbounded ratio.
+    sizes (they share it). A draw whose smaller size's time is not above 0 s has an unbounded ratio
+    (an unknown one when the larger size's is not above 0 s either).
     """
     import numpy as np
 
@@ -415,8 +421,11 @@ def ratio_interval(
     per_gb_large = np.maximum(medians(large) - base, 0.0) / gb_large
     told = per_gb_small > 0
     ratios = np.where(told, per_gb_large / np.where(told, per_gb_small, 1.0), np.inf)
+    # Neither size told from nothing: the draw's ratio could be anything, so it widens both ends.
+    unknown = ~told & (per_gb_large <= 0)
     tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail], method="inverted_cdf")
+    low = np.percentile(np.where(unknown, 0.0, ratios), tail, method="inverted_cdf")
+    high = np.percentile(np.where(unknown, np.inf, ratios), 100 - tail, method="inverted_cdf")
     return float(low), float(high)
 
 
@@ -486,25 +495,36 @@ class Result:
     baseline_runs_s: list[float] = field(default_factory=list)  # the one-batch ingest's own times
 
 
-def whole_runs(log_dir: str, split_bytes: str | None, repeat: int) -> tuple[IngestRun, list[IngestRun]]:
-    """`repeat` whole ingests of one log directory: the one of median own time (and every run), with
-    the largest memory peaks of all of them. A failed run is returned as the result."""
-    runs = [run_ingest(log_dir, split_bytes) for _ in range(max(1, repeat))]
+def cold_rounds(paths: list[str], split_bytes: str | None, repeat: int) -> dict[str, list[IngestRun]]:
+    """`repeat` rounds of one whole ingest of each log directory, in turn. Interleaved, a drift of the
+    machine's speed over the runs (others' load, the host) moves every directory's runs alike instead
+    of biasing whichever was measured first."""
+    runs: dict[str, list[IngestRun]] = {p: [] for p in paths}
+    for round_no in range(max(1, repeat)):
+        for path in paths:
+            run = run_ingest(path, split_bytes)
+            runs[path].append(run)
+            print(f"  cold round {round_no + 1}: {path}: {run.ingest_s:.2f} s", flush=True)
+    return runs
+
+
+def summarised(runs: list[IngestRun]) -> IngestRun:
+    """The run of median own time among `runs`, with the largest memory peaks of all of them. A
+    failed run is returned as the result."""
     failed = [r for r in runs if r.status != 0 or r.ingest_s != r.ingest_s]  # nan: no timing line
     if failed:
-        return failed[0], runs
+        return failed[0]
     middle = sorted(runs, key=lambda r: r.ingest_s)[(len(runs) - 1) // 2]
     middle.tree_peak_mib = max(r.tree_peak_mib for r in runs)
     middle.worker_peak_mib = max(r.worker_peak_mib for r in runs)
     middle.workers = max(r.workers for r in runs)
-    return middle, runs
+    return middle
 
 
-def measure(data: LogDirData, starts: list[float], split_bytes: str | None, repeat: int) -> Result:
+def measure(data: LogDirData, runs: list[IngestRun], starts: list[float], header_s: float) -> Result:
     """Cold figures of one log directory: its ingest time is the `difference` of its runs' own times
     and those of the one-batch ingest (`starts`)."""
-    header_s = header_decoder_seconds(data.segments)  # also warms the page cache for the ingest
-    run, runs = whole_runs(data.path, split_bytes, repeat)
+    run = summarised(runs)
     d = difference([r.ingest_s for r in runs], starts)
     mb_s = per_s(data.file_bytes / MB, d.median_s)
     decoder_mb_s = data.file_bytes / MB / header_s
@@ -686,8 +706,8 @@ def main(argv: list[str] | None = None) -> int:
         "--repeat",
         type=int,
         default=5,
-        help="whole ingests per measurement, the one-batch ingest's included (which runs once more, "
-        "its first run left out); their median counts (default 5)",
+        help="cold rounds: each runs one whole ingest of the one-batch log directory and of each size, "
+        "in turn (the one-batch ingest runs once more first, left out); their medians count (default 5)",
     )
     parser.add_argument(
         "--rounds",
@@ -713,9 +733,26 @@ def main(argv: list[str] | None = None) -> int:
         sizes = args.sizes.split(",") if args.sizes else QUICK_SIZES if args.quick else DEFAULT_SIZES[shape]
         plan += [(shape, parse_size(s)) for s in sizes]
     tiny = tiny_log_dir()
-    # One run more than asked: the first whole ingest also fills the page cache with the jars and
+    datas: list[LogDirData] = []
+    for shape, size in plan:
+        t0 = time.perf_counter()
+        data, made = build_log_dir(shape, size)
+        what = f"generated in {time.perf_counter() - t0:.0f} s" if made else "cached"
+        print(
+            f"data {shape} {size_label(size)}: {data.path} ({len(data.segments)} segment(s), {what})",
+            flush=True,
+        )
+        datas.append(data)
+    # Also warms the page cache for the ingests.
+    header_s = {data.path: header_decoder_seconds(data.segments) for data in datas}
+    # One one-batch run more than asked, first: it also fills the page cache with the jars and
     # modules, and is left out.
-    start, first_and_starts = whole_runs(tiny.path, args.split_bytes, args.repeat + 1)
+    first = run_ingest(tiny.path, args.split_bytes)
+    if first.status != 0:
+        raise SystemExit(f"ingest of the one-batch log directory failed:\n{first.stderr_tail}")
+    cold = cold_rounds([tiny.path, *(d.path for d in datas)], args.split_bytes, args.repeat)
+    first_and_starts = [first, *cold[tiny.path]]
+    start = summarised(cold[tiny.path])
     if start.status != 0:
         raise SystemExit(f"ingest of the one-batch log directory failed:\n{start.stderr_tail}")
     starts = [s.ingest_s for s in first_and_starts[1:]]
@@ -729,20 +766,11 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     results: list[Result] = []
-    datas: list[LogDirData] = []
-    for shape, size in plan:
-        t0 = time.perf_counter()
-        data, made = build_log_dir(shape, size)
-        what = f"generated in {time.perf_counter() - t0:.0f} s" if made else "cached"
-        print(
-            f"data {shape} {size_label(size)}: {data.path} ({len(data.segments)} segment(s), {what})",
-            flush=True,
-        )
-        datas.append(data)
-        result = measure(data, starts, args.split_bytes, args.repeat)
+    for data in datas:
+        result = measure(data, cold[data.path], starts, header_s[data.path])
         results.append(result)
         print(
-            f"  {shape} {size_label(size)}: {result.ingest_s:.2f} s over the one-batch ingest "
+            f"  {data.shape} {size_label(data.size)}: {result.ingest_s:.2f} s over the one-batch ingest "
             f"({_interval(result)} s), {result.rows_s:,.0f} rows/s, {result.mb_s:,.0f} MB/s, "
             f"{result.s_per_gb:.2f} s/GB (command "
             f"{', '.join(f'{s:.2f}' for s in result.command_runs_s)} s; whole processes "

@@ -108,3 +108,9 @@ def test_the_ratio_is_unbounded_when_the_smaller_size_cannot_be_told_from_nothin
     tiny = [10.0, 10.3, 10.1, 9.9, 10.2]
     low, high = ratio_interval([10.1, 10.2, 10.0, 10.3, 9.9], [14.0, 14.1, 13.9, 14.0, 14.2], tiny, 1.0, 4.0)
     assert high == float("inf") and low > 0
+
+
+def test_the_ratio_is_unknown_when_neither_size_can_be_told_from_nothing() -> None:
+    tiny = [10.0, 10.3, 10.1, 9.9, 10.2]
+    noise = [10.1, 10.0, 9.9, 10.2, 10.1]
+    assert ratio_interval(noise, list(reversed(noise)), tiny, 1.0, 4.0) == (0.0, float("inf"))
