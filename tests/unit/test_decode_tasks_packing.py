@@ -26,8 +26,9 @@ def test_one_task_per_core_while_a_task_stays_under_the_cap() -> None:
 
 
 def test_larger_inputs_take_whole_waves_of_tasks_under_the_cap() -> None:
-    total = 4000 * MB
-    tasks = task_count(total, 30, SPLIT, parallelism=2)
+    assert task_count(4000 * MB, 30, SPLIT, parallelism=2) == 2  # one wave
+    total = 2 * MAX_TASK_BYTES + 1
+    tasks = task_count(total, 300, SPLIT, parallelism=2)
     assert tasks == 4 and total / tasks <= MAX_TASK_BYTES
 
 
