@@ -27,9 +27,15 @@ from schemas.tables import LOG_KEY, SEQUENCE_HISTORY
 SEQUENCE_MODULUS = replay.SEQUENCE_MODULUS  # sequences are non-negative int32, wrap after 2147483647 (§1.4)
 
 
+def is_producer_batch() -> Column:
+    """True for a batch that takes part in producer state (§5.1): magic 2, a producer id, a trustworthy
+    header."""
+    return (F.col("magic") == 2) & (F.col("producer_id") >= 0) & F.col("crc_valid")
+
+
 def producer_batches(batches: DataFrame) -> DataFrame:
-    """Batches that take part in producer state (§5.1): magic 2, a producer id, a trustworthy header."""
-    return batches.where((F.col("magic") == 2) & (F.col("producer_id") >= 0) & F.col("crc_valid"))
+    """Batches that take part in producer state (`is_producer_batch`)."""
+    return batches.where(is_producer_batch())
 
 
 # The batch columns the history carries through its shuffle and sort (besides the log and file ids):
@@ -237,31 +243,25 @@ def settle(history: DataFrame, copied: DataFrame | None) -> DataFrame:
     ).drop("_transition", "_copy_index", "_first_copy_offset", "_first_copy_stream_index")
 
 
-def producer_summary(batches: DataFrame, files: DataFrame, logs: DataFrame) -> DataFrame:
+def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
     """One row per (log, producer id) of the history: the last offset of any retained batch or marker,
     the offset of its last marker and of its last transactional data batch.
 
-    Aggregated from the bronze batches the history is built of (`producer_batches`; `files`, `logs`:
-    `logs.file_ids` and `logs.log_bounds`): a columnar read of five columns, where the stored history
-    would be read row by row at its full width.
+    Aggregated from the per-file facts of the bronze batches the history is built of
+    (`logs.file_producers`; `logs`: `logs.log_bounds`): no pass over the batches of its own.
     """
-    b = with_log_id(
-        producer_batches(batches),
-        files,
-        "producer_id",
-        "base_offset",
-        "last_offset",
-        "is_control",
-        "is_transactional",
+    per_producer = (
+        facts.where(F.col("producer_id").isNotNull())
+        .groupBy(*LOG_KEY, "producer_id")
+        .agg(
+            F.max("retained_last_offset").alias("retained_last_offset"),
+            F.max("last_marker").alias("last_marker"),
+            F.max("last_transactional_data").alias("last_transactional_data"),
+        )
     )
-    per_producer = b.groupBy("log_id", "producer_id").agg(
-        F.max("last_offset").alias("retained_last_offset"),
-        F.max(F.when(F.col("is_control"), F.col("base_offset"))).alias("last_marker"),
-        F.max(F.when(F.col("is_transactional") & ~F.col("is_control"), F.col("base_offset"))).alias(
-            "last_transactional_data"
-        ),
-    )
-    return per_producer.join(F.broadcast(logs.select("log_id", "log_key")), "log_id").select(
+    keys = logs.select(*(F.col(c).alias(f"_l_{c}") for c in LOG_KEY), "log_key")
+    on = [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in LOG_KEY]
+    return per_producer.join(F.broadcast(keys), on, "inner").select(
         "log_key", "producer_id", "retained_last_offset", "last_marker", "last_transactional_data"
     )
 

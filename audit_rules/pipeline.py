@@ -26,7 +26,7 @@ from audit_rules.history import (
     settle,
     with_log_columns,
 )
-from audit_rules.logs import file_ids, log_bounds, segment_files, with_log_key
+from audit_rules.logs import file_ids, file_producers, log_bounds, segment_files, with_log_key
 from audit_rules.profile import Profile
 from schemas.tables import FILES, LOG_KEY, PARTITION_SUMMARY, TABLES
 
@@ -162,8 +162,10 @@ def audit(
     """Every rule of RULES.md over the bronze tables; `materialize` stores what several rules read (the
     log bounds, the history, its events and copies; None: recompute them in each rule)."""
     keep = materialize or (lambda df, name: df)
-    # One pass over the batches for their per-file facts; logs and files then get numeric ids.
-    segments = keep(segment_files(bronze.batches), "segment files")
+    # One pass over the batches for their per-file and per-producer facts; logs and files then get
+    # numeric ids.
+    facts = keep(file_producers(bronze.batches), "file producers")
+    segments = keep(segment_files(facts), "segment files")
     logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
     files = keep(file_ids(segments, logs), "file ids")
 
@@ -172,7 +174,7 @@ def audit(
     # (the tail of its stage, a hot producer's one long task), and the checks of optional evidence,
     # whose small jobs wait on the driver more than on the cores.
     def bronze_only() -> tuple[DataFrame, DataFrame, set[str]]:
-        producers = keep(producer_summary(bronze.batches, files, logs), "producer summary")
+        producers = keep(producer_summary(facts, logs), "producer summary")
         overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
         # Rules over optional evidence are planned only where that evidence exists: each is a few
         # shuffles and a scan of the batches or the history even when it can find nothing. The
@@ -209,7 +211,18 @@ def audit(
             copied = F.broadcast(stored_copies)
     settled = settle(event_rows, copied)
     holes = coverage_holes(settled)
-    stored_frames = (segments, logs, files, stored, event_rows, ranges, producers, overlaps, stored_copies)
+    stored_frames = (
+        facts,
+        segments,
+        logs,
+        files,
+        stored,
+        event_rows,
+        ranges,
+        producers,
+        overlaps,
+        stored_copies,
+    )
     persisted = tuple(df for df in stored_frames if df is not None) if materialize is not None else ()
     frames = [
         sequences.invalid_sequence(event_rows),
