@@ -170,9 +170,10 @@ def audit(
     files = keep(file_ids(segments, logs), "file ids")
 
     # What needs the bronze tables and the logs alone is computed beside the history, on a thread of
-    # its own: two stored frames of the batches, whose tasks take the cores the history leaves idle
-    # (the tail of its stage, a hot producer's one long task), and the checks of optional evidence,
-    # whose small jobs wait on the driver more than on the cores.
+    # its own: the offset overlaps (a sort of the batches), whose tasks take the cores the history
+    # leaves idle (the tail of its stage, a hot producer's one long task), the producer summary (an
+    # aggregate of the small `facts`), and the checks of optional evidence, whose small jobs wait on
+    # the driver more than on the cores.
     def bronze_only() -> tuple[DataFrame, DataFrame, set[str]]:
         producers = keep(producer_summary(facts, logs), "producer summary")
         overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
