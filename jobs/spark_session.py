@@ -55,13 +55,6 @@ LOCAL_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.delta.log.cacheSize": "3",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
-    # The audit stores its history on the executors' disks, serialized (`pipeline.local_checkpoint`),
-    # and reads it back several times. Kryo writes an UnsafeRow as its bytes; Java serialization goes
-    # through `writeExternal`. A row holds no references for Kryo to track. On the audit bench's 4 GB
-    # (one run each, 2026-11-24): 161.9 s with Java serialization, 150.6 s with Kryo, 143.0 and
-    # 141.4 s without reference tracking.
-    "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
-    "spark.kryo.referenceTracking": "false",
     # Must reach the JVM command line: pyspark hands builder conf to spark-submit.
     "spark.driver.extraJavaOptions": (
         "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
@@ -93,13 +86,24 @@ JOB_JAVA_OPTIONS = (
 # In local mode the driver JVM is the only executor: window sorts, joins and the Delta writes of a
 # multi-GB audit need more than Spark's 1g default. `KRA_DRIVER_MEMORY` overrides.
 DEFAULT_JOB_DRIVER_MEMORY = "6g"
+# The audit stores its history on the executors' disks, serialized (`pipeline.local_checkpoint`),
+# and reads it back several times. Kryo writes an UnsafeRow as its bytes; Java serialization goes
+# through `writeExternal`. A row holds no references for Kryo to track. On the audit bench's 4 GB
+# (one run each, 2026-11-24): 161.9 s with Java serialization, 150.6 s with Kryo, 141.4 and 143.0 s
+# without reference tracking.
+JOB_SERIALIZER_CONF = {
+    "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+    "spark.kryo.referenceTracking": "false",
+}
 
 
 def job_local_conf() -> dict[str, str]:
-    """The local session conf of a command run (not of the tests): C2 JIT, parallel GC, driver memory."""
+    """The local session conf of a command run (not of the tests): C2 JIT, parallel GC, driver memory,
+    Kryo."""
     return {
         "spark.driver.extraJavaOptions": " ".join(JOB_JAVA_OPTIONS),
         "spark.driver.memory": os.environ.get("KRA_DRIVER_MEMORY") or DEFAULT_JOB_DRIVER_MEMORY,
+        **JOB_SERIALIZER_CONF,
     }
 
 
