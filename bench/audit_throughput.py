@@ -546,7 +546,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     from jobs.spark_session import get_spark, job_local_conf
 
     # The session `replay-audit audit` would start, with the bench's overrides.
-    spark = get_spark("bench-audit", extra_conf={**job_local_conf(), **(spec.get("conf") or {})})
+    spark = get_spark("bench-audit", extra_conf={**job_local_conf("audit"), **(spec.get("conf") or {})})
     start_s = time.perf_counter() - t0
 
     import jobs.audit as job

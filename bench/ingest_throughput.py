@@ -325,7 +325,7 @@ def warm_child(paths: list[str], rounds: int, split_bytes: str | None) -> None:
     from jobs.ingest import run_ingest as ingest
     from jobs.spark_session import get_spark, job_local_conf
 
-    spark = get_spark("replay-audit ingest bench", job_local_conf())
+    spark = get_spark("replay-audit ingest bench", job_local_conf("ingest"))
     split = ingest_size(split_bytes) if split_bytes else DEFAULT_SPLIT_BYTES
     for round_no in range(rounds):
         for path in paths:

@@ -777,7 +777,7 @@ def run_cli(args: Any) -> int:
     _check_output(options.output)
     planned_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    spark = get_spark("replay-audit ingest", job_local_conf())
+    spark = get_spark("replay-audit ingest", job_local_conf("ingest"))
     t2 = time.perf_counter()
     result = run_ingest(spark, options, plan=plan)
     ingest_s = planned_s + time.perf_counter() - t2

@@ -39,10 +39,10 @@ def run_cli(args: Any) -> int:
         )
         plan = plan_ingest(options)
         _check_output(options.output)
-        spark = get_spark("replay-audit run", job_local_conf())
+        spark = get_spark("replay-audit run", job_local_conf("run"))
         run_ingest(spark, options, plan=plan)
     else:
-        spark = get_spark("replay-audit audit", job_local_conf())
+        spark = get_spark("replay-audit audit", job_local_conf("audit"))
     result = run_audit(spark, args.output, profile, fail_on=fail_on, command=args.command, gx=not args.no_gx)
     for name, path in result.tables.items():
         print(f"{name}\t{path}")

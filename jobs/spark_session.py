@@ -90,21 +90,24 @@ DEFAULT_JOB_DRIVER_MEMORY = "6g"
 # and reads it back several times. Kryo writes an UnsafeRow as its bytes; Java serialization goes
 # through `writeExternal`. A row holds no references for Kryo to track. On the audit bench's 4 GB
 # (one run each, 2026-11-24): 161.9 s with Java serialization, 150.6 s with Kryo, 141.4 and 143.0 s
-# without reference tracking.
-JOB_SERIALIZER_CONF = {
+# without reference tracking. Ingest stores no rows: there Kryo only adds its start-up (a fresh
+# session's first 1 GB ingest took 1.5 s longer, medians of 3; the second the same).
+AUDIT_SERIALIZER_CONF = {
     "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
     "spark.kryo.referenceTracking": "false",
 }
 
 
-def job_local_conf() -> dict[str, str]:
+def job_local_conf(command: str = "audit") -> dict[str, str]:
     """The local session conf of a command run (not of the tests): C2 JIT, parallel GC, driver memory,
-    Kryo."""
-    return {
+    and for a command that audits (`audit`, `run`; not `ingest`) Kryo."""
+    conf = {
         "spark.driver.extraJavaOptions": " ".join(JOB_JAVA_OPTIONS),
         "spark.driver.memory": os.environ.get("KRA_DRIVER_MEMORY") or DEFAULT_JOB_DRIVER_MEMORY,
-        **JOB_SERIALIZER_CONF,
     }
+    if command != "ingest":
+        conf.update(AUDIT_SERIALIZER_CONF)
+    return conf
 
 
 def concurrently(spark: SparkSession, tasks: Sequence[Callable[[], object]]) -> None:

@@ -186,4 +186,6 @@ def test_local_conf_documents_the_session_factory(monkeypatch: pytest.MonkeyPatc
     assert local["delta"]["package"] == spark_session.delta_maven_coordinate()
     assert local["spark_conf"] == spark_session.LOCAL_CONF
     monkeypatch.delenv("KRA_DRIVER_MEMORY", raising=False)
-    assert local["job_conf"] == spark_session.job_local_conf()
+    assert local["job_conf"] == spark_session.job_local_conf("ingest")
+    for command in ("audit", "run"):
+        assert {**local["job_conf"], **local["audit_job_conf"]} == spark_session.job_local_conf(command)
