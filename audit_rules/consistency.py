@@ -105,18 +105,17 @@ def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
 
 def offset_overlap(batches: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
     """OFFSET_OVERLAP: in file order, a batch whose offsets start at or before the previous batch's last
-    offset (`logs`, `files`: `log_bounds` and `file_ids`, whose numeric ids, numbered in file order, key
-    the sort of narrow rows)."""
+    offset (`logs`, `files`: `log_bounds` and `file_ids`, whose `file_order` numbers the files of a log:
+    the sort of narrow rows has numeric keys)."""
     b = with_log_id(
         batches.where(F.col("crc_valid")),
-        files,
         "position",
         "base_offset",
         "last_offset",
         "producer_id",
         "producer_epoch",
-    )
-    w = Window.partitionBy("log_id").orderBy("file_id", "position")
+    ).join(F.broadcast(files.select("file_id", "file_order")), "file_id")
+    w = Window.partitionBy("log_id").orderBy("file_order", "position")
     b = b.withColumn("_prev_last", F.lag("last_offset").over(w)).withColumn(
         "_prev_base", F.lag("base_offset").over(w)
     )

@@ -40,7 +40,8 @@ def producer_batches(batches: DataFrame) -> DataFrame:
 
 # The batch columns the history carries through its shuffle and sort (besides the log and file ids):
 # what the silver table and the rules read. The log's own columns (dump, replica, topic, partition, its
-# key and bounds) and the file's path are joined back from the small `logs` and `file_ids` frames.
+# key and bounds) and the file's path are joined back from the small `logs` and `file_ids` frames by
+# those ids.
 HISTORY_BATCH_COLUMNS = (
     "producer_id",
     "producer_epoch",
@@ -58,9 +59,10 @@ HISTORY_BATCH_COLUMNS = (
 )
 
 
-def replayed(batches: DataFrame, files: DataFrame) -> DataFrame:
-    """Producer batches with the columns of their replay, keyed by the log and file ids of `files`
-    (`logs.file_ids`): what the audit stores of the history. `derived` adds the history's other
+def replayed(batches: DataFrame) -> DataFrame:
+    """Producer batches with the columns of their replay, keyed by the ids of their log and file
+    (`logs.with_log_id`, hashes of each row's own columns: the history waits for no other frame): what
+    the audit stores of the history. `derived` adds the history's other
     internal columns (`history_table` selects the silver schema); `with_log_columns` the log's columns
     and the file's path. Those are cheap functions of each row, computed again by every reader
     instead of stored (on 1 GB of one-record batches, storing them cost a fifth of the history's time).
@@ -75,7 +77,7 @@ def replayed(batches: DataFrame, files: DataFrame) -> DataFrame:
     lower epoch than an earlier one), so stream values are running values minus their value where
     the epoch began.
     """
-    b = with_log_id(producer_batches(batches), files, *HISTORY_BATCH_COLUMNS)
+    b = with_log_id(producer_batches(batches), *HISTORY_BATCH_COLUMNS)
     b = b.repartition("log_id", "producer_id").sortWithinPartitions("log_id", "producer_id", "base_offset")
     # The scan reads its input columns in the sort's order and returns its own: a scalar Arrow UDF sends
     # only those through Python (nondeterministic: it carries state from row to row, so Spark must

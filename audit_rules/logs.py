@@ -88,21 +88,21 @@ def file_producers(batches: DataFrame) -> DataFrame:
 
 def segment_files(facts: DataFrame) -> DataFrame:
     """One row per (log, file) of the batches with the batch facts `log_bounds` needs (from
-    `file_producers`) and a `file_id` numbering the files in (log, file) order: the key that stands for
-    a file in every shuffle and sort of batches (`with_log_id`)."""
+    `file_producers`) and a `file_order` numbering the files in (log, file) order (the offset overlap's
+    sort key)."""
     per_file = facts.groupBy(*LOG_KEY, "file").agg(
         *[agg(name).cast("long").alias(name) for name, agg in _BATCH_FACTS.items()]
     )
     # Files are few (one row per segment): one task numbers them.
     order = Window.orderBy(log_key(), F.col("file"))
-    return per_file.withColumn("file_id", F.row_number().over(order).cast("int"))
+    return per_file.withColumn("file_order", F.row_number().over(order).cast("int"))
 
 
 def log_bounds(
     segments: DataFrame, files: DataFrame, partition_state: DataFrame, profile: Profile
 ) -> DataFrame:
     """One row per log: log_start_offset (+ source), log_end_offset, high_watermark, capture time, counts
-    (the producer count comes from the history: `pipeline.partition_summary`), and a dense `log_id`.
+    (the producer count comes from the history: `pipeline.partition_summary`), and its `log_id`.
 
     `segments` is `segment_files` of the batches. The facts of the three tables are unioned and
     aggregated once per log: one shuffle, where a join per table would cost two each.
@@ -167,27 +167,55 @@ def log_bounds(
     ).withColumns(
         {
             "log_key": log_key(),
-            # A dense number per log (logs are few: one task ranks them): the history's sort key.
-            "log_id": F.dense_rank().over(Window.orderBy(log_key())).cast("int"),
+            "log_id": log_id(),
         }
     )
 
 
 def file_ids(segments: DataFrame, logs: DataFrame) -> DataFrame:
-    """(log key columns, file, log_id, file_id) of every segment file of the batches (`segment_files`,
-    `log_bounds`): small, broadcast to whatever shuffles batches."""
-    ids = logs.select(*(F.col(c).alias(f"_l_{c}") for c in LOG_KEY), "log_id")
-    keyed = segments.join(ids, [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in LOG_KEY], "inner")
-    return keyed.select(*LOG_KEY, "file", "log_id", "file_id")
+    """(log key columns, file, log_id, file_id, file_order) of every segment file of the batches
+    (`segment_files`, `log_bounds`): small, broadcast to whatever joins batches back to their paths."""
+    ids = logs.select(*(F.col(c).alias(f"_l_{c}") for c in LOG_KEY))
+    keyed = segments.join(ids, [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in LOG_KEY], "left_semi")
+    return keyed.select(*LOG_KEY, "file", log_id().alias("log_id"), file_id().alias("file_id"), "file_order")
 
 
-def with_log_id(df: DataFrame, files: DataFrame, *columns: str) -> DataFrame:
-    """`log_id`, `file_id` (from `files`, a `file_ids` frame; broadcast) and `columns` of the batch rows of
-    `df`: narrow rows with numeric keys for a shuffle and sort of every batch (a string log key or path
-    would be shuffled, sorted and sent to Python with every row, and leave the sort's prefix useless)."""
-    ids = files.select(*(F.col(c).alias(f"_l_{c}") for c in (*LOG_KEY, "file")), "log_id", "file_id")
-    on = [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in (*LOG_KEY, "file")]
-    return df.join(F.broadcast(ids), on, "inner").select("log_id", "file_id", *columns)
+def _id_of(columns: tuple[str, ...]) -> Column:
+    # Spark's hashes skip a null input: each nullable key column also hashes whether it is null, so
+    # (a, null, b) and (a, b, null) differ.
+    parts: list[Column] = []
+    for c in columns:
+        parts += [F.col(c), F.col(c).isNull()]
+    return F.xxhash64(*parts)
+
+
+def log_id() -> Column:
+    """A 64-bit id of the row's log (`LOG_KEY`): a hash, so any row computes it alone (no join, no
+    numbering to wait for). `check_ids` rejects a collision among the audited logs and files."""
+    return _id_of(LOG_KEY)
+
+
+def file_id() -> Column:
+    """A 64-bit id of the row's segment file (`LOG_KEY` and `file`), like `log_id`."""
+    return _id_of((*LOG_KEY, "file"))
+
+
+def with_log_id(df: DataFrame, *columns: str) -> DataFrame:
+    """`log_id`, `file_id` and `columns` of the batch rows of `df`: narrow rows with numeric keys for a
+    shuffle and sort of every batch (a string log key or path would be shuffled, sorted and sent to
+    Python with every row, and leave the sort's prefix useless). Computed per row: no join."""
+    return df.select(log_id().alias("log_id"), file_id().alias("file_id"), *columns)
+
+
+def check_ids(logs: DataFrame, files: DataFrame) -> None:
+    """Fail (ValueError) if two audited logs, or two files, share an id (`log_id`, `file_id`: 64-bit
+    hashes; with a million files the odds are about 1 in 37 million). One small job over each frame."""
+    for what, df, key in (("logs", logs, "log_id"), ("files", files, "file_id")):
+        row = df.agg(F.count(F.lit(1)).alias("n"), F.countDistinct(key).alias("ids")).first()
+        if row is not None and row["n"] != row["ids"]:
+            raise ValueError(
+                f"two of the {row['n']} audited {what} share a 64-bit {key}: audit them in separate runs"
+            )
 
 
 def join_log(df: DataFrame, logs: DataFrame, *columns: str | Column) -> DataFrame:

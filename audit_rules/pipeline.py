@@ -26,7 +26,14 @@ from audit_rules.history import (
     settle,
     with_log_columns,
 )
-from audit_rules.logs import file_ids, file_producers, log_bounds, segment_files, with_log_key
+from audit_rules.logs import (
+    check_ids,
+    file_ids,
+    file_producers,
+    log_bounds,
+    segment_files,
+    with_log_key,
+)
 from audit_rules.profile import Profile
 from schemas.tables import FILES, LOG_KEY, PARTITION_SUMMARY, TABLES
 
@@ -162,24 +169,25 @@ def audit(
     """Every rule of RULES.md over the bronze tables; `materialize` stores what several rules read (the
     log bounds, the history, its events and copies; None: recompute them in each rule)."""
     keep = materialize or (lambda df, name: df)
-    # One pass over the batches for their per-file and per-producer facts; logs and files then get
-    # numeric ids.
-    facts = keep(file_producers(bronze.batches), "file producers")
-    segments = keep(segment_files(facts), "segment files")
-    logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
-    files = keep(file_ids(segments, logs), "file ids")
 
-    # What needs the bronze tables and the logs alone is computed beside the history, on a thread of
-    # its own: the offset overlaps (a sort of the batches), whose tasks take the cores the history
-    # leaves idle (the tail of its stage, a hot producer's one long task), the producer summary (an
-    # aggregate of the small `facts`), and the checks of optional evidence, whose small jobs wait on
-    # the driver more than on the cores.
-    def bronze_only() -> tuple[DataFrame, DataFrame, set[str]]:
+    # The history needs the batches alone (its log and file ids are hashes of each row's own columns).
+    # Everything else that reads only the bronze tables is computed beside it, on a thread of its own:
+    # their jobs' tasks take the cores the history leaves idle (while the driver plans, reads Delta logs
+    # and waits on small jobs; the tail of a stage; a hot producer's one long task).
+    #   - One pass over the batches for their per-file and per-producer facts, and what follows from
+    #     them: the logs and their bounds, the files, the producer summary.
+    #   - The checks of optional evidence (small jobs that wait on the driver more than on the cores).
+    #   - The offset overlaps (a sort of the batches).
+    def bronze_only() -> tuple[tuple[DataFrame, ...], set[str]]:
+        facts = keep(file_producers(bronze.batches), "file producers")
+        segments = keep(segment_files(facts), "segment files")
+        logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
+        files = keep(file_ids(segments, logs), "file ids")
+        check_ids(logs, files)
         producers = keep(producer_summary(facts, logs), "producer summary")
-        overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
         # Rules over optional evidence are planned only where that evidence exists: each is a few
-        # shuffles and a scan of the batches or the history even when it can find nothing. The
-        # checks read small tables (or one row of a large one), concurrently.
+        # shuffles and a scan of the batches or the history even when it can find nothing. The checks
+        # read small tables (or one row of a large one), concurrently.
         present = _nonempty(
             {
                 "txnindex": bronze.files.where(F.col("kind") == "txnindex"),
@@ -189,14 +197,17 @@ def audit(
                 "quarantine": bronze.quarantine,
             }
         )
-        return producers, overlaps, present
+        overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
+        return (facts, segments, logs, files, producers, overlaps), present
 
-    beside = started(bronze.batches.sparkSession, bronze_only, background=materialize is not None)
+    beside = started(
+        bronze.batches.sparkSession, bronze_only, background=materialize is not None, pool="audit-beside"
+    )
     # The per-log facts every producer rule needs ride along with the history: no join per rule.
-    # The history is stored narrow (keyed by the numeric log id, without the columns that follow from
-    # each row alone); each reader derives those and joins the log's columns.
-    stored = keep(replayed(bronze.batches, files), "history")
-    producers, overlaps, present = beside()
+    # The history is stored narrow (keyed by the numeric log and file ids, without the columns that
+    # follow from each row alone); each reader derives those and joins the log's columns.
+    stored = keep(replayed(bronze.batches), "history")
+    (facts, segments, logs, files, producers, overlaps), present = beside()
     history = with_log_columns(derived(stored), logs, files)
     # The rules over single batches and markers read the few rows they can fire on, stored once.
     event_rows = keep(events(history), "history events")
@@ -266,9 +277,16 @@ def audit(
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
 
-def started(spark: SparkSession, fn: Callable[[], T], *, background: bool = True) -> Callable[[], T]:
+def started(
+    spark: SparkSession, fn: Callable[[], T], *, background: bool = True, pool: str | None = None
+) -> Callable[[], T]:
     """Start `fn` on a thread that inherits the caller's Spark job group and local properties (or, not
-    `background`, call it now); the returned call waits for its result."""
+    `background`, call it now); the returned call waits for its result.
+
+    `pool`: the thread's jobs go to this scheduler pool. Under `spark.scheduler.mode=FAIR` pools share
+    the cores, so a thread's short jobs do not wait behind every task of another's long ones (FIFO,
+    Spark's default, ignores pools).
+    """
     if not background:
         result = fn()
         return lambda: result
@@ -276,9 +294,14 @@ def started(spark: SparkSession, fn: Callable[[], T], *, background: bool = True
 
     from pyspark.util import inheritable_thread_target
 
-    pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(inheritable_thread_target(spark)(fn))
-    pool.shutdown(wait=False)
+    def in_pool() -> T:
+        if pool is not None:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+        return fn()
+
+    executor = ThreadPoolExecutor(max_workers=1)
+    future = executor.submit(inheritable_thread_target(spark)(in_pool))
+    executor.shutdown(wait=False)
     return future.result
 
 

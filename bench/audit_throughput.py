@@ -873,6 +873,13 @@ def main(argv: list[str] | None = None) -> int:
         help="spark.driver.memory of the measured sessions (local mode: the one JVM); default: "
         "`replay-audit audit`'s (jobs.spark_session.job_local_conf)",
     )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark conf of the measured sessions, over `replay-audit audit`'s (repeatable): for A/B runs",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs per line, the fastest counts (default 1)")
     parser.add_argument(
         "--profile",
@@ -895,6 +902,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     producers = args.producers or (QUICK_PRODUCERS if args.quick else PRODUCERS)
     conf = {"spark.driver.memory": args.driver_memory} if args.driver_memory else {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--conf {item!r}: expected KEY=VALUE")
+        conf[key.strip()] = value
     started = time.perf_counter()
     cpus = os.cpu_count() or 1
     load = os.getloadavg()

@@ -126,6 +126,7 @@ def run_audit(
             lambda: _overwrite(
                 out.history, SEQUENCE_HISTORY.name, output, run_id, SEQUENCE_HISTORY.partition_by
             ),
+            pool="audit-silver",
         )
         try:
             result = _findings_and_reports(spark, out, bronze, output, run_id, profile, fail_on, gx, tables)

@@ -218,3 +218,37 @@ def test_release_frees_the_blocks_the_audit_stored(spark: Any, tmp_path: Path) -
     assert len(stored_rdds() - before) >= 3
     out.release()
     assert stored_rdds() - before == set()
+
+
+def test_log_and_file_ids_tell_nulls_apart(spark: Any) -> None:
+    """The ids are hashes of the key columns, and Spark's hashes skip a null input: without the null
+    flags (d, null, t) and (d, t, null) would share an id."""
+    from audit_rules.logs import file_id, log_id
+
+    rows = [
+        ("d", None, "t", 0, "/x.log"),
+        ("d", "t", None, 0, "/x.log"),
+        ("d", "", "t", 0, "/x.log"),
+        ("d", None, "t", 0, "/y.log"),
+        ("d", None, "t", 1, "/x.log"),
+    ]
+    df = spark.createDataFrame(
+        rows, "dump_id string, replica string, topic string, partition int, file string"
+    )
+    ids = df.select(log_id().alias("log_id"), file_id().alias("file_id")).collect()
+    assert len({r["file_id"] for r in ids}) == 5
+    # The first and fourth rows differ only in their file: one log.
+    assert len({r["log_id"] for r in ids}) == 4
+    assert ids[0]["log_id"] == ids[3]["log_id"]
+
+
+def test_check_ids_rejects_two_logs_with_one_id(spark: Any) -> None:
+    from audit_rules.logs import check_ids
+
+    logs = spark.createDataFrame([(1, "a"), (1, "b"), (2, "c")], "log_id long, log_key string")
+    files = spark.createDataFrame([(7, "/a"), (8, "/b")], "file_id long, file string")
+    with pytest.raises(ValueError, match="two of the 3 audited logs share a 64-bit log_id"):
+        check_ids(logs, files)
+    check_ids(logs.where("log_key != 'b'"), files)
+    with pytest.raises(ValueError, match="audited files share a 64-bit file_id"):
+        check_ids(logs.where("log_key != 'b'"), files.unionByName(files.limit(1)))
