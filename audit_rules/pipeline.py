@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -296,7 +297,9 @@ def started(
 
     def in_pool() -> T:
         if pool is not None:
-            spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+            # Spark Connect has no SparkContext: no pool to name.
+            with contextlib.suppress(NotImplementedError):
+                spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
         return fn()
 
     executor = ThreadPoolExecutor(max_workers=1)

@@ -252,3 +252,15 @@ def test_check_ids_rejects_two_logs_with_one_id(spark: Any) -> None:
     check_ids(logs.where("log_key != 'b'"), files)
     with pytest.raises(ValueError, match="audited files share a 64-bit file_id"):
         check_ids(logs.where("log_key != 'b'"), files.unionByName(files.limit(1)))
+
+
+def test_started_names_the_scheduler_pool_of_its_thread_only(spark: Any) -> None:
+    from audit_rules.pipeline import started
+
+    sc = spark.sparkContext
+    key = "spark.scheduler.pool"
+    before = sc.getLocalProperty(key)
+    inside = started(spark, lambda: sc.getLocalProperty(key), pool="audit-test")()
+    assert inside == "audit-test"
+    assert sc.getLocalProperty(key) == before
+    assert started(spark, lambda: sc.getLocalProperty(key))() == before
