@@ -34,14 +34,6 @@ BRONZE_REQUIRED = (
 )
 
 
-# Columns Delta keeps min/max statistics of (set when a run creates the table): the keys of the
-# filters a reader of millions of history rows uses. The default, the first 32 columns, compares
-# every row's file path and strings while writing.
-STATS_COLUMNS: dict[str, tuple[str, ...]] = {
-    SEQUENCE_HISTORY.name: ("partition", "producer_id", "base_offset", "transition"),
-}
-
-
 @dataclass(frozen=True)
 class AuditResult:
     run_id: str
@@ -215,8 +207,9 @@ def _overwrite(df: DataFrame, name: str, output: str, run_id: str, partition_by:
         .option("overwriteSchema", "true")
         .option("userMetadata", f"replay-audit audit run {run_id}")
     )
-    if name in STATS_COLUMNS:
-        writer = writer.option("delta.dataSkippingStatsColumns", ",".join(STATS_COLUMNS[name]))
+    stats_columns = AUDIT_TABLES[name].stats_columns
+    if stats_columns:
+        writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path)

@@ -37,7 +37,10 @@ REPLACE_KEY = ("dump_id", "replica")
 class TableSpec:
     """A Delta table: its name (also its directory under `--output`), schema, partitioning and natural key.
 
-    The natural key identifies a row within the table: no two rows share it.
+    The natural key identifies a row within the table: no two rows share it. `stats_columns`: for the
+    tables of a row per batch or record, the columns Delta keeps min/max statistics of (set when a
+    run creates the table), the keys of the range and producer filters their readers use; the
+    others keep Delta's default (the first 32 columns).
     """
 
     name: str
@@ -45,6 +48,7 @@ class TableSpec:
     partition_by: tuple[str, ...]
     natural_key: tuple[str, ...]
     doc: str
+    stats_columns: tuple[str, ...] = ()
 
     @property
     def columns(self) -> list[str]:
@@ -125,6 +129,7 @@ BATCHES = TableSpec(
     partition_by=(*REPLACE_KEY, "topic"),
     natural_key=("dump_id", "replica", "file", "position"),
     doc="One row per v2 record batch or legacy (magic 0/1) entry of every live segment.",
+    stats_columns=("partition", "position", "base_offset", "last_offset", "producer_id"),
 )
 
 RECORDS = TableSpec(
@@ -146,6 +151,7 @@ RECORDS = TableSpec(
     ),
     partition_by=(*REPLACE_KEY, "topic"),
     natural_key=("dump_id", "replica", "file", "batch_position", "offset"),
+    stats_columns=("partition", "batch_position", "offset"),
     doc="Record-level mode (--records): one row per record, all codecs decoded.",
 )
 
@@ -294,6 +300,7 @@ SEQUENCE_HISTORY = TableSpec(
     partition_by=("dump_id", "replica", "topic"),
     natural_key=("dump_id", "replica", "topic", "partition", "base_offset"),
     doc="Silver: every batch and marker of every producer id, with the broker's view of its sequence.",
+    stats_columns=("partition", "producer_id", "base_offset", "transition"),
 )
 
 FINDINGS = TableSpec(

@@ -200,6 +200,28 @@ def test_inventory_lists_every_file_with_a_fingerprint(real_out: Path) -> None:
     assert len(segment["fingerprint"]) == 32
 
 
+def test_only_the_filter_keys_carry_statistics(real_out: Path) -> None:
+    """Delta and Parquet keep min/max statistics of each large table's `stats_columns` and of no other
+    column (each costs a comparison or two per value while writing)."""
+    for spec in (BATCHES, RECORDS):
+        table = DeltaTable(str(real_out / spec.name))
+        assert table.metadata().configuration["delta.dataSkippingStatsColumns"] == ",".join(
+            spec.stats_columns
+        )
+        files = [Path(uri.removeprefix("file://")) for uri in table.file_uris()]
+        assert files, spec.name
+        for path in files:
+            meta = pq.ParquetFile(path).metadata
+            for g in range(meta.num_row_groups):
+                columns = {
+                    meta.schema.column(i).name: meta.row_group(g).column(i) for i in range(meta.num_columns)
+                }
+                with_stats = {
+                    name for name, c in columns.items() if c.is_stats_set and c.statistics.has_min_max
+                }
+                assert with_stats == set(spec.stats_columns) - set(spec.partition_by), (path, with_stats)
+
+
 def test_acks_ledgers_in_three_formats(real_out: Path, ledgers: list[Path]) -> None:
     acks = read(real_out, "acks")
     by_ledger = {
