@@ -91,16 +91,19 @@ def replayed(batches: DataFrame) -> DataFrame:
 
 
 def derived(b: DataFrame) -> DataFrame:
-    """`replayed` rows with the columns that follow from each row alone: the unwrapped last and expected
-    sequences, the transition, late and jump, the copy columns `settle` fills in, and the expected
-    sequence.
+    """`replayed` rows with the columns that follow from each row alone: `ok` (neither invalid nor an
+    epoch regression) and `in_stream` (an ok data batch), the unwrapped last and expected sequences, the
+    transition, late and jump, the copy columns `settle` fills in, and the expected sequence.
 
     `transition` here does not yet tell exact copies (DUPLICATE) from REGRESSION, IN_SEQUENCE or GAP:
     only a late batch can repeat an earlier one, and `copies` and `settle` mark those.
     """
     epoch = F.col("producer_epoch").cast("int")
+    ok = ~F.col("invalid") & ~F.col("epoch_regressed")
     b = b.withColumns(
         {
+            "ok": ok,
+            "in_stream": ok & ~F.col("is_control"),
             "last_sequence_unwrapped": F.col("base_sequence_unwrapped")
             + F.pmod(F.col("last_sequence").cast("long") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS)),
             "expected_unwrapped": F.col("prev_last_unwrapped") + 1,

@@ -45,12 +45,12 @@ INPUTS = (
     "max_timestamp",
 )
 
-# The columns it adds: (name, Spark SQL type).
+# The columns it adds: (name, Spark SQL type). Not among them, since they follow from each row's own
+# columns (`history.derived` adds them): `ok` (neither invalid nor an epoch regression) and `in_stream`
+# (an ok data batch); every column sent back through Arrow costs the JVM a conversion per row.
 OUTPUTS = (
     ("invalid", "boolean"),
     ("epoch_regressed", "boolean"),
-    ("ok", "boolean"),
-    ("in_stream", "boolean"),
     ("max_epoch_before", "int"),
     ("regression_related_offset", "bigint"),
     ("coord_before_epoch", "int"),
@@ -64,7 +64,6 @@ OUTPUTS = (
     ("first_in_stream", "boolean"),
     ("prev_base_offset", "bigint"),
     ("prev_last_sequence", "int"),
-    ("prev_max_timestamp", "bigint"),
     ("stream_index", "int"),
     ("base_sequence_unwrapped", "bigint"),
     ("prev_last_unwrapped", "bigint"),
@@ -237,7 +236,7 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
     )
     ok = ~invalid & ~regressed
     in_stream = ok & ~control
-    out.update(invalid=invalid, epoch_regressed=regressed, ok=ok, in_stream=in_stream)
+    out.update(invalid=invalid, epoch_regressed=regressed)
 
     # The previous valid row (batch or marker) of the producer.
     last_ok = state.last_ok if carry else None
@@ -270,7 +269,6 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
         ("o", offset),
         ("b", base),
         ("l", last),
-        ("t", cols["max_timestamp"]),
     ):
         p[key] = _take(values, s_at, last_stream[key] if last_stream else None)
     same = in_stream & ~p["e"][1] & (p["e"][0] == epoch)
@@ -279,7 +277,6 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
     for name, key in (
         ("prev_base_offset", "o"),
         ("prev_last_sequence", "l"),
-        ("prev_max_timestamp", "t"),
     ):
         out[name] = p[key][0]
         out[name + "_null"] = ~same
@@ -357,7 +354,6 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
             "o": int(offset[st_i]),
             "b": int(base[st_i]),
             "l": int(last[st_i]),
-            "t": int(cols["max_timestamp"][st_i]),
         }
     elif not keep_prefix:
         state.last_stream = None

@@ -145,7 +145,8 @@ def test_scan_columns_of_a_hand_written_producer() -> None:
         assert [r["first_in_stream"] for r in got] == [True, False, False, True, True, False]
         assert [r["max_epoch_before"] for r in got] == [None, 0, 0, 0, None, 0]
         assert [r["min_epoch_before"] for r in got] == [None, 0, 0, 0, None, 0]
-        assert [r["in_stream"] for r in got] == [True, True, True, True, True, False]
+        assert [r["invalid"] for r in got] == [False] * 6
+        assert [r["epoch_regressed"] for r in got] == [False] * 6
         assert [r["prev_event_open_txn"] for r in got] == [None, False, False, False, None, True]
         assert [r["markers_before"] for r in got] == [0, 0, 0, 0, 0, 0]
         assert [r["coord_before_epoch"] for r in got] == [None] * 6
