@@ -92,21 +92,28 @@ DEFAULT_JOB_DRIVER_MEMORY = "6g"
 # (one run each, 2026-11-24): 161.9 s with Java serialization, 150.6 s with Kryo, 141.4 and 143.0 s
 # without reference tracking. Ingest stores no rows: there Kryo only adds its start-up (a fresh
 # session's first 1 GB ingest took 1.5 s longer, medians of 3; the second the same).
-AUDIT_SERIALIZER_CONF = {
+#
+# Four shuffle partitions instead of two: the history's sort, scan and stored rows come in tasks of
+# half the size, so the sorts spill less, and the silver write starts from four stored blocks. On
+# the audit bench (interleaved, 2026-11-25): 4 GB uniform 141.2 and 138.3 s against 144.9 and
+# 146.8 s (CPU 258 and 253 s against 262 and 265 s); the skewed case, whose hot producer stays in one
+# task either way, 72.6 s at 1 GB and 176.5 s at 4 GB against 75.0 and 180.6 s in the full run before.
+AUDIT_CONF = {
     "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
     "spark.kryo.referenceTracking": "false",
+    "spark.sql.shuffle.partitions": "4",
 }
 
 
 def job_local_conf(command: str = "audit") -> dict[str, str]:
     """The local session conf of a command run (not of the tests): C2 JIT, parallel GC, driver memory,
-    and for a command that audits (`audit`, `run`; not `ingest`) Kryo."""
+    and for a command that audits (`audit`, `run`; not `ingest`) Kryo and four shuffle partitions."""
     conf = {
         "spark.driver.extraJavaOptions": " ".join(JOB_JAVA_OPTIONS),
         "spark.driver.memory": os.environ.get("KRA_DRIVER_MEMORY") or DEFAULT_JOB_DRIVER_MEMORY,
     }
     if command != "ingest":
-        conf.update(AUDIT_SERIALIZER_CONF)
+        conf.update(AUDIT_CONF)
     return conf
 
 
