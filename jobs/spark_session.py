@@ -94,7 +94,8 @@ DEFAULT_JOB_DRIVER_MEMORY = "6g"
 # session's first 1 GB ingest took 1.5 s longer, medians of 3; the second the same).
 #
 # Four shuffle partitions instead of two: the history's sort, scan and stored rows come in tasks of
-# half the size, so the sorts spill less, and the silver write starts from four stored blocks. On
+# half the size (at 4 GB each of two tasks sorted 11 million rows and spilled), and the silver write
+# starts from four stored blocks. On
 # the audit bench (interleaved, 2026-11-25): 4 GB uniform 141.2 and 138.3 s against 144.9 and
 # 146.8 s (CPU 258 and 253 s against 262 and 265 s); the skewed case, whose hot producer stays in one
 # task either way, 72.6 s at 1 GB and 176.5 s at 4 GB against 75.0 and 180.6 s in the full run before.
