@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from audit_rules.findings import fmt, to_findings
 from audit_rules.kinds import KINDS
 from audit_rules.logs import join_log, with_log_id, with_log_key
-from schemas.tables import LOG_KEY
+from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
 
 
 def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
@@ -106,21 +106,33 @@ def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
 def offset_overlap(batches: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
     """OFFSET_OVERLAP: in file order, a batch whose offsets start at or before the previous batch's last
     offset (`logs`, `files`: `log_bounds` and `file_ids`, whose `file_order` numbers the files of a log:
-    the sort of narrow rows has numeric keys)."""
+    the sort of narrow rows has numeric keys). Among the batches with a valid CRC (RULES.md).
+
+    Ingest's decoder marks what its walk saw (`batches.walk_mark`, schemas.tables WALK_*): each work
+    unit's first and last valid batch, and each overlap it met with the batch before it. Only those and
+    the unmarked (null: rows no walk wrote) are sorted. A unit's first batch then follows the previous
+    unit's last, and a marked overlap its own predecessor, with no valid batch between them; a batch
+    marked only as last or as the predecessor of an overlap is not checked (what precedes it among
+    the sorted rows need not be its predecessor, and the walk checked it).
+    """
+    mark = F.col("walk_mark") if "walk_mark" in batches.columns else F.lit(None).cast("byte")
+    checked = mark.isNull() | (mark.bitwiseAND(F.lit(WALK_FIRST | WALK_OVERLAP)) != 0)
+    edges = batches.where(F.col("crc_valid") & (mark.isNull() | (mark != 0))).withColumn("_checked", checked)
     b = with_log_id(
-        batches.where(F.col("crc_valid")),
+        edges,
         "position",
         "base_offset",
         "last_offset",
         "producer_id",
         "producer_epoch",
+        "_checked",
     ).join(F.broadcast(files.select("file_id", "file_order")), "file_id")
     w = Window.partitionBy("log_id").orderBy("file_order", "position")
     b = b.withColumn("_prev_last", F.lag("last_offset").over(w)).withColumn(
         "_prev_base", F.lag("base_offset").over(w)
     )
     rows = (
-        b.where(F.col("base_offset") <= F.col("_prev_last"))
+        b.where(F.col("_checked") & (F.col("base_offset") <= F.col("_prev_last")))
         .join(F.broadcast(logs.select("log_id", *LOG_KEY)), "log_id")
         .join(F.broadcast(files.select("file_id", "file")), "file_id")
     )

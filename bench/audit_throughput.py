@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 RESULTS_PATH = REPO / "bench" / "results" / "audit-latest.json"
 # Bump when the rows a (case, size) produces change, so cached tables are regenerated.
-GENERATOR_VERSION = 2  # 2: written with ingest's Parquet settings and table options
+GENERATOR_VERSION = 3  # 2: written with ingest's Parquet settings and table options; 3: walk_mark
 
 # bench/datagen.py's 1-record shape: an 11-byte key and a 100-byte value make a 181-byte v2 batch.
 BATCH_BYTES = 181
@@ -207,7 +207,7 @@ def batches_frame(spark: SparkSession, layout: Layout, log_dir: str) -> DataFram
     """
     from pyspark.sql import functions as F
 
-    from schemas.tables import BATCHES
+    from schemas.tables import BATCHES, WALK_FIRST, WALK_LAST
 
     starts = [sum(layout.rows[:p]) for p in range(PARTITIONS)]
     tasks = max(1, math.ceil(layout.segment_bytes / SPLIT_BYTES))
@@ -245,13 +245,24 @@ def batches_frame(spark: SparkSession, layout: Layout, log_dir: str) -> DataFram
             "seg_base": e(f"i - i % {SEGMENT_CAP // BATCH_BYTES}"),
         }
     )
+    # walk_mark: ingest walks each SPLIT_BYTES range of a segment as a unit and marks its first and
+    # last batch (schemas.tables WALK_*); offsets are contiguous, so nothing else.
+    per_segment = SEGMENT_CAP // BATCH_BYTES
+    rows = f"element_at(array({', '.join(map(str, layout.rows))}), partition + 1)"
+    b = b.withColumn("pos", e(f"(i - seg_base) * {BATCH_BYTES}"))
+    first = f"pos = 0 OR pos div {SPLIT_BYTES} != (pos - {BATCH_BYTES}) div {SPLIT_BYTES}"
+    last = (
+        f"i + 1 = {rows} OR i + 1 - seg_base = {per_segment}"
+        f" OR pos div {SPLIT_BYTES} != (pos + {BATCH_BYTES}) div {SPLIT_BYTES}"
+    )
+    b = b.withColumn("walk_mark", e(f"IF({first}, {WALK_FIRST}, 0) + IF({last}, {WALK_LAST}, 0)"))
     values: dict[str, Any] = {
         "dump_id": F.lit(DUMP_ID),
         "replica": F.lit(REPLICA),
         "topic": F.lit(TOPIC),
         "partition": F.col("partition"),
         "file": F.format_string("%s/%s-%d/%020d.log", F.lit(log_dir), F.lit(TOPIC), "partition", "seg_base"),
-        "position": (F.col("i") - F.col("seg_base")) * BATCH_BYTES,
+        "position": F.col("pos"),
         "base_offset": F.col("i"),
         "last_offset": F.col("i"),
         "count": F.lit(1),
@@ -271,6 +282,7 @@ def batches_frame(spark: SparkSession, layout: Layout, log_dir: str) -> DataFram
         "base_sequence": F.col("base_sequence"),
         "last_sequence": e(f"IF(k = 7 AND seq0 = {a}, base_sequence + 1, base_sequence)"),
         "size_bytes": F.lit(BATCH_BYTES),
+        "walk_mark": F.col("walk_mark"),
     }
     return b.select(
         *[

@@ -14,6 +14,7 @@ control type, ...) are computed with numpy over whole columns.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import re
@@ -57,6 +58,7 @@ from kafka_log_decoder.rows import (
     TxnIndexEntry,
 )
 from kafka_log_decoder.segment import BatchRun, RecordRun, crc_mismatch, iter_segment_runs
+from schemas.tables import WALK_BEFORE_OVERLAP, WALK_FIRST, WALK_LAST, WALK_OVERLAP
 
 # Unit kinds (files of `schemas.tables.FILES.kind` that carry rows).
 LOG = "log"
@@ -154,7 +156,16 @@ def decode_unit(unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool)
     if unit.kind == LOG:
         return (yield from _log_unit(unit, ctx, table, schema, records))
     if unit.kind == DUMP_LOG_TEXT:
-        yield from _rows_to_batches(_dump_log_text_rows(unit, table, records), schema)
+        rows = _dump_log_text_rows(unit, table, records)
+        if table != "batches":
+            yield from _rows_to_batches(rows, schema)
+        else:
+            # The text dumps its files one after the other: each file's batches are one walk.
+            for _, file_rows in itertools.groupby(rows, key=lambda row: row["file"]):
+                marks = WalkMarks()
+                for batch in _rows_to_batches(file_rows, schema):
+                    yield from marks.add(batch)
+                yield from marks.finish()
     elif unit.kind == ACKS_LEDGER:
         yield from _rows_to_batches(_acks_rows(unit, table), schema)
     else:
@@ -260,13 +271,14 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
         yield _rows_to_batch([_error_row(ctx, index_error)], schema)
     # Headers alone for `batches`: the walker never touches record bytes then.
     decode_records = table == "records" or (table == "quarantine" and records)
+    marks = WalkMarks()
     for run in segment_runs(unit, start, records=decode_records):
         if isinstance(run, BatchRun):
             corrupt = corrupt or batch_run_has_errors(run)
             if table == "batches":
                 batch = batch_run_to_arrow(run, ctx, schema, unit.start, unit.end)
                 if batch.num_rows:
-                    yield batch
+                    yield from marks.add(batch)
             elif table == "records":
                 for record_batch in record_runs_to_arrow(run, ctx, schema, unit.start, unit.end):
                     if record_batch.num_rows:
@@ -278,8 +290,62 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
         else:
             corrupt = corrupt or any(isinstance(item, DecodeError) for item in run)
             rows = [r for r in _item_rows(run, ctx, table) if _in_range(_row_position(r), unit)]
-            yield from _rows_to_batches(rows, schema)
+            for batch in _rows_to_batches(rows, schema):
+                yield from marks.add(batch) if table == "batches" else (batch,)
+    yield from marks.finish()
     return corrupt
+
+
+class WalkMarks:
+    """Sets `batches.walk_mark` (schemas.tables WALK_* bits) on the record batches of one walk, given in
+    walk order: the unit's first and last valid batch, and each valid batch that starts at or before
+    the previous valid batch's last offset, with that previous batch. Holds back the batch holding the
+    walk's latest valid row (its marks depend on what follows): one record batch at most.
+    """
+
+    def __init__(self) -> None:
+        self.pending: tuple[pa.RecordBatch, np.ndarray, int] | None = None  # batch, marks, last valid row
+        self.prev_last: int | None = None  # the last offset of the walk's latest valid batch
+
+    def add(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        marks = np.zeros(batch.num_rows, dtype=np.int8)
+        valid = np.flatnonzero(np.asarray(batch.column("crc_valid")))
+        if not len(valid):
+            yield _with_marks(batch, marks)
+            return
+        base = np.asarray(batch.column("base_offset"))[valid]
+        last = np.asarray(batch.column("last_offset"))[valid]
+        overlap = np.zeros(len(valid), dtype=bool)
+        overlap[1:] = base[1:] <= last[:-1]
+        marks[valid[overlap]] |= WALK_OVERLAP
+        marks[valid[:-1][overlap[1:]]] |= WALK_BEFORE_OVERLAP
+        if self.prev_last is None:
+            marks[valid[0]] |= WALK_FIRST
+        elif base[0] <= self.prev_last:
+            marks[valid[0]] |= WALK_OVERLAP
+            assert self.pending is not None
+            self.pending[1][self.pending[2]] |= WALK_BEFORE_OVERLAP
+        yield from self._release()
+        self.pending = (batch, marks, int(valid[-1]))
+        self.prev_last = int(last[-1])
+
+    def finish(self) -> Iterator[pa.RecordBatch]:
+        """The held batch, its last valid row marked as the walk's last."""
+        if self.pending is not None:
+            self.pending[1][self.pending[2]] |= WALK_LAST
+        yield from self._release()
+        self.prev_last = None
+
+    def _release(self) -> Iterator[pa.RecordBatch]:
+        if self.pending is not None:
+            batch, marks, _ = self.pending
+            self.pending = None
+            yield _with_marks(batch, marks)
+
+
+def _with_marks(batch: pa.RecordBatch, marks: np.ndarray) -> pa.RecordBatch:
+    i = batch.schema.get_field_index("walk_mark")
+    return batch.set_column(i, batch.schema.field(i), pa.array(marks, pa.int8()))
 
 
 def segment_runs(unit: WorkUnit, start: int, *, records: bool) -> Iterator[BatchRun | list[Any]]:
@@ -451,6 +517,7 @@ def batch_run_to_arrow(
         pa.array(_np(run, "base_timestamp"), pa.int64(), mask=(attributes & DELETE_HORIZON_FLAG_MASK) == 0),
         _CONTROL_TYPE.take(pa.array(control_index, mask=~is_control)),
         pa.array(_np(run, "coordinator_epoch"), pa.int32(), mask=~is_end_txn),
+        pa.nulls(n, pa.int8()),  # walk_mark: the unit's walk sets it (`WalkMarks`)
     ]
     batch = pa.RecordBatch.from_arrays(columns, schema=schema)
     if start > 0 or end is not None:

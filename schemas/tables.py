@@ -124,6 +124,9 @@ BATCHES = TableSpec(
             _f("delete_horizon_ms", LongType()),
             _f("control_type", StringType()),
             _f("coordinator_epoch", IntegerType()),
+            # Where the decoder's walk stands on this batch's offsets (WALK_* bits below): 0 inside its
+            # walk, after the previous valid batch; null where no walk marked it (another writer).
+            _f("walk_mark", ByteType()),
         ]
     ),
     partition_by=(*REPLACE_KEY, "topic"),
@@ -131,6 +134,16 @@ BATCHES = TableSpec(
     doc="One row per v2 record batch or legacy (magic 0/1) entry of every live segment.",
     stats_columns=("partition", "position", "base_offset", "last_offset", "producer_id"),
 )
+
+# `batches.walk_mark`: what the decoder saw of a batch's offsets as it walked its work unit (a whole
+# segment, or a byte range of one) in file order, among the batches with a valid CRC. OFFSET_OVERLAP
+# (a batch starting at or before the previous batch's last offset) then needs no sort of every batch:
+# the audit orders only the marked ones (and the unmarked, null, ones), among which each batch it
+# checks finds its true predecessor. A batch with none of these bits is 0.
+WALK_FIRST = 1  # the unit's first valid batch: the walk did not see its predecessor
+WALK_LAST = 2  # the unit's last valid batch: the next unit's first batch follows it
+WALK_OVERLAP = 4  # starts at or before the last offset of the walk's previous valid batch
+WALK_BEFORE_OVERLAP = 8  # the previous valid batch of a WALK_OVERLAP batch
 
 RECORDS = TableSpec(
     name="records",

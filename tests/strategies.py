@@ -165,6 +165,7 @@ class LogBuilder:
             "delete_horizon_ms": None,
             "control_type": control_type,
             "coordinator_epoch": coordinator_epoch,
+            "walk_mark": None,  # no decoder walked it (tests may mark walks with jobs.decode_tasks)
             **fields,
         }
         assert set(row) == set(BATCHES.columns), set(row) ^ set(BATCHES.columns)

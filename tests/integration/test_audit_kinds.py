@@ -19,6 +19,7 @@ from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.faults import apply_fault
 from kafka_harness.scenarios import TRANSACTIONAL_TOPIC
+from schemas.tables import WALK_FIRST
 from tests.builders import V2Batch, build_v2, producer_snapshot, segment
 
 
@@ -70,6 +71,46 @@ def test_records_resent_under_a_new_epoch_are_duplicates_by_content(spark: Any, 
     ]
     assert kinds(found) == [("DUPLICATE_RECORDS_NEW_EPOCH", 5), ("DUPLICATE_RECORDS_NEW_EPOCH", 6)]
     assert any(f["kind"] == "EPOCH_BUMP" and f["first_offset"] == 5 for f in found)
+
+
+def test_offsets_that_go_back_are_overlaps_inside_a_walk_at_a_split_and_across_files(
+    spark: Any, tmp_path: Path
+) -> None:
+    """OFFSET_OVERLAP wherever the walk that decodes a batch saw its predecessor or not: batch 4 starts
+    at batch 3's offset (one walk), batch 8 starts a byte range of its own (the segment is split there)
+    at offset 6, and the next segment file starts at the last offset of the first."""
+    bases = [0, 1, 2, 3, 3, 5, 6, 7, 6, 9, 10, 11]
+    first = [build_v2(V2Batch(base_offset=b, records=((None, b"v%02d" % i),))) for i, b in enumerate(bases)]
+    size = len(first[0])
+    assert {len(b) for b in first} == {size}
+    part = tmp_path / "dump" / "orders-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(segment(*first))
+    # An index entry per batch (relative last offset, position), so the split can fall at batch 8.
+    (part / "00000000000000000000.index").write_bytes(
+        b"".join(struct.pack(">ii", b, i * size) for i, b in enumerate(bases))
+    )
+    (part / "00000000000000000012.log").write_bytes(
+        segment(*[build_v2(V2Batch(base_offset=b, records=((None, b"w"),))) for b in (11, 12)])
+    )
+    out = tmp_path / "out"
+    run_ingest(
+        spark,
+        IngestOptions(
+            inputs=[LabeledPath("d", str(tmp_path / "dump"))], output=str(out), split_bytes=8 * size
+        ),
+    )
+    bronze = read_bronze(spark, str(out))
+    firsts = sorted(
+        (r["file"][-9:], r["position"])
+        for r in bronze.batches.where(f"walk_mark & {WALK_FIRST} != 0").select("file", "position").collect()
+    )
+    # The walks: batches 0-7 and 8-11 of the first file (the split), and the second file.
+    assert firsts == [("00000.log", 0), ("00000.log", 8 * size), ("00012.log", 0)]
+    found = [r.asDict() for r in audit(bronze, load_profile()).findings.collect()]
+    assert kinds(found) == [("OFFSET_OVERLAP", 3), ("OFFSET_OVERLAP", 6), ("OFFSET_OVERLAP", 11)]
+    related = sorted((f["first_offset"], f["related_offset"]) for f in found if f["kind"] == "OFFSET_OVERLAP")
+    assert related == [(3, 3), (6, 7), (11, 11)]
 
 
 def test_a_producer_starting_mid_sequence_in_a_complete_log_is_missing_history(

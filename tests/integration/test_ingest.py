@@ -7,6 +7,7 @@ import json
 import shutil
 import struct
 from collections.abc import Iterable
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from jobs.ingest import (
 from kafka_log_decoder.errors import DecodeError
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
-from schemas.tables import BATCHES, RECORDS, TABLES
+from schemas.tables import BATCHES, RECORDS, TABLES, WALK_BEFORE_OVERLAP, WALK_FIRST, WALK_LAST, WALK_OVERLAP
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real"
 PROVENANCE = ("dump_id", "replica", "topic", "partition")
@@ -139,7 +140,32 @@ def test_batch_rows_equal_the_decoders_output_for_every_real_segment(real_out: P
     batches = read(real_out, "batches")
     assert len(batches) == sum(len(batch_dicts(s)) for s in live_segments()) > 51_000
     for segment in live_segments():
-        assert rows_of(batches, segment) == without(batch_dicts(segment)), segment
+        assert rows_of(batches, segment, "walk_mark") == without(batch_dicts(segment)), segment
+
+
+def test_each_walk_marks_its_edges_and_nothing_else_on_real_segments(real_out: Path) -> None:
+    """`walk_mark` on broker-written segments (offsets always rise): each unit's first and last valid
+    batch, the first unit's first being the segment's first valid batch and each later unit's first
+    the batch right after the previous unit's last; no overlap."""
+    batches = read(real_out, "batches")
+    units = 0
+    for segment in live_segments():
+        valid = sorted(
+            (r for r in batches if r["file"] == str(segment) and r["crc_valid"]), key=itemgetter("position")
+        )
+        marks = [r["walk_mark"] for r in valid]
+        assert None not in marks and not any(m & (WALK_OVERLAP | WALK_BEFORE_OVERLAP) for m in marks), segment
+        if not valid:
+            continue
+        edges = [m for m in marks if m]
+        assert marks[0] & WALK_FIRST and marks[-1] & WALK_LAST, segment
+        # Units tile the segment: LAST and FIRST alternate in file order, FIRST first.
+        flat = [bit for m in edges for bit in (WALK_FIRST, WALK_LAST) if m & bit]
+        assert flat == [WALK_FIRST, WALK_LAST] * (len(flat) // 2), segment
+        units += len(flat) // 2
+    assert units == sum(
+        1 for s in live_segments() if any(r["file"] == str(s) and r["crc_valid"] for r in batches)
+    )
 
 
 def test_record_rows_equal_the_decoders_output(real_out: Path) -> None:
@@ -322,7 +348,7 @@ def test_corrupt_regions_become_quarantine_rows_and_the_job_succeeds(spark: Any,
     assert kinds["garbage-0"] == {"UNREADABLE_BATCH"}
     for path in segments.values():
         assert rows_of(quarantine, path) == without(error_dicts(path, records=True))
-        assert rows_of(batches, path) == without(batch_dicts(path))
+        assert rows_of(batches, path, "walk_mark") == without(batch_dicts(path))
 
 
 def test_corrupt_regions_become_quarantine_rows_without_records(spark: Any, tmp_path: Path) -> None:
@@ -383,7 +409,13 @@ def test_split_segment_gives_the_rows_of_the_whole_file_even_with_a_stale_index(
     ingest(spark, tmp_path / "out", f"split={logs}", split_bytes=split_bytes)
     batches, quarantine = read(tmp_path / "out", "batches"), read(tmp_path / "out", "quarantine")
     for segment in (clean, tampered):
-        assert rows_of(batches, segment) == without(batch_dicts(segment))
+        assert rows_of(batches, segment, "walk_mark") == without(batch_dicts(segment))
+        # Each range is a walk of its own: its first and last batch are marked, in file order.
+        marks = [
+            r["walk_mark"] for r in sorted(batches, key=itemgetter("position")) if r["file"] == str(segment)
+        ]
+        edges = [bit for m in marks for bit in (WALK_FIRST, WALK_LAST) if m & bit]
+        assert edges == [WALK_FIRST, WALK_LAST] * len(ranges), segment
     assert rows_of(quarantine, tampered) == without(error_dicts(tampered))
     mismatches = [r for r in quarantine if r["kind"] == "INDEX_MISMATCH"]
     assert {(r["file"], r["position"]) for r in mismatches} == {
@@ -467,10 +499,11 @@ def test_real_broker_replicas_and_dump_log_text_give_the_decoders_rows(
 
     for segment in segments:
         binary = rows_of((r for r in batches if r["dump_id"] == "broker"), segment)
-        assert binary == without(batch_dicts(segment)), segment
+        assert without(binary, "walk_mark") == without(batch_dicts(segment)), segment
         twin = Path(str(segment).replace(str(a), str(b)))
         assert without(rows_of(batches, twin), "file") == without(binary, "file")
-        # The text carries every batch field but the base timestamp.
+        # The text carries every batch field but the base timestamp; its walk of each file marks the
+        # batches as the binary walk does.
         from_text = rows_of((r for r in batches if r["dump_id"] == "text"), segment)
         assert without(from_text, "base_timestamp") == without(binary, "base_timestamp"), segment
         record_fields = ("key", "value", "header_values")

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from audit_rules.pipeline import Bronze, audit
 from audit_rules.profile import Profile
+from jobs.decode_tasks import WalkMarks
 from jobs.ingest import session_conf
 from jobs.profiles import available_profiles, load_profile
 from schemas.tables import BATCHES, QUARANTINE
@@ -78,12 +83,18 @@ def audited_logs(draw: st.DrawFn) -> tuple[int, list[LogHistory]]:
         HealthCheck.data_too_large,
     ],
 )
-@given(logs=audited_logs(), profile=st.sampled_from(PROFILES))
+@given(
+    logs=audited_logs(),
+    profile=st.sampled_from(PROFILES),
+    walks=st.lists(st.integers(0, 30), min_size=24, max_size=24),
+)
 def test_spark_audit_matches_reference_replay(
-    spark: SparkSession, logs: tuple[int, list[LogHistory]], profile: Profile
+    spark: SparkSession, logs: tuple[int, list[LogHistory]], profile: Profile, walks: list[int]
 ) -> None:
     start, histories = logs
-    rows = [b for h in histories for b in h.batches]
+    # Log i's files are walked in pieces of walks[i] batches as ingest's decoder walks its units (0:
+    # not walked, every walk_mark null): the OFFSET_OVERLAP check works from the marks of each walk.
+    rows = [b for h, size in zip(histories, walks, strict=False) for b in _walked(h.batches, size)]
     batches = spark.createDataFrame(rows, BATCHES.schema)
     bronze = replace(
         Bronze.from_batches(batches, log_start_offset=start), quarantine=_crc_quarantine(spark, rows)
@@ -99,6 +110,23 @@ def test_spark_audit_matches_reference_replay(
             expected[_key({**f, "partition": h.batches[0]["partition"]})] += 1
     if actual != expected:
         pytest.fail(_side_by_side(actual, expected, histories, profile), pytrace=False)
+
+
+def _walked(rows: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """The rows of one log with the `walk_mark` that `jobs.decode_tasks.WalkMarks` gives each file's
+    batches walked in pieces of `size` batches, in Arrow batches of 3 rows (the rows as they are for 0)."""
+    if size == 0:
+        return rows
+    schema = to_arrow_schema(BATCHES.schema)
+    out: list[dict[str, Any]] = []
+    for _, in_file in groupby(sorted(rows, key=itemgetter("file", "position")), key=itemgetter("file")):
+        batches = list(in_file)
+        for i in range(0, len(batches), size):
+            marks = WalkMarks()
+            table = pa.Table.from_pylist(batches[i : i + size], schema=schema)
+            walked = [b for chunk in table.to_batches(max_chunksize=3) for b in marks.add(chunk)]
+            out += pa.Table.from_batches([*walked, *marks.finish()], schema=schema).to_pylist()
+    return out
 
 
 def _crc_quarantine(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:

@@ -14,7 +14,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from jobs import decode_tasks as dt
 from kafka_log_decoder import native
 from kafka_log_decoder.constants import ATTRIBUTES_OFFSET, MAGIC_OFFSET
-from schemas.tables import BATCHES, QUARANTINE, RECORDS
+from schemas.tables import (
+    BATCHES,
+    QUARANTINE,
+    RECORDS,
+    WALK_BEFORE_OVERLAP,
+    WALK_FIRST,
+    WALK_LAST,
+    WALK_OVERLAP,
+)
 from tests.builders import V2Batch, build_v2, segment
 
 SCHEMAS = {spec.name: to_arrow_schema(spec.schema) for spec in (BATCHES, RECORDS, QUARANTINE)}
@@ -176,3 +184,91 @@ def test_a_task_merges_small_batches_without_changing_rows_order_or_verdicts(tmp
     assert [b.num_rows for b in direct] == [3, 3, 3]
     assert [b.num_rows for b in out] == [6, 3]
     assert list(merged.flush()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# walk_mark: what the unit's walk saw of each batch's offsets (schemas.tables WALK_*)
+
+FIRST, LAST, OVERLAP, BEFORE = WALK_FIRST, WALK_LAST, WALK_OVERLAP, WALK_BEFORE_OVERLAP
+
+
+def two_record_batches(*bases: int) -> list[bytes]:
+    """Batches of two records (offsets base, base + 1) at the given base offsets, in this file order."""
+    return [build_v2(V2Batch(base_offset=b, records=[(b"k", b"a"), (b"k", b"b")])) for b in bases]
+
+
+def marks_of(unit: dt.WorkUnit) -> list[tuple[int, int | None]]:
+    """(base offset, walk_mark) of the unit's batches rows, in file order."""
+    stream = dt.decode_unit_safely(unit, BATCHES.name, SCHEMAS[BATCHES.name], records=False)
+    table = pa.Table.from_batches(list(stream), schema=SCHEMAS[BATCHES.name]).sort_by("position")
+    return list(zip(table["base_offset"].to_pylist(), table["walk_mark"].to_pylist(), strict=True))
+
+
+def test_a_clean_walk_marks_only_its_first_and_last_batch(tmp_path: Path) -> None:
+    unit = unit_of(tmp_path, segment(*two_record_batches(0, 2, 4, 6)))
+    assert marks_of(unit) == [(0, FIRST), (2, 0), (4, 0), (6, LAST)]
+    alone = unit_of(tmp_path / "alone", segment(*two_record_batches(10)))
+    assert marks_of(alone) == [(10, FIRST | LAST)]
+
+
+def test_a_batch_starting_at_or_before_the_previous_last_offset_is_marked_with_its_predecessor(
+    tmp_path: Path,
+) -> None:
+    # Offsets 0-1, 2-3, 3-4 (starts at 3, the previous last offset), 8-9, 1-2 (goes back), 20-21.
+    unit = unit_of(tmp_path, segment(*two_record_batches(0, 2, 3, 8, 1, 20)))
+    assert marks_of(unit) == [
+        (0, FIRST),
+        (2, BEFORE),
+        (3, OVERLAP),
+        (8, BEFORE),
+        (1, OVERLAP),
+        (20, LAST),
+    ]
+
+
+def test_a_batch_with_a_bad_crc_is_left_out_of_the_walk(tmp_path: Path) -> None:
+    first, bad, *rest = two_record_batches(0, 2, 4)
+    broken = bytearray(bad)
+    broken[-1] ^= 0xFF  # a record byte: the CRC no longer matches, the header still reads
+    unit = unit_of(tmp_path, segment(first, bytes(broken), *rest))
+    assert marks_of(unit) == [(0, FIRST), (2, 0), (4, LAST)]
+    # Its offsets are not compared either: a copy of the first batch's offsets after it is no overlap
+    # of the bad batch, but of the first.
+    again = unit_of(tmp_path / "again", segment(first, bytes(broken), *two_record_batches(1)))
+    assert marks_of(again) == [(0, FIRST | BEFORE), (2, 0), (1, OVERLAP | LAST)]
+
+
+def test_each_unit_of_a_split_segment_is_a_walk_of_its_own(tmp_path: Path) -> None:
+    data = two_record_batches(0, 2, 4, 3, 8, 10)
+    whole = unit_of(tmp_path, segment(*data))
+    cut = len(data[0]) * 3  # the fourth batch (3: an overlap of 4-5) starts the second unit
+    head = replace(whole, end=cut)
+    tail = replace(whole, start=cut, fallbacks=(0,))
+    assert marks_of(head) == [(0, FIRST), (2, 0), (4, LAST)]
+    # The walk of the second unit cannot see the overlap: the audit checks a unit's first batch.
+    assert marks_of(tail) == [(3, FIRST), (8, 0), (10, LAST)]
+    assert marks_of(whole) == [(0, FIRST), (2, 0), (4, BEFORE), (3, OVERLAP), (8, 0), (10, LAST)]
+
+
+@pytest.mark.parametrize("rows_per_batch", [1, 2, 3, 5])
+def test_marks_do_not_depend_on_how_the_walk_cuts_its_rows_into_arrow_batches(rows_per_batch: int) -> None:
+    bases = [0, 2, 2, 6, 4, 9, 12, 12, 12, 30]
+    valid = [True, True, True, False, True, True, True, False, True, True]
+    schema = SCHEMAS[BATCHES.name]
+    given = {
+        "position": pa.array(range(len(bases)), pa.int64()),
+        "base_offset": pa.array(bases, pa.int64()),
+        "last_offset": pa.array([b + 1 for b in bases], pa.int64()),
+        "crc_valid": pa.array(valid),
+    }
+    table = pa.table(
+        {name: given.get(name, pa.nulls(len(bases), schema.field(name).type)) for name in schema.names},
+        schema=schema,
+    )
+    marks = dt.WalkMarks()
+    out = [b for batch in table.to_batches(max_chunksize=rows_per_batch) for b in marks.add(batch)]
+    out += list(marks.finish())
+    # A batch holding the walk's latest valid row is held back: rows may leave in another order.
+    got = pa.Table.from_batches(out, schema=schema).sort_by("position")["walk_mark"].to_pylist()
+    # The invalid rows (3 and 7) are skipped: 4-5 follows 2-3, and 12-13 overlaps the 12-13 before 7.
+    assert got == [FIRST, BEFORE, OVERLAP, 0, 0, 0, BEFORE, 0, OVERLAP, LAST]
