@@ -285,6 +285,22 @@ def test_a_new_dump_adds_its_rows_and_keeps_the_others(spark: Any, tmp_path: Pat
         assert without((r for r in after[name] if r["dump_id"] == "b"), "dump_id") == without(rows, "dump_id")
 
 
+def test_a_table_written_before_a_column_existed_gains_it_null_in_its_old_rows(
+    spark: Any, tmp_path: Path
+) -> None:
+    ingest(spark, tmp_path, f"a={SMALL}")
+    # `batches` as a version before walk_mark wrote it.
+    path = str(tmp_path / "batches")
+    old = spark.read.format("delta").load(path).drop("walk_mark")
+    writer = old.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    writer.partitionBy(*BATCHES.partition_by).save(path)
+    ingest(spark, tmp_path, f"b={SMALL}")
+    rows = read(tmp_path, "batches")
+    marks = {dump: {r["walk_mark"] for r in rows if r["dump_id"] == dump} for dump in ("a", "b")}
+    assert marks["a"] == {None}
+    assert None not in marks["b"] and any(m & WALK_FIRST for m in marks["b"])
+
+
 def test_ingest_leaves_the_session_confs_as_it_found_them(spark: Any, tmp_path: Path) -> None:
     from jobs.ingest import WRITE_SESSION_CONF
 
