@@ -56,6 +56,7 @@ ROWS_PER_GB = GB // BATCH_BYTES
 # Kafka's default segment.bytes (1 GiB) and `replay-audit ingest`'s default split (one task, one
 # Parquet file per 128 MiB of segment): the same files and tasks ingest would leave behind.
 SEGMENT_CAP = 1 << 30
+BATCHES_PER_SEGMENT = SEGMENT_CAP // BATCH_BYTES
 SPLIT_BYTES = 128 << 20
 DUMP_ID = "bench"
 REPLICA = "1"
@@ -192,10 +193,9 @@ def expected_findings(layout: Layout) -> dict[str, int]:
 
 def segments(layout: Layout) -> Iterator[tuple[int, int, int]]:
     """(partition, base offset, batches) of every segment: a new one every SEGMENT_CAP bytes."""
-    per_segment = SEGMENT_CAP // BATCH_BYTES
     for p, rows in enumerate(layout.rows):
-        for base in range(0, rows, per_segment):
-            yield p, base, min(per_segment, rows - base)
+        for base in range(0, rows, BATCHES_PER_SEGMENT):
+            yield p, base, min(BATCHES_PER_SEGMENT, rows - base)
 
 
 def batches_frame(spark: SparkSession, layout: Layout, log_dir: str) -> DataFrame:
@@ -242,17 +242,16 @@ def batches_frame(spark: SparkSession, layout: Layout, log_dir: str) -> DataFram
         {
             "base_sequence": e(sequence),
             "producer_epoch": e(epoch),
-            "seg_base": e(f"i - i % {SEGMENT_CAP // BATCH_BYTES}"),
+            "seg_base": e(f"i - i % {BATCHES_PER_SEGMENT}"),
         }
     )
     # walk_mark: ingest walks each SPLIT_BYTES range of a segment as a unit and marks its first and
     # last batch (schemas.tables WALK_*); offsets are contiguous, so nothing else.
-    per_segment = SEGMENT_CAP // BATCH_BYTES
     rows = f"element_at(array({', '.join(map(str, layout.rows))}), partition + 1)"
     b = b.withColumn("pos", e(f"(i - seg_base) * {BATCH_BYTES}"))
     first = f"pos = 0 OR pos div {SPLIT_BYTES} != (pos - {BATCH_BYTES}) div {SPLIT_BYTES}"
     last = (
-        f"i + 1 = {rows} OR i + 1 - seg_base = {per_segment}"
+        f"i + 1 = {rows} OR i + 1 - seg_base = {BATCHES_PER_SEGMENT}"
         f" OR pos div {SPLIT_BYTES} != (pos + {BATCH_BYTES}) div {SPLIT_BYTES}"
     )
     b = b.withColumn("walk_mark", e(f"IF({first}, {WALK_FIRST}, 0) + IF({last}, {WALK_LAST}, 0)"))
