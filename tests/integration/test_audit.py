@@ -15,8 +15,9 @@ import pytest
 from audit_rules.kinds import KINDS, Severity
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
-from jobs.ingest import IngestOptions, LabeledPath, run_ingest
+from jobs.ingest import IngestOptions, LabeledPath, run_ingest, session_conf
 from jobs.profiles import load_profile
+from tests.integration.spark_fixtures import CODEGEN_MODE, TEST_CONF
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real"
 
@@ -103,12 +104,19 @@ def test_donaldy_snapshot_producers_below_log_start_are_retained_state_not_loss(
     )
 
 
-def test_same_input_gives_the_same_finding_ids(
+def test_same_input_gives_the_same_finding_ids_with_generated_or_interpreted_code(
     spark: Any, tmp_path: Path, real_findings: list[dict[str, Any]]
 ) -> None:
-    ingest(spark, tmp_path, f"real={REAL}")
-    again = findings_of(spark, tmp_path)
+    """The tests' session runs Spark's projections interpreted (spark_fixtures.TEST_CONF); this audit
+    runs with the commands' default, generated code, and finds the same."""
+    assert spark.conf.get(CODEGEN_MODE) == TEST_CONF[CODEGEN_MODE] != "FALLBACK"
+    with session_conf(spark, {CODEGEN_MODE: "FALLBACK"}):
+        ingest(spark, tmp_path, f"real={REAL}")
+        again = findings_of(spark, tmp_path)
     assert sorted(f["finding_id"] for f in again) == sorted(f["finding_id"] for f in real_findings)
+    assert sorted((f["finding_id"], f["kind"], f["severity"], f["message"]) for f in again) == sorted(
+        (f["finding_id"], f["kind"], f["severity"], f["message"]) for f in real_findings
+    )
 
 
 @pytest.fixture(scope="module")
