@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 # (whole-stage code generation is not affected). Warm audits of the sample (2026-11-25, four in a
 # row): 36.0-37.6 s wall and 43-46 s of JVM CPU interpreted, against 51.2-64.5 s and 65-84 s.
 # The commands keep Spark's default (generated code, interpreted on a compile error); one test audits
-# with it (test_audit.py), and the spark-submit tests run the commands as users do.
+# with it (test_audit.py), and the spark-submit test ingests in a session of its own, with the default.
 CODEGEN_MODE = "spark.sql.codegen.factoryMode"
 TEST_CONF = {CODEGEN_MODE: "NO_CODEGEN"}
 
