@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 # The commands keep Spark's default (generated code, interpreted on a compile error); one test audits
 # with it (test_audit.py), and the spark-submit test ingests in a session of its own, with the default.
 CODEGEN_MODE = "spark.sql.codegen.factoryMode"
-TEST_CONF = {CODEGEN_MODE: "NO_CODEGEN"}
+# The JVM: C1 and C2 (the JDK's default tiered compilation) instead of LOCAL_CONF's C1 only. C2 costs
+# CPU at start and pays back within a few audits: five audits of the sample in a row, interpreted
+# projections, 59.8, 32.8, 29.8, 31.3, 26.4 s (JVM CPU 99, 48, 37, 35, 28 s) against 57.1, 46.4,
+# 47.1, 42.6, 41.7 s (67, 51, 52, 45, 44 s) with C1 only. The serial GC stays (one small heap).
+TEST_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m"
+TEST_CONF = {CODEGEN_MODE: "NO_CODEGEN", "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS}
 
 
 @pytest.fixture(scope="session")
