@@ -65,7 +65,7 @@ LOCAL_CONF: dict[str, str] = {
 
 
 # JVM options of the local sessions the commands (`replay-audit ingest|audit|run`) start, over
-# LOCAL_CONF (whose C1-only, serial-GC JVM starts fastest and suits the tests' tiny inputs). A job
+# LOCAL_CONF (whose C1-only, serial-GC JVM starts fastest and suits one small input). A job
 # moves millions of rows per GB of small batches: C2 converts, sorts and encodes them about twice as
 # fast. Plain tiered compilation costs ~13 s of CPU more at start-up (C2 compiles the planner and
 # Delta's log replay); raised C2 thresholds leave that code to C1 (~5 s more than C1 alone) and still
