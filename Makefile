@@ -20,14 +20,19 @@ $(STAMP): pyproject.toml setup.py kafka_log_decoder/_native.c
 kafka-jars: setup
 	$(PY) -m kafka_harness.jars
 
+# The tests run on TEST_WORKERS pytest-xdist workers (one per core), a test file each at a time: each
+# worker has its own Spark session, and the real brokers' recordings are made once and shared.
+TEST_WORKERS ?= 2
+TEST_ARGS := -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+
 test: setup kafka-jars
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest $(TEST_ARGS) tests
 
 unit: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+	$(PY) -m pytest $(TEST_ARGS) tests/unit
 
 integration: setup kafka-jars
-	$(PY) -m pytest -q -p no:cacheprovider tests/integration
+	$(PY) -m pytest $(TEST_ARGS) tests/integration
 
 # The bundled sample: a log directory written by a real Kafka 4.3.1 broker, and its acks ledger.
 SAMPLE := samples/broker-4.3.1

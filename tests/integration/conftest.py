@@ -6,9 +6,10 @@ Nothing is skipped: without Java or Maven the fixture fails with the harness's o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import pytest
 
@@ -16,6 +17,7 @@ from kafka_harness.clean_scenarios import CleanManifest, record_clean_scenarios
 from kafka_harness.jars import HarnessError
 from kafka_harness.scenarios import Manifest, record_scenarios
 from tests.integration.spark_fixtures import spark  # noqa: F401  (the session-scoped Spark fixture)
+from tests.integration.workers import run_lock
 
 
 class BrokerDump(NamedTuple):
@@ -30,17 +32,48 @@ def broker_dump(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerDump
     """`(log_dir, manifest)` of a broker that ran every scenario and then shut down cleanly.
 
     The work directory (data, `server.log`, `manifest.json`) stays under pytest's basetemp for
-    debugging; `record_scenarios` stops the broker before returning, also when a scenario fails.
+    debugging; `record_scenarios` stops the broker before returning, also when a scenario fails. Under
+    pytest-xdist the run's workers share one recording (`recorded_once`).
     """
-    work_dir = tmp_path_factory.mktemp("kafka-broker")
-    failure: str | None = None
-    try:
-        log_dir, manifest = record_scenarios(work_dir)
-    except HarnessError as exc:
-        failure = str(exc)
-    if failure is not None:  # outside `except`, so the report is the one line, not a chained traceback
-        pytest.fail(f"the Kafka test broker could not be run (work dir {work_dir}): {failure}", pytrace=False)
+    log_dir, manifest = recorded_once(
+        tmp_path_factory, "kafka-broker", record_scenarios, "manifest.json", Manifest.from_json
+    )
     yield BrokerDump(log_dir, manifest)
+
+
+M = TypeVar("M")
+
+
+def recorded_once(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    record: Callable[[Path], tuple[Path, M]],
+    manifest_name: str,
+    load: Callable[[str], M],
+) -> tuple[Path, M]:
+    """`record(work_dir)` once per test run: alone, in a new directory of this session's basetemp;
+    under pytest-xdist, by the first worker that asks, in a directory the workers share, while the
+    others wait for it and then read its manifest (the tests only read the broker's log dir). A
+    recording that failed fails every worker that asks, with the same one line."""
+    with run_lock(tmp_path_factory, name) as shared:
+        alone = os.environ.get("PYTEST_XDIST_WORKER") is None
+        work_dir = tmp_path_factory.mktemp(name) if alone else shared / name
+        done, failed = shared / f"{name}.log_dir", shared / f"{name}.failed"
+        if not alone and done.is_file():
+            return Path(done.read_text()), load((work_dir / manifest_name).read_text())
+        failure = None if alone or not failed.is_file() else failed.read_text()
+        if failure is None:
+            work_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                log_dir, manifest = record(work_dir)
+            except HarnessError as exc:
+                failure = str(exc)
+                failed.write_text(failure)
+            else:
+                done.write_text(str(log_dir))
+                return log_dir, manifest
+    # outside `except`, so the report is the one line, not a chained traceback
+    pytest.fail(f"the Kafka test broker could not be run (work dir {work_dir}): {failure}", pytrace=False)
 
 
 # --- clean logs for the audit's zero-findings promise (kafka_harness.clean_scenarios) --------------
@@ -59,14 +92,11 @@ def clean_broker_dump(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clea
     producer restarts, epoch bumps, aborted transactions) and shut down cleanly; its own broker, so
     `broker_dump`'s topics are not in it. The work directory keeps `server.log` and `clean-manifest.json`.
     """
-    work_dir = tmp_path_factory.mktemp("kafka-clean-broker")
-    failure: str | None = None
-    try:
-        log_dir, manifest = record_clean_scenarios(work_dir)
-    except HarnessError as exc:
-        failure = str(exc)
-    if failure is not None:  # outside `except`, so the report is the one line, not a chained traceback
-        pytest.fail(
-            f"the clean-scenario broker could not be run (work dir {work_dir}): {failure}", pytrace=False
-        )
+    log_dir, manifest = recorded_once(
+        tmp_path_factory,
+        "kafka-clean-broker",
+        record_clean_scenarios,
+        "clean-manifest.json",
+        CleanManifest.from_json,
+    )
     yield CleanBrokerDump(log_dir, manifest)

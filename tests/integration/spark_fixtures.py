@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.integration.workers import run_lock
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -33,6 +35,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     from jobs.spark_session import get_spark
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = get_spark("replay-audit tests", {"spark.sql.warehouse.dir": str(warehouse), **TEST_CONF})
+    # Under pytest-xdist one worker at a time: a fresh machine's first start resolves Delta's jars
+    # into the Ivy cache, which does not lock against a second resolver.
+    with run_lock(tmp_path_factory, "spark-start"):
+        session = get_spark("replay-audit tests", {"spark.sql.warehouse.dir": str(warehouse), **TEST_CONF})
     yield session
     session.stop()

@@ -105,6 +105,15 @@ def transactional_partitions() -> list[str]:
 # --- whole log dir -----------------------------------------------------------------------------
 
 
+def test_the_manifest_on_disk_reads_back_as_the_recording(broker_dump: tuple[Path, Manifest]) -> None:
+    """The workers of a parallel test run that did not record read the recording's `manifest.json`
+    (conftest.recorded_once): it must give back the very manifest."""
+    log_dir, manifest = broker_dump
+    written = log_dir.parent / "manifest.json"
+    assert Manifest.from_json(written.read_text()) == manifest
+    assert manifest.partitions and all(runs for runs in manifest.partitions.values())
+
+
 def test_every_batch_in_the_log_dir_decodes_with_a_valid_crc(log_dir: LogDir) -> None:
     """Including the broker's own `__cluster_metadata` and `__transaction_state` logs."""
     checked = 0
