@@ -8,7 +8,7 @@ to disk as needed, and one row of state in its task.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -324,6 +324,45 @@ def coverage_holes(events: DataFrame) -> DataFrame:
         (F.col("_covered_to") + 1).alias("hole_start"),
         (F.col("_from") - 1).alias("hole_end"),
     )
+
+
+def cores(spark: SparkSession) -> int:
+    """The task slots of the session's executors (`defaultParallelism`; under Spark Connect, which has
+    no SparkContext, the shuffle width)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: no SparkContext
+        return int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+
+
+# Below this many history rows a single task writes them all in a few seconds: no shuffle to save that.
+SPREAD_MIN_ROWS = 1_000_000
+
+
+def spread_if_skewed(stored: DataFrame, facts: DataFrame, min_rows: int | None = None) -> DataFrame:
+    """`stored` (the history as `replayed` left it: a task per hash of (log, producer id)), spread over
+    every task by (producer id, base offset) when one producer holds more than a core's share of its
+    rows; else `stored` as it is.
+
+    A producer's rows are one task of the stored history. When one producer holds most of them (one
+    chatty producer of an incident), a pass over every row in that layout, the `sequence_history`
+    write, runs in one task while the other cores wait: one shuffle of the stored rows lets them all
+    derive and encode their share. On a balanced history (or one of fewer than `min_rows` rows,
+    default `SPREAD_MIN_ROWS`) the shuffle would only add its cost. The shares come from `facts`
+    (`logs.file_producers`, already stored: one small job).
+    """
+    per_producer = (
+        facts.where(F.col("producer_id").isNotNull())
+        .groupBy(*LOG_KEY, "producer_id")
+        .agg(F.sum("batches").alias("n"))
+    )
+    row = per_producer.agg(F.max("n").alias("top"), F.sum("n").alias("all")).first()
+    least = SPREAD_MIN_ROWS if min_rows is None else min_rows
+    if row is None or not row["all"] or row["all"] < least:
+        return stored
+    if row["top"] * cores(stored.sparkSession) <= row["all"]:
+        return stored
+    return stored.repartition("producer_id", "base_offset")
 
 
 def history_table(history: DataFrame) -> DataFrame:

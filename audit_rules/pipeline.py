@@ -25,6 +25,7 @@ from audit_rules.history import (
     producer_summary,
     replayed,
     settle,
+    spread_if_skewed,
     with_log_columns,
 )
 from audit_rules.logs import (
@@ -274,7 +275,10 @@ def audit(
         if profile.app_sequence is not None:
             frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence))
     findings = union_findings(frames)
-    silver = history_table(settle(history, copied))
+    # The silver write reads every row: spread over the cores when one producer holds most of them.
+    spread = spread_if_skewed(stored, facts) if materialize is not None else stored
+    silver_rows = history if spread is stored else with_log_columns(derived(spread), logs, files)
+    silver = history_table(settle(silver_rows, copied))
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
 

@@ -138,6 +138,33 @@ def test_clean_broker_log_with_restarts_epoch_bumps_and_aborts_raises_nothing_ab
     assert all(f["explained_by"] == "epoch_bump" for f in bumps)
 
 
+def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_stored(
+    spark: Any, broker_out: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`history.spread_if_skewed`: when one producer holds more than a core's share of the history, the
+    `sequence_history` rows come through one more shuffle, and must be the very same rows."""
+    from audit_rules import history
+
+    def silver(spread: bool) -> tuple[list[tuple[Any, ...]], str]:
+        monkeypatch.setattr(history, "SPREAD_MIN_ROWS", 0 if spread else 1 << 62)
+        # So many cores that every producer holds more than a core's share.
+        monkeypatch.setattr(history, "cores", lambda session: 1 << 40)
+        out = audit(read_bronze(spark, str(broker_out)), load_profile())
+        plan = out.history._jdf.queryExecution().executedPlan().toString()
+        rows = sorted(tuple(r) for r in out.history.collect())
+        out.release()
+        return rows, plan
+
+    spread, spread_plan = silver(True)
+    kept, kept_plan = silver(False)
+    assert "hashpartitioning(producer_id" in spread_plan
+    assert "hashpartitioning(producer_id" not in kept_plan
+    # Every producer batch of the broker's logs, once.
+    producer_batches = history.producer_batches(read_bronze(spark, str(broker_out)).batches).count()
+    assert len(spread) == producer_batches > 0
+    assert spread == kept
+
+
 def test_acked_offsets_missing_from_the_log_are_reported_as_one_range(
     spark: Any, broker_dump: Any, tmp_path: Path
 ) -> None:
