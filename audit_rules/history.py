@@ -339,18 +339,11 @@ def cores(spark: SparkSession) -> int:
 SPREAD_MIN_ROWS = 1_000_000
 
 
-def spread_if_skewed(stored: DataFrame, facts: DataFrame, min_rows: int | None = None) -> DataFrame:
-    """`stored` (the history as `replayed` left it: a task per hash of (log, producer id)), spread over
-    every task by (producer id, base offset) when one producer holds more than a core's share of its
-    rows; else `stored` as it is.
-
-    A producer's rows are one task of the stored history. When one producer holds most of them (one
-    chatty producer of an incident), a pass over every row in that layout, the `sequence_history`
-    write, runs in one task while the other cores wait: one shuffle of the stored rows lets them all
-    derive and encode their share. On a balanced history (or one of fewer than `min_rows` rows,
-    default `SPREAD_MIN_ROWS`) the shuffle would only add its cost. The shares come from `facts`
-    (`logs.file_producers`, already stored: one small job).
-    """
+def skewed(facts: DataFrame, min_rows: int | None = None) -> bool:
+    """True when one producer holds more than a core's share of the producer batches of `facts`
+    (`logs.file_producers`, stored: one small job), and they are at least `min_rows` (default
+    `SPREAD_MIN_ROWS`): then a pass over every row of the stored history in its own layout (a task per
+    hash of (log, producer id)) runs mostly in that producer's one task while the other cores wait."""
     per_producer = (
         facts.where(F.col("producer_id").isNotNull())
         .groupBy(*LOG_KEY, "producer_id")
@@ -359,9 +352,15 @@ def spread_if_skewed(stored: DataFrame, facts: DataFrame, min_rows: int | None =
     row = per_producer.agg(F.max("n").alias("top"), F.sum("n").alias("all")).first()
     least = SPREAD_MIN_ROWS if min_rows is None else min_rows
     if row is None or not row["all"] or row["all"] < least:
-        return stored
-    if row["top"] * cores(stored.sparkSession) <= row["all"]:
-        return stored
+        return False
+    return bool(row["top"] * cores(facts.sparkSession) > row["all"])
+
+
+def spread(stored: DataFrame) -> DataFrame:
+    """The stored history (`replayed`) through one shuffle by (producer id, base offset), so that every
+    core reads a share of a hot producer's rows: for the `sequence_history` write of a `skewed`
+    history, where the hot task then only reads and re-serialises its rows and every core derives and
+    encodes its share. On a balanced history the shuffle would only add its cost."""
     return stored.repartition("producer_id", "base_offset")
 
 

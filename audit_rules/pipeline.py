@@ -25,7 +25,8 @@ from audit_rules.history import (
     producer_summary,
     replayed,
     settle,
-    spread_if_skewed,
+    skewed,
+    spread,
     with_log_columns,
 )
 from audit_rules.logs import (
@@ -180,8 +181,10 @@ def audit(
     #     them: the logs and their bounds, the files, the producer summary.
     #   - The checks of optional evidence (small jobs that wait on the driver more than on the cores).
     #   - The offset overlaps (a sort of the batches).
-    def bronze_only() -> tuple[tuple[DataFrame, ...], set[str]]:
+    def bronze_only() -> tuple[tuple[DataFrame, ...], set[str], bool]:
         facts = keep(file_producers(bronze.batches), "file producers")
+        # Whether one producer holds most of the history (`history.skewed`: one small job).
+        hot = materialize is not None and skewed(facts)
         segments = keep(segment_files(facts), "segment files")
         logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
         files = keep(file_ids(segments, logs), "file ids")
@@ -200,7 +203,7 @@ def audit(
             }
         )
         overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
-        return (facts, segments, logs, files, producers, overlaps), present
+        return (facts, segments, logs, files, producers, overlaps), present, hot
 
     beside = started(
         bronze.batches.sparkSession, bronze_only, background=materialize is not None, pool="audit-beside"
@@ -209,7 +212,7 @@ def audit(
     # The history is stored narrow (keyed by the numeric log and file ids, without the columns that
     # follow from each row alone); each reader derives those and joins the log's columns.
     stored = keep(replayed(bronze.batches), "history")
-    (facts, segments, logs, files, producers, overlaps), present = beside()
+    (facts, segments, logs, files, producers, overlaps), present, hot = beside()
     history = with_log_columns(derived(stored), logs, files)
     # The rules over single batches and markers read the few rows they can fire on, stored once.
     event_rows = keep(events(history), "history events")
@@ -276,8 +279,7 @@ def audit(
             frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence))
     findings = union_findings(frames)
     # The silver write reads every row: spread over the cores when one producer holds most of them.
-    spread = spread_if_skewed(stored, facts) if materialize is not None else stored
-    silver_rows = history if spread is stored else with_log_columns(derived(spread), logs, files)
+    silver_rows = with_log_columns(derived(spread(stored)), logs, files) if hot else history
     silver = history_table(settle(silver_rows, copied))
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 

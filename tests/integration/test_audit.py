@@ -141,8 +141,8 @@ def test_clean_broker_log_with_restarts_epoch_bumps_and_aborts_raises_nothing_ab
 def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_stored(
     spark: Any, broker_out: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`history.spread_if_skewed`: when one producer holds more than a core's share of the history, the
-    `sequence_history` rows come through one more shuffle, and must be the very same rows."""
+    """`history.skewed` and `history.spread`: when one producer holds more than a core's share of the
+    history, the `sequence_history` rows come through one more shuffle, and must be the very same rows."""
     from audit_rules import history
 
     def silver(spread: bool) -> tuple[list[tuple[Any, ...]], str]:
