@@ -339,19 +339,18 @@ def cores(spark: SparkSession) -> int:
 SPREAD_MIN_ROWS = 1_000_000
 
 
-def skewed(facts: DataFrame, min_rows: int | None = None) -> bool:
+def skewed(facts: DataFrame) -> bool:
     """True when one producer holds more than a core's share of the producer batches of `facts`
-    (`logs.file_producers`, stored: one small job), and they are at least `min_rows` (default
-    `SPREAD_MIN_ROWS`): then a pass over every row of the stored history in its own layout (a task per
-    hash of (log, producer id)) runs mostly in that producer's one task while the other cores wait."""
+    (`logs.file_producers`, stored: one small job), and they are at least `SPREAD_MIN_ROWS`: then a
+    pass over every row of the stored history in its own layout (a task per hash of (log, producer
+    id)) runs mostly in that producer's one task while the other cores wait."""
     per_producer = (
         facts.where(F.col("producer_id").isNotNull())
         .groupBy(*LOG_KEY, "producer_id")
         .agg(F.sum("batches").alias("n"))
     )
     row = per_producer.agg(F.max("n").alias("top"), F.sum("n").alias("all")).first()
-    least = SPREAD_MIN_ROWS if min_rows is None else min_rows
-    if row is None or not row["all"] or row["all"] < least:
+    if row is None or not row["all"] or row["all"] < SPREAD_MIN_ROWS:
         return False
     return bool(row["top"] * cores(facts.sparkSession) > row["all"])
 

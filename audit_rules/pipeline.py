@@ -213,7 +213,12 @@ def audit(
     # follow from each row alone); each reader derives those and joins the log's columns.
     stored = keep(replayed(bronze.batches), "history")
     (facts, segments, logs, files, producers, overlaps), present, hot = beside()
-    history = with_log_columns(derived(stored), logs, files)
+
+    def readable(rows: DataFrame) -> DataFrame:
+        """Rows of the stored history with their derived and log columns, as the rules read them."""
+        return with_log_columns(derived(rows), logs, files)
+
+    history = readable(stored)
     # The rules over single batches and markers read the few rows they can fire on, stored once.
     event_rows = keep(events(history), "history events")
     # Exact copies: the batches whose range a late batch repeats (on a healthy log, none).
@@ -279,7 +284,7 @@ def audit(
             frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence))
     findings = union_findings(frames)
     # The silver write reads every row: spread over the cores when one producer holds most of them.
-    silver_rows = with_log_columns(derived(spread(stored)), logs, files) if hot else history
+    silver_rows = readable(spread(stored)) if hot else history
     silver = history_table(settle(silver_rows, copied))
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 

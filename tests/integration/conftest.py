@@ -6,7 +6,6 @@ Nothing is skipped: without Java or Maven the fixture fails with the harness's o
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple, TypeVar
@@ -17,7 +16,7 @@ from kafka_harness.clean_scenarios import CleanManifest, record_clean_scenarios
 from kafka_harness.jars import HarnessError
 from kafka_harness.scenarios import Manifest, record_scenarios
 from tests.integration.spark_fixtures import spark  # noqa: F401  (the session-scoped Spark fixture)
-from tests.integration.workers import run_lock
+from tests.integration.workers import parallel, run_lock
 
 
 class BrokerDump(NamedTuple):
@@ -55,23 +54,30 @@ def recorded_once(
     under pytest-xdist, by the first worker that asks, in a directory the workers share, while the
     others wait for it and then read its manifest (the tests only read the broker's log dir). A
     recording that failed fails every worker that asks, with the same one line."""
-    with run_lock(tmp_path_factory, name) as shared:
-        alone = os.environ.get("PYTEST_XDIST_WORKER") is None
-        work_dir = tmp_path_factory.mktemp(name) if alone else shared / name
-        done, failed = shared / f"{name}.log_dir", shared / f"{name}.failed"
-        if not alone and done.is_file():
-            return Path(done.read_text()), load((work_dir / manifest_name).read_text())
-        failure = None if alone or not failed.is_file() else failed.read_text()
-        if failure is None:
-            work_dir.mkdir(parents=True, exist_ok=True)
-            try:
-                log_dir, manifest = record(work_dir)
-            except HarnessError as exc:
-                failure = str(exc)
-                failed.write_text(failure)
+    if not parallel():
+        work_dir = tmp_path_factory.mktemp(name)
+        try:
+            return record(work_dir)
+        except HarnessError as exc:
+            failure = str(exc)
+    else:
+        with run_lock(tmp_path_factory, name) as shared:
+            work_dir = shared / name
+            done, failed = shared / f"{name}.log_dir", shared / f"{name}.failed"
+            if done.is_file():
+                return Path(done.read_text()), load((work_dir / manifest_name).read_text())
+            if failed.is_file():
+                failure = failed.read_text()
             else:
-                done.write_text(str(log_dir))
-                return log_dir, manifest
+                work_dir.mkdir(parents=True)
+                try:
+                    log_dir, manifest = record(work_dir)
+                except HarnessError as exc:
+                    failure = str(exc)
+                    failed.write_text(failure)
+                else:
+                    done.write_text(str(log_dir))
+                    return log_dir, manifest
     # outside `except`, so the report is the one line, not a chained traceback
     pytest.fail(f"the Kafka test broker could not be run (work dir {work_dir}): {failure}", pytrace=False)
 
