@@ -168,71 +168,93 @@ def audit(
     profile: Profile,
     *,
     materialize: Callable[[DataFrame, str], DataFrame] | None = local_checkpoint,
+    on_silver: Callable[[DataFrame], None] | None = None,
 ) -> AuditOutput:
     """Every rule of RULES.md over the bronze tables; `materialize` stores what several rules read (the
-    log bounds, the history, its events and copies; None: recompute them in each rule)."""
-    keep = materialize or (lambda df, name: df)
+    log bounds, the history, its events and copies; None: recompute them in each rule).
 
-    # The history needs the batches alone (its log and file ids are hashes of each row's own columns).
-    # Everything else that reads only the bronze tables is computed beside it, on a thread of its own:
-    # their jobs' tasks take the cores the history leaves idle (while the driver plans, reads Delta logs
-    # and waits on small jobs; the tail of a stage; a hot producer's one long task).
+    `on_silver` is called with the silver history's frame as soon as it is final, before the findings
+    are planned: a caller can start writing it while the driver builds the rules' plans."""
+    keep = materialize or (lambda df, name: df)
+    background = materialize is not None
+
+    # The history needs the batches alone (its log and file ids are hashes of each row's own columns),
+    # and so do its events and exact copies. What reads only the bronze tables is computed beside them,
+    # on threads of their own: their jobs' tasks take the cores the history leaves idle (while the
+    # driver plans, reads Delta logs and waits on small jobs; the tail of a stage; a hot producer's one
+    # long task). The history's readers wait for the logs and files only where they join them.
+    #   - Whether optional evidence exists (small jobs that wait on the driver more than on the cores),
+    #     asked at once, concurrently.
     #   - One pass over the batches for their per-file and per-producer facts, and what follows from
-    #     them: the logs and their bounds, the files, the producer summary.
-    #   - The checks of optional evidence (small jobs that wait on the driver more than on the cores).
-    #   - The offset overlaps (a sort of the batches).
-    def bronze_only() -> tuple[tuple[DataFrame, ...], set[str], bool]:
+    #     them: the logs and their bounds, the files, the producer summary; then the offset overlaps (a
+    #     sort of the batches), before the silver write takes the cores.
+    evidence = _nonempty(
+        {
+            "txnindex": bronze.files.where(F.col("kind") == "txnindex"),
+            "snapshots": bronze.producer_snapshots,
+            "acks": bronze.acks,
+            "quarantine": bronze.quarantine,
+        },
+        background=background,
+    )
+
+    def log_facts() -> tuple[tuple[DataFrame, ...], Callable[[], bool], set[str]]:
         facts = keep(file_producers(bronze.batches), "file producers")
-        # Whether one producer holds most of the history (`history.skewed`: one small job).
-        hot = materialize is not None and skewed(facts)
+        # Whether one producer holds most of the history (`history.skewed`: one small job), asked
+        # beside the logs: only the silver write needs the answer.
+        hot = started(spark, lambda: skewed(facts)) if background else (lambda: False)
         segments = keep(segment_files(facts), "segment files")
         logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
         files = keep(file_ids(segments, logs), "file ids")
         check_ids(logs, files)
+        # Several logs of one partition (replicas, or dumps taken at different times) are evidence too.
+        several = logs.groupBy("topic", "partition").count().where(F.col("count") > 1)
+        present = _nonempty({"several logs": several}, background=False)()
         producers = keep(producer_summary(facts, logs), "producer summary")
-        # Rules over optional evidence are planned only where that evidence exists: each is a few
-        # shuffles and a scan of the batches or the history even when it can find nothing. The checks
-        # read small tables (or one row of a large one), concurrently.
-        present = _nonempty(
-            {
-                "txnindex": bronze.files.where(F.col("kind") == "txnindex"),
-                "snapshots": bronze.producer_snapshots,
-                "several logs": logs.groupBy("topic", "partition").count().where(F.col("count") > 1),
-                "acks": bronze.acks,
-                "quarantine": bronze.quarantine,
-            }
-        )
         overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
-        return (facts, segments, logs, files, producers, overlaps), present, hot
+        return (facts, segments, logs, files, producers, overlaps), hot, present
 
-    beside = started(
-        bronze.batches.sparkSession, bronze_only, background=materialize is not None, pool="audit-beside"
-    )
-    # The per-log facts every producer rule needs ride along with the history: no join per rule.
-    # The history is stored narrow (keyed by the numeric log and file ids, without the columns that
-    # follow from each row alone); each reader derives those and joins the log's columns.
+    spark = bronze.batches.sparkSession
+    beside = started(spark, log_facts, background=background, pool="audit-beside")
+    # The history is stored narrow: keyed by the numeric log and file ids, without the columns that
+    # follow from each row alone (`derived`, which each reader adds) or from its log (the per-log facts
+    # every producer rule needs, joined by `readable`: no join per rule).
     stored = keep(replayed(bronze.batches), "history")
-    (facts, segments, logs, files, producers, overlaps), present, hot = beside()
+    # The events (the few rows the rules over single batches and markers can fire on) and the exact
+    # copies are found by the ids alone, while the logs are still being bounded.
+    event_base = keep(events(derived(stored)), "history events")
+    # Exact copies: the batches whose range a late batch repeats (on a healthy log, none).
+    ranges = keep(late_ranges(event_base), "late ranges")
+    stored_copies: DataFrame | None = None
+    copied: DataFrame | None = None
+    late = ranges.count() if background else None  # a stored frame: one small job
+    if late is None or late > 0:
+        small = late is not None and late <= BROADCAST_ROWS
+        copied = stored_copies = keep(
+            copies(derived(stored), F.broadcast(ranges) if small else ranges), "copies"
+        )
+        if background and stored_copies.count() <= BROADCAST_ROWS:
+            copied = F.broadcast(stored_copies)
+    (facts, segments, logs, files, producers, overlaps), hot, present = beside()
 
     def readable(rows: DataFrame) -> DataFrame:
         """Rows of the stored history with their derived and log columns, as the rules read them."""
         return with_log_columns(derived(rows), logs, files)
 
     history = readable(stored)
-    # The rules over single batches and markers read the few rows they can fire on, stored once.
-    event_rows = keep(events(history), "history events")
-    # Exact copies: the batches whose range a late batch repeats (on a healthy log, none).
-    ranges = keep(late_ranges(event_rows), "late ranges")
-    stored_copies: DataFrame | None = None
-    copied: DataFrame | None = None
-    late = ranges.count() if materialize is not None else None  # a stored frame: one small job
-    if late is None or late > 0:
-        small = late is not None and late <= BROADCAST_ROWS
-        copied = stored_copies = keep(copies(history, F.broadcast(ranges) if small else ranges), "copies")
-        if materialize is not None and stored_copies.count() <= BROADCAST_ROWS:
-            copied = F.broadcast(stored_copies)
+    # The events with their log columns, stored once for the many rules that read them (each rule
+    # would otherwise broadcast the logs and files again); the rows found by id alone are freed.
+    event_rows = keep(with_log_columns(event_base, logs, files), "history events (logs)")
+    if background:
+        release(event_base)
+    # The silver write reads every row: spread over the cores when one producer holds most of them.
+    silver_rows = readable(spread(stored)) if hot() else history
+    silver = history_table(settle(silver_rows, copied))
+    if on_silver is not None:
+        on_silver(silver)
     settled = settle(event_rows, copied)
     holes = coverage_holes(settled)
+    present |= evidence()
     stored_frames = (
         facts,
         segments,
@@ -245,7 +267,7 @@ def audit(
         overlaps,
         stored_copies,
     )
-    persisted = tuple(df for df in stored_frames if df is not None) if materialize is not None else ()
+    persisted = tuple(df for df in stored_frames if df is not None) if background else ()
     frames = [
         sequences.invalid_sequence(event_rows),
         sequences.history_start(event_rows),
@@ -283,9 +305,6 @@ def audit(
         if profile.app_sequence is not None:
             frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence))
     findings = union_findings(frames)
-    # The silver write reads every row: spread over the cores when one producer holds most of them.
-    silver_rows = readable(spread(stored)) if hot else history
-    silver = history_table(settle(silver_rows, copied))
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
 
@@ -319,13 +338,14 @@ def started(
     return future.result
 
 
-def _nonempty(frames: dict[str, DataFrame]) -> set[str]:
-    """The names of `frames` that hold a row, asked concurrently (`started`)."""
+def _nonempty(frames: dict[str, DataFrame], *, background: bool = True) -> Callable[[], set[str]]:
+    """The names of `frames` that hold a row, asked concurrently (`started`); the returned call waits
+    for the answers."""
     answers = {
-        name: started(df.sparkSession, lambda df=df: not df.isEmpty())  # type: ignore[misc]
+        name: started(df.sparkSession, lambda df=df: not df.isEmpty(), background=background)  # type: ignore[misc]
         for name, df in frames.items()
     }
-    return {name for name, has_rows in answers.items() if has_rows()}
+    return lambda: {name for name, has_rows in answers.items() if has_rows()}
 
 
 def partition_summary(

@@ -580,8 +580,8 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     audit_fn = job.audit
 
-    def audit(bronze: Any, profile: Any) -> Any:
-        out = audit_fn(bronze, profile, materialize=materialize)
+    def audit(bronze: Any, profile: Any, **kwargs: Any) -> Any:
+        out = audit_fn(bronze, profile, materialize=materialize, **kwargs)
         for name, df in recorded:
             phase = f"rule {name} (profile only)"
             t = time.perf_counter()

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -104,26 +105,36 @@ def run_audit(
     started_at = int(time.time() * 1000)
     bronze = read_bronze(spark, output)
     # The driver's waits (small jobs, Delta log reads and commits, code generation) overlap: the run id
-    # beside the audit's first stages, the silver table's write beside the findings and reports.
+    # beside the audit's first stages, the silver table's write beside the planning of the findings,
+    # their write and the reports.
     run_id_of_bronze = started(spark, lambda: run_id_of(bronze, profile))
-    out: AuditOutput = audit(bronze, profile)
-    run_id = run_id_of_bronze()
     tables: dict[str, str] = {}
+    silver: list[Callable[[], str]] = []
+
+    def write_silver(history: DataFrame) -> None:
+        run_id = run_id_of_bronze()
+        silver.append(
+            started(
+                spark,
+                lambda: _overwrite(
+                    history, SEQUENCE_HISTORY.name, output, run_id, SEQUENCE_HISTORY.partition_by
+                ),
+                pool="audit-silver",
+            )
+        )
+
     # Ingest's writer settings: no sort by the table partition, no statistics of paths or
     # dictionaries of per-row values (the history has millions of rows, like the batches). Session
-    # confs: the findings' write sees them too, which changes nothing for its few rows.
+    # confs, which only writers read: the findings' write sees them too, which changes nothing for its
+    # few rows.
     with session_conf(spark, WRITE_SESSION_CONF):
-        silver = started(
-            spark,
-            lambda: _overwrite(
-                out.history, SEQUENCE_HISTORY.name, output, run_id, SEQUENCE_HISTORY.partition_by
-            ),
-            pool="audit-silver",
-        )
         try:
+            out: AuditOutput = audit(bronze, profile, on_silver=write_silver)
+            run_id = run_id_of_bronze()
             result = _findings_and_reports(spark, out, bronze, output, run_id, profile, fail_on, gx, tables)
         finally:
-            tables[SEQUENCE_HISTORY.name] = silver()
+            for written in silver:
+                tables[SEQUENCE_HISTORY.name] = written()
     out.release()
     status, valid, counts, report_dir = result
     finished = int(time.time() * 1000)
@@ -157,28 +168,42 @@ def _findings_and_reports(
 ) -> tuple[int, bool, dict[str, int], str]:
     """Write the findings and partition summary (into `tables`), `report/` and the GX validations; the
     exit status, validity, counts per kind and the report directory."""
-    from pyspark.sql import functions as F
-
     from jobs import gx_checks, report
 
     tables[FINDINGS.name] = _overwrite(out.findings, FINDINGS.name, output, run_id, ())
     findings = spark.read.format("delta").load(tables[FINDINGS.name])
-    summary = out.summary_of(findings)
-    tables[PARTITION_SUMMARY.name] = _overwrite(summary, PARTITION_SUMMARY.name, output, run_id, ())
-    summary = spark.read.format("delta").load(tables[PARTITION_SUMMARY.name])
 
-    # One row per kind (a kind has one severity): a few dozen rows at most.
-    per_kind = findings.groupBy("kind", "severity").agg(F.count(F.lit(1)).alias("n")).collect()
-    counts = {r["kind"]: int(r["n"]) for r in per_kind}
+    def write_summary() -> DataFrame:
+        tables[PARTITION_SUMMARY.name] = _overwrite(
+            out.summary_of(findings), PARTITION_SUMMARY.name, output, run_id, ()
+        )
+        return spark.read.format("delta").load(tables[PARTITION_SUMMARY.name])
+
+    # The summary's write (a few small jobs and a commit) beside the counts and findings.json.
+    written_summary = started(spark, write_summary)
+
+    # (severity, kind) -> findings: a few dozen rows at most, one aggregation for the exit status and
+    # both reports.
+    per_kind = report.finding_counts(findings)
+    counts = report.counts_by_kind(per_kind)
     by_severity: dict[str, int] = {}
-    for r in per_kind:
-        by_severity[r["severity"]] = by_severity.get(r["severity"], 0) + int(r["n"])
+    for (severity, _), n in per_kind.items():
+        by_severity[severity] = by_severity.get(severity, 0) + n
     status = exit_status(by_severity, fail_on)
     valid = status == 0
     report_dir = _report_dir(output)
-    report.write_findings_json(
-        findings, run_id=run_id, valid=valid, path=os.path.join(report_dir, "findings.json")
+    # findings.json (a sort of the findings, streamed) beside the summary's write and index.html.
+    json_written = started(
+        spark,
+        lambda: report.write_findings_json(
+            findings,
+            run_id=run_id,
+            valid=valid,
+            path=os.path.join(report_dir, "findings.json"),
+            per_kind=per_kind,
+        ),
     )
+    summary = written_summary()
     report.write_html_report(
         findings,
         summary,
@@ -186,7 +211,9 @@ def _findings_and_reports(
         valid=valid,
         profile_name=profile.name,
         path=os.path.join(report_dir, "index.html"),
+        per_kind=per_kind,
     )
+    json_written()
     if gx:
         gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
         gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))

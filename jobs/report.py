@@ -99,12 +99,20 @@ class ReportModel:
 # findings.json
 
 
-def write_findings_json(findings: DataFrame, *, run_id: str, valid: bool, path: str) -> dict[str, int]:
+def write_findings_json(
+    findings: DataFrame,
+    *,
+    run_id: str,
+    valid: bool,
+    path: str,
+    per_kind: Mapping[tuple[str, str], int] | None = None,
+) -> dict[str, int]:
     """Write contract §2's `findings.json` at `path`, streaming the sorted findings; return counts by kind.
 
     One finding per line, fields in contract §3 order; written to a temporary file and renamed.
+    `per_kind`: the findings' `finding_counts`, when the caller has them already.
     """
-    counts = counts_by_kind(finding_counts(findings))
+    counts = counts_by_kind(finding_counts(findings) if per_kind is None else per_kind)
     rows = sorted_findings(findings).toLocalIterator(prefetchPartitions=False)
     _write_atomically(path, findings_json_chunks(run_id, valid, counts, (r.asDict() for r in rows)))
     return counts
@@ -182,12 +190,14 @@ def write_html_report(
     path: str,
     max_rows_per_kind: int = DEFAULT_MAX_ROWS_PER_KIND,
     max_partition_rows: int = DEFAULT_MAX_PARTITION_ROWS,
+    per_kind: Mapping[tuple[str, str], int] | None = None,
 ) -> ReportModel:
     """Write the self-contained `index.html` at `path` and return the model it was rendered from.
 
-    At most `max_rows_per_kind` findings per kind and `max_partition_rows` partitions (worst first) are shown.
+    At most `max_rows_per_kind` findings per kind and `max_partition_rows` partitions (worst first) are
+    shown. `per_kind`: the findings' `finding_counts`, when the caller has them already.
     """
-    counts = finding_counts(findings)
+    counts = finding_counts(findings) if per_kind is None else dict(per_kind)
     by_verdict = _partitions_by_verdict(summary)
     model = ReportModel(
         run_id=run_id,

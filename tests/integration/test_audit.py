@@ -149,7 +149,10 @@ def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_st
         monkeypatch.setattr(history, "SPREAD_MIN_ROWS", 0 if spread else 1 << 62)
         # So many cores that every producer holds more than a core's share.
         monkeypatch.setattr(history, "cores", lambda session: 1 << 40)
-        out = audit(read_bronze(spark, str(broker_out)), load_profile())
+        handed: list[Any] = []
+        out = audit(read_bronze(spark, str(broker_out)), load_profile(), on_silver=handed.append)
+        # The caller gets the silver frame once, before the findings are planned, to start its write.
+        assert len(handed) == 1 and handed[0] is out.history
         plan = out.history._jdf.queryExecution().executedPlan().toString()
         rows = sorted(tuple(r) for r in out.history.collect())
         out.release()
