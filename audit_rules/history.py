@@ -59,7 +59,7 @@ HISTORY_BATCH_COLUMNS = (
 )
 
 
-def replayed(batches: DataFrame) -> DataFrame:
+def replayed(batches: DataFrame, copy_lookback: int = replay.COPY_LOOKBACK) -> DataFrame:
     """Producer batches with the columns of their replay, keyed by the ids of their log and file
     (`logs.with_log_id`, hashes of each row's own columns: the history waits for no other frame): what
     the audit stores of the history. `derived` adds the history's other
@@ -84,7 +84,7 @@ def replayed(batches: DataFrame) -> DataFrame:
     # evaluate it once per row, where it stands).
     outputs = StructType([StructField(name, _parse_type(kind)) for name, kind in replay.OUTPUTS])
     # (pyspark's stubs have no overload for a struct-returning UDF typed by its hints)
-    scan = F.arrow_udf(replay.replay_columns(), outputs).asNondeterministic()  # type: ignore[call-overload]
+    scan = F.arrow_udf(replay.replay_columns(copy_lookback), outputs).asNondeterministic()  # type: ignore[call-overload]
     b = b.withColumn("_scan", scan(*[F.col(c) for c in replay.INPUTS]))
     scanned = [F.col("_scan")[name].alias(name) for name, _ in replay.OUTPUTS]
     return b.select(*[c for c in b.columns if c != "_scan"], *scanned)
@@ -95,8 +95,9 @@ def derived(b: DataFrame) -> DataFrame:
     epoch regression) and `in_stream` (an ok data batch), the unwrapped last and expected sequences, the
     transition, late and jump, the copy columns `settle` fills in, and the expected sequence.
 
-    `transition` here does not yet tell exact copies (DUPLICATE) from REGRESSION, IN_SEQUENCE or GAP:
-    only a late batch can repeat an earlier one, and `copies` and `settle` mark those.
+    `transition` is DUPLICATE for the exact copies the scan found (`copy_of_offset`): only a late
+    batch can repeat an earlier one. When the scan left a late batch UNDECIDED (`undecided`), `copies`
+    and `settle` mark the copies instead; otherwise `numbered` numbers them among the events.
     """
     epoch = F.col("producer_epoch").cast("int")
     ok = ~F.col("invalid") & ~F.col("epoch_regressed")
@@ -117,6 +118,8 @@ def derived(b: DataFrame) -> DataFrame:
         .when(F.col("is_control"), "MARKER")
         .when(first & first_of_producer, "FIRST")
         .when(first, "EPOCH_START")
+        # An exact copy the scan found (`replay.COPY_LOOKBACK`); `copies` and `settle` find the rest.
+        .when(F.col("copy_of_offset").isNotNull(), "DUPLICATE")
         .when(F.col("base_sequence_unwrapped") == F.col("expected_unwrapped"), "IN_SEQUENCE")
         .when(F.col("base_sequence_unwrapped") < F.col("expected_unwrapped"), "REGRESSION")
         .otherwise("GAP")
@@ -229,6 +232,29 @@ def copies(history: DataFrame, ranges: DataFrame) -> DataFrame:
         F.col("copy_index").alias("_copy_index"),
         F.col("first_copy_offset").alias("_first_copy_offset"),
         F.col("first_copy_stream_index").alias("_first_copy_stream_index"),
+    )
+
+
+def undecided() -> Column:
+    """A late batch the scan could not tell from a copy (`replay.UNDECIDED`)."""
+    return F.col("copy_of_index") == replay.UNDECIDED
+
+
+def numbered(events: DataFrame) -> DataFrame:
+    """The events (`events`, which hold every late batch) with the exact copies the scan found numbered
+    as `copies` numbers them, when the scan decided every late batch: the copies of a range are its
+    late batches with `copy_of_offset`, each pointing at the nearest earlier batch of the range, so
+    the earliest of them all (the range's first batch, `copy_index` 1) is the least such offset and
+    stream index."""
+    is_copy = F.col("copy_of_offset").isNotNull()
+    ranged = Window.partitionBy(*[F.col(c) for c in COPY_KEY], is_copy)
+    index = F.row_number().over(ranged.orderBy("base_offset")) + 1
+    return events.withColumns(
+        {
+            "copy_index": F.when(is_copy, index).otherwise(1),
+            "first_copy_offset": F.when(is_copy, F.min("copy_of_offset").over(ranged)),
+            "first_copy_stream_index": F.when(is_copy, F.min("copy_of_index").over(ranged)),
+        }
     )
 
 

@@ -22,11 +22,13 @@ from audit_rules.history import (
     events,
     history_table,
     late_ranges,
+    numbered,
     producer_summary,
     replayed,
     settle,
     skewed,
     spread,
+    undecided,
     with_log_columns,
 )
 from audit_rules.logs import (
@@ -38,6 +40,7 @@ from audit_rules.logs import (
     with_log_key,
 )
 from audit_rules.profile import Profile
+from audit_rules.replay import COPY_LOOKBACK
 from schemas.tables import FILES, LOG_KEY, PARTITION_SUMMARY, TABLES
 
 T = TypeVar("T")
@@ -169,12 +172,16 @@ def audit(
     *,
     materialize: Callable[[DataFrame, str], DataFrame] | None = local_checkpoint,
     on_silver: Callable[[DataFrame], None] | None = None,
+    copy_lookback: int = COPY_LOOKBACK,
 ) -> AuditOutput:
     """Every rule of RULES.md over the bronze tables; `materialize` stores what several rules read (the
     log bounds, the history, its events and copies; None: recompute them in each rule).
 
     `on_silver` is called with the silver history's frame as soon as it is final, before the findings
-    are planned: a caller can start writing it while the driver builds the rules' plans."""
+    are planned: a caller can start writing it while the driver builds the rules' plans.
+
+    `copy_lookback`: how far back the history's scan looks for an exact copy's original
+    (`replay.COPY_LOOKBACK`); the findings are the same whatever it is."""
     keep = materialize or (lambda df, name: df)
     background = materialize is not None
 
@@ -219,22 +226,27 @@ def audit(
     # The history is stored narrow: keyed by the numeric log and file ids, without the columns that
     # follow from each row alone (`derived`, which each reader adds) or from its log (the per-log facts
     # every producer rule needs, joined by `readable`: no join per rule).
-    stored = keep(replayed(bronze.batches), "history")
+    stored = keep(replayed(bronze.batches, copy_lookback), "history")
     # The events (the few rows the rules over single batches and markers can fire on) and the exact
     # copies are found by the ids alone, while the logs are still being bounded.
     event_base = keep(events(derived(stored)), "history events")
-    # Exact copies: the batches whose range a late batch repeats (on a healthy log, none).
-    ranges = keep(late_ranges(event_base), "late ranges")
+    # Exact copies: the batches whose range a late batch repeats (on a healthy log, none). The scan
+    # found them when it decided every late batch (one small job over the stored events); otherwise a
+    # pass over the stored history finds them by the late batches' ranges.
+    decided = event_base.where(undecided()).isEmpty()
+    ranges: DataFrame | None = None
     stored_copies: DataFrame | None = None
     copied: DataFrame | None = None
-    late = ranges.count() if background else None  # a stored frame: one small job
-    if late is None or late > 0:
-        small = late is not None and late <= BROADCAST_ROWS
-        copied = stored_copies = keep(
-            copies(derived(stored), F.broadcast(ranges) if small else ranges), "copies"
-        )
-        if background and stored_copies.count() <= BROADCAST_ROWS:
-            copied = F.broadcast(stored_copies)
+    if not decided:
+        ranges = keep(late_ranges(event_base), "late ranges")
+        late = ranges.count() if background else None  # a stored frame: one small job
+        if late is None or late > 0:
+            small = late is not None and late <= BROADCAST_ROWS
+            copied = stored_copies = keep(
+                copies(derived(stored), F.broadcast(ranges) if small else ranges), "copies"
+            )
+            if background and stored_copies.count() <= BROADCAST_ROWS:
+                copied = F.broadcast(stored_copies)
     (facts, segments, logs, files, producers, overlaps), hot, present = beside()
 
     def readable(rows: DataFrame) -> DataFrame:
@@ -252,7 +264,7 @@ def audit(
     silver = history_table(settle(silver_rows, copied))
     if on_silver is not None:
         on_silver(silver)
-    settled = settle(event_rows, copied)
+    settled = numbered(event_rows) if decided else settle(event_rows, copied)
     holes = coverage_holes(settled)
     present |= evidence()
     stored_frames = (

@@ -72,7 +72,19 @@ OUTPUTS = (
     ("max_last_before", "bigint"),
     # The unwrapped (= raw) base sequence of the stream's first batch.
     ("stream_first_base", "bigint"),
+    # A late batch whose range an earlier batch of its stream has (an exact copy, KIP-98 duplicate):
+    # the offset and stream index of the nearest such batch; for a late batch the scan could not
+    # decide (`COPY_LOOKBACK`), no offset and index UNDECIDED; null for every other batch.
+    ("copy_of_offset", "bigint"),
+    ("copy_of_index", "int"),
 )
+
+# How many in-stream batches back (the producer's, carried across Arrow batches) the scan looks for an
+# earlier batch with a late batch's range. Past them it still decides when the stream began within
+# them or every earlier batch of the stream ends below the late batch's base; otherwise the late batch
+# is UNDECIDED and the audit finds the copies by a pass over the stored history (`history.copies`).
+COPY_LOOKBACK = 16
+UNDECIDED = -1
 
 
 @dataclass
@@ -92,6 +104,8 @@ class _State:
     # (n, spans, jumps) before the stream's first batch, and that batch's base sequence
     stream_start: tuple[int, int, int, int] | None = None
     stream_max: int | None = None  # the highest unwrapped last sequence of the stream so far
+    # The producer's last COPY_LOOKBACK in-stream batches (the columns `_copies` reads), for its lookback.
+    recent: dict[str, np.ndarray] | None = None
 
 
 def _segments(start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -190,9 +204,11 @@ def _segmented_max_before(
     return before + lo - 1, before == 0, (last + lo - 1 if last > 0 else None)
 
 
-def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _State) -> dict[str, Any]:
+def scan_batch(
+    cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _State, lookback: int = COPY_LOOKBACK
+) -> dict[str, Any]:
     """The scan columns of one Arrow batch (numpy arrays, with `<name>_null` masks), updating `state`
-    to the values its last producer carries into the next batch."""
+    to the values its last producer carries into the next batch; `lookback`: `_copies`'."""
     n = len(cols["base_offset"])
     start = key_changes
     seg, seg_first = _segments(start)
@@ -316,6 +332,40 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
     out["max_last_before"] = m_before
     out["max_last_before_null"] = m_null | ~in_stream
 
+    # Exact copies among the late batches (at or below the highest sequence their stream reached).
+    base_u = base + laps * SEQUENCE_MODULUS
+    late = in_stream & ~first & ~m_null & (base_u <= m_before)
+    ins = np.flatnonzero(in_stream)
+    rows = {
+        "sid": seg[ins].astype(np.int64) * (np.int64(1) << 40) + n0[ins],
+        "n0": n0[ins],
+        "bu": base_u[ins],
+        "lu": last_u[ins],
+        "off": offset[ins],
+        "idx": (n_run - n0)[ins],
+        "first": first[ins],
+        "mb": m_before[ins],
+        "mb_null": m_null[ins],
+    }
+    recent = state.recent if carry else None
+    copy_of, state.recent = _copies(
+        rows,
+        np.searchsorted(ins, np.flatnonzero(late)),
+        recent,
+        seg[ins] == seg[-1],
+        bool(seg[-1] == 0),
+        lookback,
+    )
+    out["copy_of_offset"] = np.zeros(n, dtype=np.int64)
+    out["copy_of_offset_null"] = np.ones(n, dtype=bool)
+    out["copy_of_index"] = np.zeros(n, dtype=np.int64)
+    out["copy_of_index_null"] = np.ones(n, dtype=bool)
+    at = ins[copy_of["at"]]
+    out["copy_of_offset"][at] = copy_of["off"]
+    out["copy_of_offset_null"][at] = copy_of["off_null"]
+    out["copy_of_index"][at] = copy_of["idx"]
+    out["copy_of_index_null"][at] = False
+
     # What the last producer of the batch carries into the next one.
     tail = seg == seg[-1]
     keep_prefix = not start[np.flatnonzero(tail)[0]]  # the last segment continues the carried one
@@ -372,7 +422,69 @@ def scan_batch(cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _Sta
     return out
 
 
-def _output_arrays(arrays: list[Any], state: _State) -> list[Any]:
+def _copies(
+    rows: dict[str, np.ndarray],
+    late: np.ndarray,
+    recent: dict[str, np.ndarray] | None,
+    last_producer: np.ndarray,
+    continues: bool,
+    lookback: int = COPY_LOOKBACK,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """For the late batches among one Arrow batch's in-stream batches (`rows`, in order; `late`: their
+    positions), the nearest earlier batch of the same stream with the same unwrapped range: an exact
+    copy's original or an earlier copy (KIP-98 duplicate). `recent` holds the producer's in-stream
+    batches before this Arrow batch (the same columns, `sid` aside: they continue segment 0), so the
+    answer does not depend on where Spark cuts the rows.
+
+    Looks back `lookback` in-stream batches. Past them no earlier batch can match when the stream began
+    within them, or when every earlier batch of the stream ends below the late batch's base (`mb`, the
+    highest unwrapped last sequence before the oldest batch looked at); otherwise the batch is
+    UNDECIDED. Returns ({at, off, off_null, idx} per late batch, the producer's last `lookback`
+    in-stream batches for the next Arrow batch; `last_producer` marks the rows of this batch's last
+    producer, which `continues` the held one when the batch holds no other).
+    """
+    names = ("n0", "bu", "lu", "off", "idx", "first", "mb", "mb_null")
+    held = 0 if recent is None else len(recent["bu"])
+    e = {k: np.concatenate((recent[k], rows[k])) if held else rows[k] for k in names}  # type: ignore[index]
+    e["sid"] = np.concatenate((recent["n0"], rows["sid"])) if held else rows["sid"]  # type: ignore[index]
+    q = late + held
+    found = np.full(len(q), -1, dtype=np.int64)
+    done = np.zeros(len(q), dtype=bool)
+    oldest = q.copy()
+    for k in range(1, lookback + 1):
+        r = q - k
+        live = ~done & (r >= 0)
+        if not live.any():
+            break
+        r = np.where(live, r, 0)
+        same = live & (e["sid"][r] == e["sid"][q])
+        done |= live & ~same  # the stream began after r: each of its earlier batches was looked at
+        hit = same & (e["bu"][r] == e["bu"][q]) & (e["lu"][r] == e["lu"][q])
+        found = np.where(hit, r, found)
+        done |= hit
+        oldest = np.where(same, r, oldest)
+    rest = ~done
+    complete = e["first"][oldest] | e["mb_null"][oldest] | (e["bu"][q] > e["mb"][oldest])
+    undecided = rest & ~complete
+    copy = found >= 0
+    keep = copy | undecided
+    src = np.maximum(found, 0)
+    answer = {
+        "at": late[keep],
+        "off": np.where(copy, e["off"][src], 0)[keep],
+        "off_null": ~copy[keep],
+        "idx": np.where(copy, e["idx"][src], UNDECIDED)[keep],
+    }
+    # The producer's last in-stream batches: the held ones when it continues them.
+    tail = np.flatnonzero(last_producer) + held
+    if held and continues:
+        tail = np.concatenate((np.arange(held), tail))
+    tail = tail[-lookback:] if lookback else tail[:0]
+    kept = {k: e[k][tail] for k in names}
+    return answer, kept
+
+
+def _output_arrays(arrays: list[Any], state: _State, lookback: int = COPY_LOOKBACK) -> list[Any]:
     """The scan columns (pyarrow arrays, in OUTPUTS order) of one Arrow batch's INPUTS columns (`arrays`,
     in INPUTS order, at least one row), updating `state`."""
     n = len(arrays[0])
@@ -392,7 +504,7 @@ def _output_arrays(arrays: list[Any], state: _State) -> list[Any]:
             cols[name + "_null"] = np.asarray(column.is_null())
             column = column.fill_null(0)
         cols[name] = np.asarray(column)
-    out = scan_batch(cols, change, state)
+    out = scan_batch(cols, change, state, lookback)
     state.key = (keys[-1].as_py(), pids[-1].as_py())
     result = []
     for name, sql_type in OUTPUTS:
@@ -412,20 +524,20 @@ def _arrow_type(sql_type: str) -> Any:
     return _ARROW_TYPES[sql_type]
 
 
-def replay_batches(batches: Iterable[Any]) -> Iterator[Any]:
+def replay_batches(batches: Iterable[Any], lookback: int = COPY_LOOKBACK) -> Iterator[Any]:
     """`mapInArrow` form of the scan: each input Arrow batch (sorted rows holding INPUTS) with the scan
     columns appended."""
     state = _State()
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        arrays = _output_arrays([batch.column(name) for name in INPUTS], state)
+        arrays = _output_arrays([batch.column(name) for name in INPUTS], state, lookback)
         yield pa.RecordBatch.from_arrays(
             [*batch.columns, *arrays], names=[*batch.schema.names, *(name for name, _ in OUTPUTS)]
         )
 
 
-def replay_columns() -> Callable[..., pa.Array]:
+def replay_columns(lookback: int = COPY_LOOKBACK) -> Callable[..., pa.Array]:
     """The scan as the body of a scalar Arrow UDF over the INPUTS columns, returning a struct of OUTPUTS.
 
     Spark evaluates a scalar Arrow UDF batch by batch in the order of the task's rows (the sort's), in
@@ -447,6 +559,8 @@ def replay_columns() -> Callable[..., pa.Array]:
         if len(arrays[0]) == 0:
             empty = [pa.array([], type=_arrow_type(sql_type)) for _, sql_type in OUTPUTS]
             return pa.StructArray.from_arrays(empty, names=names)
-        return pa.StructArray.from_arrays(_output_arrays(list(arrays), carried["state"]), names=names)
+        return pa.StructArray.from_arrays(
+            _output_arrays(list(arrays), carried["state"], lookback), names=names
+        )
 
     return scan

@@ -13,7 +13,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit_rules.replay import INPUTS, OUTPUTS, replay_batches, replay_columns
+from audit_rules.replay import INPUTS, OUTPUTS, SEQUENCE_MODULUS, UNDECIDED, replay_batches, replay_columns
 from tests.strategies import log_histories
 
 
@@ -168,3 +168,45 @@ def test_highest_sequence_before_and_first_base_of_a_stream() -> None:
         got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
         assert [r["max_last_before"] for r in got] == [None, 5, 7, 7, None, 0]
         assert [r["stream_first_base"] for r in got] == [5, 5, 5, 5, 0, 0]
+
+
+def _copies_by_brute_force(rows: list[dict[str, Any]]) -> list[tuple[int, int] | None]:
+    """Per scanned row: (offset, stream index) of the nearest earlier in-stream batch of its stream (log,
+    producer id, epoch) with the same unwrapped sequence range, for a late batch; None otherwise."""
+    answers: list[tuple[int, int] | None] = []
+    seen: dict[tuple[Any, ...], list[tuple[int, int, int, int]]] = {}
+    for r in rows:
+        in_stream = not (r["invalid"] or r["epoch_regressed"] or r["is_control"])
+        if not in_stream:
+            answers.append(None)
+            continue
+        base_u = r["base_sequence_unwrapped"]
+        last_u = base_u + (r["last_sequence"] - r["base_sequence"]) % SEQUENCE_MODULUS
+        stream = seen.setdefault((r["log_id"], r["producer_id"], r["producer_epoch"]), [])
+        late = (
+            not r["first_in_stream"] and r["max_last_before"] is not None and base_u <= r["max_last_before"]
+        )
+        match = [(o, i) for o, i, b, last in stream if (b, last) == (base_u, last_u)] if late else []
+        answers.append(match[-1] if match else None)
+        stream.append((r["base_offset"], r["stream_index"], base_u, last_u))
+    return answers
+
+
+@settings(max_examples=60, deadline=None)
+@given(histories=_HISTORIES, sizes=_CUTS, lookback=st.sampled_from([0, 1, 2, 16, 1000]))
+def test_scan_finds_the_exact_copies(histories: list[Any], sizes: list[int], lookback: int) -> None:
+    """`copy_of_offset`/`copy_of_index` name the nearest earlier batch of the stream with a late batch's
+    range, or UNDECIDED; the same however the rows are cut; never UNDECIDED when the lookback reaches
+    every earlier batch; and UNDECIDED only for a late batch that has no such batch within it."""
+    table = _table(histories)
+    if table.num_rows == 0:
+        return
+    rows = pa.Table.from_batches(list(replay_batches(table.to_batches(), lookback))).to_pylist()
+    cut = pa.Table.from_batches(list(replay_batches(_cut(table, sizes), lookback))).to_pylist()
+    assert cut == rows
+    for row, expected in zip(rows, _copies_by_brute_force(rows), strict=True):
+        got = (row["copy_of_offset"], row["copy_of_index"])
+        if got == (None, UNDECIDED):
+            assert lookback < 1000
+            continue
+        assert got == (expected if expected is not None else (None, None))
