@@ -231,9 +231,9 @@ def audit(
     # copies are found by the ids alone, while the logs are still being bounded.
     event_base = keep(events(derived(stored)), "history events")
     # Exact copies: the batches whose range a late batch repeats (on a healthy log, none). The scan
-    # found them when it decided every late batch (one small job over the stored events); otherwise a
-    # pass over the stored history finds them by the late batches' ranges.
-    decided = event_base.where(undecided()).isEmpty()
+    # found them when it decided every late batch (one small job over the stored events); otherwise,
+    # and when nothing is stored, a pass over the history finds them by the late batches' ranges.
+    decided = background and event_base.where(undecided()).isEmpty()
     ranges: DataFrame | None = None
     stored_copies: DataFrame | None = None
     copied: DataFrame | None = None
