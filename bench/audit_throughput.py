@@ -89,6 +89,10 @@ CASES = ("uniform", "skewed")
 DEFAULT_SIZES = ("1G", "4G")
 # One size: a smoke run of every code path (the linearity target then reads n/a).
 QUICK_SIZES = ("8M",)
+# With two sizes or more, each case is also audited at this size, in the same rounds: its time stands
+# for the fixed cost of a cold audit (JIT warm-up, Delta logs, planning, small jobs), and the time per
+# GB beyond it is printed beside the targets (not one of them).
+FIXED_SIZE = "8M"
 
 TARGET_ROWS_S = 200_000
 TARGET_LINEAR = 0.15
@@ -812,6 +816,44 @@ def evaluate_targets(results: list[Result]) -> list[dict[str, Any]]:
     return targets
 
 
+def marginal_costs(results: list[Result], fixed: list[Result]) -> list[dict[str, Any]]:
+    """Per case, the time per GB beyond the fixed cost (the `fixed` audit of the case, run in the same
+    rounds) at each size, and the larger size's over the smaller's: whether the cost per GB is flat
+    once the cost every cold audit pays is set aside. Reported beside the targets, not as one."""
+    lines: list[dict[str, Any]] = []
+    for base in fixed:
+        rows = sorted(
+            (r for r in results if r.case == base.case and r.size > base.size), key=lambda r: r.size
+        )
+        if len(rows) < 2 or base.error or any(r.error for r in rows):
+            continue
+        per_gb = {
+            r.size: (r.audit_s - base.audit_s) / ((r.segment_bytes - base.segment_bytes) / GB) for r in rows
+        }
+        small, large = rows[0].size, rows[-1].size
+        lines.append(
+            {
+                "case": base.case,
+                "fixed_size": base.size,
+                "fixed_s": base.audit_s,
+                "s_per_gb_beyond_fixed": {size_label(k): v for k, v in per_gb.items()},
+                "ratio": per_gb[large] / per_gb[small],
+            }
+        )
+    return lines
+
+
+def format_marginal(lines: list[dict[str, Any]]) -> str:
+    out = []
+    for m in lines:
+        sizes = ", ".join(f"{label} {v:.1f} s/GB" for label, v in m["s_per_gb_beyond_fixed"].items())
+        out.append(
+            f"{m['case']}: time/GB beyond the {size_label(m['fixed_size'])} audit's {m['fixed_s']:.1f} s: "
+            f"{sizes} (x{m['ratio']:.2f})"
+        )
+    return "\n".join(out)
+
+
 def format_table(results: list[Result]) -> str:
     header = (
         f"{'case':<9}{'size':>8}{'batches':>12}{'audit s':>9}{'rows/s':>10}{'s/GB':>9}{'cpu s':>8}"
@@ -898,6 +940,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also one profiled run per case (at --profile-at): each rule re-run alone, plan metrics",
     )
     parser.add_argument("--profile-at", help="the size of the profiled runs (default: the smallest size)")
+    parser.add_argument(
+        "--fixed-at",
+        help=f"with two sizes or more, also audit each case at this size, for the time per GB beyond a "
+        f"cold audit's fixed cost (default {FIXED_SIZE}; none: skip)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_PATH, help="where to write the JSON results")
     args = parser.parse_args(argv)
     if args.worker:
@@ -935,9 +982,14 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     layouts = [make_layout(case, size, producers) for size in sizes for case in cases]
+    fixed_at = args.fixed_at or FIXED_SIZE
+    fixed_size = None if fixed_at.lower() == "none" or len(set(sizes)) < 2 else parse_size(fixed_at)
+    if fixed_size is not None and fixed_size >= min(sizes):
+        parser.error(f"--fixed-at {fixed_at}: must be below the smallest size")
+    fixed_layouts = [make_layout(case, fixed_size, producers) for case in cases] if fixed_size else []
     profile_size = parse_size(args.profile_at) if args.profile_at else min(sizes)
     profiled = [make_layout(case, profile_size, producers) for case in cases] if args.profile else []
-    needed = list(dict.fromkeys([*layouts, *profiled]))
+    needed = list(dict.fromkeys([*fixed_layouts, *layouts, *profiled]))
     missing = [lay for lay in needed if not is_cached(lay)]
     for lay in needed:
         state = "to generate" if lay in missing else "cached"
@@ -947,9 +999,9 @@ def main(argv: list[str] | None = None) -> int:
         in_child("generate", {"layouts": [asdict(lay) for lay in missing]})
         print(f"generated {len(missing)} table set(s) in {time.perf_counter() - t0:.0f} s", flush=True)
 
-    runs: dict[Layout, list[dict[str, Any]]] = {lay: [] for lay in layouts}
+    runs: dict[Layout, list[dict[str, Any]]] = {lay: [] for lay in [*fixed_layouts, *layouts]}
     for round_ in range(args.repeat):
-        for lay in layouts:
+        for lay in [*fixed_layouts, *layouts]:
             run = measure_once(lay, profile=False, conf=conf)
             runs[lay].append(run)
             print(
@@ -961,6 +1013,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     results = [to_result(lay, runs[lay]) for lay in layouts]
+    fixed = [to_result(lay, runs[lay]) for lay in fixed_layouts]
+    marginal = marginal_costs(results, fixed)
     profiles: list[dict[str, Any]] = []
     if args.profile:
         for lay in profiled:
@@ -978,14 +1032,17 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     targets = evaluate_targets(results)
-    print(format_table(results))
-    print(format_phases(results))
+    print(format_table([*fixed, *results]))
+    print(format_phases([*fixed, *results]))
     for p in profiles:
         print(format_profile(p["case"], p["size"], p["profile"]))
         if p["error"]:
             print(f"  the profiled run FAILED {p['error']}")
     print(f"\n== targets (local[{cpus}], session start excluded)")
     print(format_targets(targets, 62))
+    if marginal:
+        print("\n== beside the targets: the cost per GB once a cold audit's fixed cost is set aside")
+        print(format_marginal(marginal))
     elapsed = time.perf_counter() - started
     print(
         f"\nGB = 10^9 bytes of segments ({ROWS_PER_GB:,} {BATCH_BYTES}-byte batches); audit s = "
@@ -1007,12 +1064,14 @@ def main(argv: list[str] | None = None) -> int:
             "producers": producers,
             "anomalies": ANOMALIES,
             "results": [asdict(r) for r in results],
+            "fixed_cost_runs": [asdict(r) for r in fixed],
+            "marginal": marginal,
             "profiles": profiles,
             "targets": targets,
             "elapsed_s": elapsed,
         },
     )
-    return 0 if all(r.ok and not r.error for r in results) else 1
+    return 0 if all(r.ok and not r.error for r in [*fixed, *results]) else 1
 
 
 if __name__ == "__main__":
