@@ -389,16 +389,27 @@ def _process_tree(root: int) -> list[int]:
 def tree_cpu_seconds(root: int) -> float:
     """User + system CPU of the process tree under `root` (the driver, its JVM and Python workers),
     including finished children."""
+    return sum(tree_cpu_by_process(root).values())
+
+
+def tree_cpu_by_process(root: int) -> dict[str, float]:
+    """`tree_cpu_seconds` by kind of process: `jvm` (Spark's JVM, compiler and GC threads included),
+    `python driver` (`root`: the audit's plans, py4j calls) and `python workers` (the executors'
+    Python daemon and workers: the history's scan; a finished worker counts in its parent's)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    totals = {"jvm": 0.0, "python driver": 0.0, "python workers": 0.0}
     for pid in _process_tree(root):
         try:
             with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                head, tail = f.read().rsplit(")", 1)
         except OSError:
             continue
-        total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    return total / ticks
+        fields = tail.split()
+        seconds = sum(int(x) for x in fields[11:15]) / ticks  # utime stime cutime cstime
+        name = head.split("(", 1)[1]
+        kind = "python driver" if pid == root else "jvm" if name == "java" else "python workers"
+        totals[kind] += seconds
+    return totals
 
 
 @dataclass
@@ -607,7 +618,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     report.write_html_report = clock.wrap(report.write_html_report, lambda *a, **k: "index.html")
 
     load_before = os.getloadavg()
-    cpu0 = tree_cpu_seconds(os.getpid())
+    cpu0 = tree_cpu_by_process(os.getpid())
     t1 = time.perf_counter()
     error, counts = "", {}
     try:
@@ -615,7 +626,9 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # reported as a FAILED line with the time it took to fail
         error = f"in {clock.failed_in or 'run_audit'}: {error_line(exc)}"
     audit_s = time.perf_counter() - t1
-    cpu_s = tree_cpu_seconds(os.getpid()) - cpu0
+    cpu1 = tree_cpu_by_process(os.getpid())
+    cpu_by_process = {kind: cpu1[kind] - cpu0[kind] for kind in cpu1}
+    cpu_s = sum(cpu_by_process.values())
     load_after = os.getloadavg()
     try:
         clock.count_jobs()
@@ -629,6 +642,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         "start_s": start_s,
         "audit_s": audit_s,
         "cpu_s": cpu_s,
+        "cpu_by_process": cpu_by_process,
         "load_before": load_before,
         "load_after": load_after,
         "findings": dict(sorted(counts.items())),
@@ -730,6 +744,7 @@ class Result:
     phases: dict[str, Any]
     error: str = ""  # the run failed (audit_s is then the time it took to fail)
     stderr: str = ""  # the failed run's Spark log
+    cpu_by_process: dict[str, float] = field(default_factory=dict)  # `tree_cpu_by_process`
 
 
 def to_result(layout: Layout, runs: list[dict[str, Any]]) -> Result:
@@ -760,6 +775,7 @@ def to_result(layout: Layout, runs: list[dict[str, Any]]) -> Result:
         best["phases"],
         best["error"],
         best.get("stderr", ""),
+        best.get("cpu_by_process", {}),
     )
 
 
@@ -1007,7 +1023,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  [{round_ + 1}/{args.repeat}] {lay.case} {size_label(lay.size)}: "
                 f"audit {run['audit_s']:.1f} s ({lay.batches / run['audit_s']:,.0f} rows/s), "
-                f"cpu {run['cpu_s']:.0f} s, session start {run['start_s']:.1f} s, "
+                f"cpu {run['cpu_s']:.0f} s ("
+                + ", ".join(f"{kind} {v:.0f}" for kind, v in run.get("cpu_by_process", {}).items())
+                + f"), session start {run['start_s']:.1f} s, "
                 f"load {run['load_before'][0]:.1f}->{run['load_after'][0]:.1f}"
                 + (f"  FAILED {run['error']} (stderr: {run['stderr']})" if run["error"] else ""),
                 flush=True,
