@@ -79,25 +79,6 @@ OUTPUTS = (
     ("copy_of_index", "int"),
 )
 
-# The columns only the rules over the history's events read (`history.events`, on a healthy log a
-# sliver of the rows): the scan sends them for the rows that can be events and null for the ordinary
-# rest (`_ordinary`), since each column the JVM takes back through Arrow costs it a conversion per row
-# (on 1 GB of one-record batches these ten, sent for every row, cost the history 2-3 s of its ~32).
-EVIDENCE = frozenset(
-    {
-        "max_epoch_before",
-        "regression_related_offset",
-        "coord_before_epoch",
-        "coord_before_offset",
-        "markers_before",
-        "prev_event_timestamp",
-        "prev_event_open_txn",
-        "prev_base_offset",
-        "prev_last_sequence",
-        "stream_first_base",
-    }
-)
-
 # How many in-stream batches back (the producer's, carried across Arrow batches) the scan looks for an
 # earlier batch with a late batch's range. Past them it still decides when the stream began within
 # them or every earlier batch of the stream ends below the late batch's base; otherwise the late batch
@@ -503,31 +484,9 @@ def _copies(
     return answer, kept
 
 
-def _ordinary(out: dict[str, Any], cols: dict[str, np.ndarray]) -> np.ndarray:
-    """The rows `history.events` never selects: a plain data batch (not transactional, neither invalid
-    nor an epoch regression) that is not its stream's first and follows on from the stream's previous
-    batch, which holds the highest sequence so far (so IN_SEQUENCE, neither late nor a jump)."""
-    base = out["base_sequence_unwrapped"]
-    return (
-        ~out["invalid"]
-        & ~out["epoch_regressed"]
-        & ~cols["is_control"]
-        & ~cols["is_transactional"]
-        & ~out["first_in_stream"]
-        & ~out["base_sequence_unwrapped_null"]
-        & ~out["prev_last_unwrapped_null"]
-        & ~out["max_last_before_null"]
-        & (base == out["prev_last_unwrapped"] + 1)
-        & (base == out["max_last_before"] + 1)
-    )
-
-
-def _output_arrays(
-    arrays: list[Any], state: _State, lookback: int = COPY_LOOKBACK, *, all_evidence: bool = False
-) -> list[Any]:
+def _output_arrays(arrays: list[Any], state: _State, lookback: int = COPY_LOOKBACK) -> list[Any]:
     """The scan columns (pyarrow arrays, in OUTPUTS order) of one Arrow batch's INPUTS columns (`arrays`,
-    in INPUTS order, at least one row), updating `state`. The EVIDENCE columns are null on the
-    `_ordinary` rows unless `all_evidence` (tests)."""
+    in INPUTS order, at least one row), updating `state`."""
     n = len(arrays[0])
     keys, pids = arrays[0], arrays[1]
     change = np.ones(n, dtype=bool)
@@ -547,13 +506,10 @@ def _output_arrays(
         cols[name] = np.asarray(column)
     out = scan_batch(cols, change, state, lookback)
     state.key = (keys[-1].as_py(), pids[-1].as_py())
-    ordinary = None if all_evidence else _ordinary(out, cols)
     result = []
     for name, sql_type in OUTPUTS:
         values = out[name]
         mask = out.get(name + "_null")
-        if ordinary is not None and name in EVIDENCE:
-            mask = ordinary if mask is None else mask | ordinary
         if mask is not None and mask.any():
             result.append(pa.array(np.where(mask, 0, values), type=_arrow_type(sql_type), mask=mask))
         else:
@@ -568,18 +524,14 @@ def _arrow_type(sql_type: str) -> Any:
     return _ARROW_TYPES[sql_type]
 
 
-def replay_batches(
-    batches: Iterable[Any], lookback: int = COPY_LOOKBACK, *, all_evidence: bool = False
-) -> Iterator[Any]:
+def replay_batches(batches: Iterable[Any], lookback: int = COPY_LOOKBACK) -> Iterator[Any]:
     """`mapInArrow` form of the scan: each input Arrow batch (sorted rows holding INPUTS) with the scan
-    columns appended (`all_evidence`: `_output_arrays`')."""
+    columns appended."""
     state = _State()
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        arrays = _output_arrays(
-            [batch.column(name) for name in INPUTS], state, lookback, all_evidence=all_evidence
-        )
+        arrays = _output_arrays([batch.column(name) for name in INPUTS], state, lookback)
         yield pa.RecordBatch.from_arrays(
             [*batch.columns, *arrays], names=[*batch.schema.names, *(name for name, _ in OUTPUTS)]
         )

@@ -13,15 +13,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit_rules.replay import (
-    EVIDENCE,
-    INPUTS,
-    OUTPUTS,
-    SEQUENCE_MODULUS,
-    UNDECIDED,
-    replay_batches,
-    replay_columns,
-)
+from audit_rules.replay import INPUTS, OUTPUTS, SEQUENCE_MODULUS, UNDECIDED, replay_batches, replay_columns
 from tests.strategies import log_histories
 
 
@@ -132,8 +124,7 @@ def test_udf_state_starts_afresh_with_each_task(monkeypatch: Any) -> None:
 
 def test_scan_columns_of_a_hand_written_producer() -> None:
     """Three batches of producer 7: in sequence, a gap's predecessor values, then an epoch bump; a marker
-    of producer 8 after a row of its own. Checked column by column (every EVIDENCE column sent), cut
-    after every row; as the history runs it, the one ordinary row (the second) has no evidence."""
+    of producer 8 after a row of its own. Checked column by column, cut after every row."""
     rows = [
         # (log, pid, offset, last offset, base seq, last seq, epoch, control, txn, coord epoch, ts)
         (1, 7, 0, 1, 0, 1, 0, False, False, None, 100),
@@ -145,12 +136,7 @@ def test_scan_columns_of_a_hand_written_producer() -> None:
     ]
     table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
     for batches in (table.to_batches(), _cut(table, [1])):
-        slim = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
-        assert [i for i, r in enumerate(slim) if all(r[c] is None for c in EVIDENCE)] == [1]
-        got = pa.Table.from_batches(list(replay_batches(batches, all_evidence=True))).to_pylist()
-        assert [{k: v for k, v in r.items() if k not in EVIDENCE} for r in got] == [
-            {k: v for k, v in r.items() if k not in EVIDENCE} for r in slim
-        ]
+        got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
         assert [r["prev_offset"] for r in got] == [None, 0, 2, 3, None, 6]
         assert [r["prev_last_sequence"] for r in got] == [None, 1, 2, None, None, None]
         assert [r["base_sequence_unwrapped"] for r in got] == [0, 2, 9, 0, 0, None]
@@ -179,12 +165,9 @@ def test_highest_sequence_before_and_first_base_of_a_stream() -> None:
     ]
     table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
     for batches in (table.to_batches(), _cut(table, [1]), _cut(table, [2, 3])):
-        got = pa.Table.from_batches(list(replay_batches(batches, all_evidence=True))).to_pylist()
+        got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
         assert [r["max_last_before"] for r in got] == [None, 5, 7, 7, None, 0]
         assert [r["stream_first_base"] for r in got] == [5, 5, 5, 5, 0, 0]
-        # As the history runs it: the in-sequence rows (the second and the last) send no evidence.
-        slim = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
-        assert [r["stream_first_base"] for r in slim] == [5, None, 5, 5, 0, None]
 
 
 def _copies_by_brute_force(rows: list[dict[str, Any]]) -> list[tuple[int, int, int] | None]:
@@ -238,58 +221,3 @@ def test_scan_finds_the_exact_copies(histories: list[Any], sizes: list[int], loo
             assert expected is None or expected[2] > lookback
             continue
         assert got == (expected[:2] if expected is not None else (None, None))
-
-
-def _is_event(r: dict[str, Any]) -> bool:
-    """`history.events`' filter over a scanned row, with `history.derived`'s transition, late and jump:
-    every transition but FIRST from sequence 0 and IN_SEQUENCE, late and jump batches, transactional
-    data and markers."""
-    if r["invalid"] or r["epoch_regressed"] or r["is_control"] or r["is_transactional"]:
-        return True
-    if r["first_in_stream"]:
-        first_of_producer = r["min_epoch_before"] is None or r["min_epoch_before"] == r["producer_epoch"]
-        return not first_of_producer or r["base_sequence"] > 0  # EPOCH_START, or FIRST mid-sequence
-    base, prev, highest = r["base_sequence_unwrapped"], r["prev_last_unwrapped"], r["max_last_before"]
-    if r["copy_of_offset"] is not None or prev is None or base != prev + 1:
-        return True  # DUPLICATE, GAP or REGRESSION
-    return highest is None or base <= highest or base > highest + 1  # late or jump
-
-
-@settings(max_examples=60, deadline=None)
-@given(histories=_HISTORIES, sizes=_CUTS)
-def test_evidence_is_sent_for_every_event_and_no_ordinary_row(histories: list[Any], sizes: list[int]) -> None:
-    """The EVIDENCE columns, which only the rules over the history's events read, are what the full scan
-    gives on every row `history.events` selects, and null on the plain in-sequence rows (all but the
-    events and the streams' first batches); the other columns are the same either way."""
-    table = _table(histories)
-    if table.num_rows == 0:
-        return
-    full = pa.Table.from_batches(list(replay_batches(table.to_batches(), all_evidence=True))).to_pylist()
-    slim = pa.Table.from_batches(list(replay_batches(_cut(table, sizes)))).to_pylist()
-    assert len(slim) == len(full)
-    for got, want in zip(slim, full, strict=True):
-        assert {k: v for k, v in got.items() if k not in EVIDENCE} == {
-            k: v for k, v in want.items() if k not in EVIDENCE
-        }
-        if _is_event(want):
-            assert {k: got[k] for k in EVIDENCE} == {k: want[k] for k in EVIDENCE}
-        elif not want["first_in_stream"]:
-            assert all(got[k] is None for k in EVIDENCE)
-
-
-def test_a_late_batch_that_follows_on_from_another_keeps_its_evidence() -> None:
-    """Sequences 0, 1, then 4 (a jump), 2 (late) and 3: late too, though it follows on from its
-    predecessor, since the stream has already reached 4. Only the second row is ordinary."""
-    rows = [
-        (1, 7, 0, 0, 0, 0, 0, False, False, None, 100),
-        (1, 7, 1, 1, 1, 1, 0, False, False, None, 110),
-        (1, 7, 2, 2, 4, 4, 0, False, False, None, 120),
-        (1, 7, 3, 3, 2, 2, 0, False, False, None, 130),
-        (1, 7, 4, 4, 3, 3, 0, False, False, None, 140),
-    ]
-    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
-    full = pa.Table.from_batches(list(replay_batches(table.to_batches(), all_evidence=True))).to_pylist()
-    slim = pa.Table.from_batches(list(replay_batches(table.to_batches()))).to_pylist()
-    assert [_is_event(r) for r in full] == [False, False, True, True, True]
-    assert [r["prev_last_sequence"] for r in full] == [None, 0, 1, 4, 2]
-    assert [r["prev_last_sequence"] for r in slim] == [None, None, 1, 4, 2]
