@@ -1001,7 +1001,9 @@ def main(argv: list[str] | None = None) -> int:
     fixed_at = args.fixed_at or FIXED_SIZE
     fixed_size = None if fixed_at.lower() == "none" or len(set(sizes)) < 2 else parse_size(fixed_at)
     if fixed_size is not None and fixed_size >= min(sizes):
-        parser.error(f"--fixed-at {fixed_at}: must be below the smallest size")
+        if args.fixed_at:
+            parser.error(f"--fixed-at {fixed_at}: must be below the smallest size")
+        fixed_size = None  # the default 8 MB is not below the sizes asked for: no fixed-cost runs
     fixed_layouts = [make_layout(case, fixed_size, producers) for case in cases] if fixed_size else []
     profile_size = parse_size(args.profile_at) if args.profile_at else min(sizes)
     profiled = [make_layout(case, profile_size, producers) for case in cases] if args.profile else []
