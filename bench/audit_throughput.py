@@ -386,16 +386,11 @@ def _process_tree(root: int) -> list[int]:
     return pids
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """User + system CPU of the process tree under `root` (the driver, its JVM and Python workers),
-    including finished children."""
-    return sum(tree_cpu_by_process(root).values())
-
-
 def tree_cpu_by_process(root: int) -> dict[str, float]:
-    """`tree_cpu_seconds` by kind of process: `jvm` (Spark's JVM, compiler and GC threads included),
-    `python driver` (`root`: the audit's plans, py4j calls) and `python workers` (the executors'
-    Python daemon and workers: the history's scan; a finished worker counts in its parent's)."""
+    """User + system CPU of the process tree under `root`, finished children included, by kind of
+    process: `jvm` (Spark's JVM, compiler and GC threads included), `python driver` (`root`: the
+    audit's plans, py4j calls) and `python workers` (the executors' Python daemon and workers: the
+    history's scan; a finished worker counts in its parent's)."""
     ticks = os.sysconf("SC_CLK_TCK")
     totals = {"jvm": 0.0, "python driver": 0.0, "python workers": 0.0}
     for pid in _process_tree(root):
@@ -1017,9 +1012,10 @@ def main(argv: list[str] | None = None) -> int:
         in_child("generate", {"layouts": [asdict(lay) for lay in missing]})
         print(f"generated {len(missing)} table set(s) in {time.perf_counter() - t0:.0f} s", flush=True)
 
-    runs: dict[Layout, list[dict[str, Any]]] = {lay: [] for lay in [*fixed_layouts, *layouts]}
+    measured = [*fixed_layouts, *layouts]
+    runs: dict[Layout, list[dict[str, Any]]] = {lay: [] for lay in measured}
     for round_ in range(args.repeat):
-        for lay in [*fixed_layouts, *layouts]:
+        for lay in measured:
             run = measure_once(lay, profile=False, conf=conf)
             runs[lay].append(run)
             print(
