@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,6 +93,9 @@ QUICK_SIZES = ("8M",)
 # for the fixed cost of a cold audit (JIT warm-up, Delta logs, planning, small jobs), and the time per
 # GB beyond it is printed beside the targets (not one of them).
 FIXED_SIZE = "8M"
+# After the cold runs (a fresh JVM each), the same audits again in rounds in one session: the first
+# round warms the JVM (class loading, JIT compilation, code generation) and is left out.
+WARM_ROUNDS = 3
 
 TARGET_ROWS_S = 200_000
 TARGET_LINEAR = 0.15
@@ -424,10 +427,16 @@ class PhaseClock:
     spark: Any
     phases: dict[str, Phase] = field(default_factory=dict)
     failed_in: str | None = None  # the innermost phase an exception left
+    # Job groups are `<prefix><phase>`: a session that audits again counts each audit's jobs alone.
+    prefix: str = ""
     # run_audit runs some phases on threads of its own: each thread nests its phases on its own stack
     # (and sets its own job group); phases of two threads overlap in time.
     _local: threading.local = field(default_factory=threading.local)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reset(self, prefix: str) -> None:
+        """Start over for the next audit of the session: no phases, jobs grouped under `prefix`."""
+        self.phases, self.failed_in, self.prefix = {}, None, prefix
 
     @property
     def _stack(self) -> list[list[Any]]:
@@ -447,7 +456,7 @@ class PhaseClock:
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         self._stack.append([name, time.perf_counter(), 0.0])
-        self.spark.sparkContext.setJobGroup(name, name)
+        self.spark.sparkContext.setJobGroup(self.prefix + name, name)
         try:
             yield
         except BaseException:
@@ -466,13 +475,13 @@ class PhaseClock:
             phase.seconds += elapsed - nested
             phase.calls += 1
         group = self._stack[-1][0] if self._stack else "other"
-        self.spark.sparkContext.setJobGroup(group, group)
+        self.spark.sparkContext.setJobGroup(self.prefix + group, group)
 
     def count_jobs(self) -> None:
         tracker = self.spark.sparkContext.statusTracker()
         for name in [*self.phases, "other"]:
             phase = self.phases.setdefault(name, Phase())
-            for job_id in tracker.getJobIdsForGroup(name):
+            for job_id in tracker.getJobIdsForGroup(self.prefix + name):
                 info = tracker.getJobInfo(job_id)
                 if info is None:
                     continue
@@ -561,12 +570,13 @@ def error_line(exc: BaseException) -> str:
     return lines[0].strip()[:300]
 
 
-def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """One measurement (in a fresh process): start Spark, then time `run_audit` over `spec["output"]`."""
+def _instrumented_session(spec: dict[str, Any]) -> tuple[Any, float, Callable[[str], dict[str, Any]]]:
+    """Start the session `replay-audit audit` would start (with the bench's overrides); return it, the
+    seconds it took, and a function that times `run_audit` over an output directory (phases, CPU, the
+    profiled rules when `spec["profile"]`)."""
     t0 = time.perf_counter()
     from jobs.spark_session import get_spark, job_local_conf
 
-    # The session `replay-audit audit` would start, with the bench's overrides.
     spark = get_spark("bench-audit", extra_conf={**job_local_conf("audit"), **(spec.get("conf") or {})})
     start_s = time.perf_counter() - t0
 
@@ -611,40 +621,76 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     job._upsert_run = clock.wrap(job._upsert_run, lambda *a, **k: "write runs")
     report.write_findings_json = clock.wrap(report.write_findings_json, lambda *a, **k: "findings.json")
     report.write_html_report = clock.wrap(report.write_html_report, lambda *a, **k: "index.html")
+    audits = iter(range(1 << 30))
 
-    load_before = os.getloadavg()
-    cpu0 = tree_cpu_by_process(os.getpid())
-    t1 = time.perf_counter()
-    error, counts = "", {}
-    try:
-        counts = job.run_audit(spark, spec["output"], load_profile(), gx=False).counts
-    except Exception as exc:  # reported as a FAILED line with the time it took to fail
-        error = f"in {clock.failed_in or 'run_audit'}: {error_line(exc)}"
-    audit_s = time.perf_counter() - t1
-    cpu1 = tree_cpu_by_process(os.getpid())
-    cpu_by_process = {kind: cpu1[kind] - cpu0[kind] for kind in cpu1}
-    cpu_s = sum(cpu_by_process.values())
-    load_after = os.getloadavg()
-    try:
-        clock.count_jobs()
+    def audit_once(output: str) -> dict[str, Any]:
+        clock.reset(f"audit {next(audits)}: ")
+        profiled.clear()
+        recorded.clear()
+        load_before = os.getloadavg()
+        cpu0 = tree_cpu_by_process(os.getpid())
+        t1 = time.perf_counter()
+        error, counts = "", {}
+        try:
+            counts = job.run_audit(spark, output, load_profile(), gx=False).counts
+        except Exception as exc:  # reported as a FAILED line with the time it took to fail
+            error = f"in {clock.failed_in or 'run_audit'}: {error_line(exc)}"
+        audit_s = time.perf_counter() - t1
+        cpu1 = tree_cpu_by_process(os.getpid())
+        cpu_by_process = {kind: cpu1[kind] - cpu0[kind] for kind in cpu1}
+        load_after = os.getloadavg()
+        # The JVM may have died with the audit (java.lang.OutOfMemoryError): then no job counts.
+        with suppress(Exception):
+            clock.count_jobs()
+        phases = {name: asdict(p) for name, p in clock.phases.items()}
+        accounted = sum(p.seconds for p in clock.phases.values())
+        phases.setdefault("other", asdict(Phase()))["seconds"] = max(0.0, audit_s - accounted)
+        return {
+            "start_s": start_s,
+            "audit_s": audit_s,
+            "cpu_s": sum(cpu_by_process.values()),
+            "cpu_by_process": cpu_by_process,
+            "load_before": load_before,
+            "load_after": load_after,
+            "findings": dict(sorted(counts.items())),
+            "error": error,
+            "phases": phases,
+            "profile": dict(profiled),
+        }
+
+    return spark, start_s, audit_once
+
+
+def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement (in a fresh process): start Spark, then time `run_audit` over `spec["output"]`."""
+    spark, _, audit_once = _instrumented_session(spec)
+    run = audit_once(spec["output"])
+    with suppress(Exception):  # the JVM died with the audit: nothing to stop
         spark.stop()
-    except Exception:  # the JVM died with the audit (java.lang.OutOfMemoryError): no job counts
-        pass
-    phases = {name: asdict(p) for name, p in clock.phases.items()}
-    accounted = sum(p.seconds for p in clock.phases.values())
-    phases.setdefault("other", asdict(Phase()))["seconds"] = max(0.0, audit_s - accounted)
-    return {
-        "start_s": start_s,
-        "audit_s": audit_s,
-        "cpu_s": cpu_s,
-        "cpu_by_process": cpu_by_process,
-        "load_before": load_before,
-        "load_after": load_after,
-        "findings": dict(sorted(counts.items())),
-        "error": error,
-        "phases": phases,
-        "profile": profiled,
-    }
+    return run
+
+
+def run_warm_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Rounds of audits in one session (in a fresh process): each round audits every layout of
+    `spec["layouts"]` once, in order, each into a scratch output of its own. Between audits the
+    session's caches are dropped (cached frames, Delta's snapshots of the bronze tables), so what the
+    later rounds keep from the earlier ones is the JVM's: loaded classes, compiled code."""
+    spark, _, audit_once = _instrumented_session({**spec, "profile": False})
+    jvm = spark.sparkContext._jvm
+    layouts = [layout_of(params) for params in spec["layouts"]]
+    runs: list[dict[str, Any]] = []
+    for round_ in range(spec["rounds"]):
+        for layout in layouts:
+            with scratch_output(layout) as output:
+                run = audit_once(str(output))
+            spark.catalog.clearCache()
+            jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+            runs.append({"round": round_, "case": layout.case, "size": layout.size, **run})
+            print(f"  warm {progress_line(round_, spec['rounds'], layout, run)}", flush=True)
+            if run["error"]:
+                return {"runs": runs}
+    spark.stop()
+    return {"runs": runs}
 
 
 def run_generator(spec: dict[str, Any]) -> dict[str, Any]:
@@ -652,7 +698,7 @@ def run_generator(spec: dict[str, Any]) -> dict[str, Any]:
 
     spark = get_spark("bench-audit datagen")
     for params in spec["layouts"]:
-        layout = Layout(**{**params, "rows": tuple(params["rows"]), "hot": tuple(params["hot"])})
+        layout = layout_of(params)
         t0 = time.perf_counter()
         generate(spark, layout)
         print(f"  generated {bronze_dir(layout)} in {time.perf_counter() - t0:.0f} s", flush=True)
@@ -690,13 +736,20 @@ def in_child(task: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def worker_main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
-    answer = run_generator(spec) if spec["task"] == "generate" else run_worker(spec)
+    tasks = {"generate": run_generator, "audit": run_worker, "audit-warm": run_warm_worker}
+    answer = tasks[spec["task"]](spec)
     Path(spec["answer"]).write_text(json.dumps(answer))
     return 0
 
 
-def measure_once(layout: Layout, profile: bool, conf: dict[str, str]) -> dict[str, Any]:
-    """`run_audit` over a scratch output directory whose bronze tables link to the cached ones."""
+def layout_of(params: dict[str, Any]) -> Layout:
+    """A `Layout` back from its JSON form (`asdict`)."""
+    return Layout(**{**params, "rows": tuple(params["rows"]), "hot": tuple(params["hot"])})
+
+
+@contextmanager
+def scratch_output(layout: Layout) -> Iterator[Path]:
+    """A scratch output directory whose bronze tables link to the cached ones; deleted afterwards."""
     from jobs.audit import BRONZE_REQUIRED
 
     runs = cache_root() / "runs"
@@ -705,9 +758,41 @@ def measure_once(layout: Layout, profile: bool, conf: dict[str, str]) -> dict[st
     try:
         for name in BRONZE_REQUIRED:
             (output / name).symlink_to(bronze_dir(layout) / "bronze" / name, target_is_directory=True)
-        return in_child("audit", {"output": str(output), "profile": profile, "conf": conf})
+        yield output
     finally:
         shutil.rmtree(output, ignore_errors=True)
+
+
+def measure_once(layout: Layout, profile: bool, conf: dict[str, str]) -> dict[str, Any]:
+    """`run_audit` in a fresh process over a scratch output directory (`scratch_output`)."""
+    with scratch_output(layout) as output:
+        return in_child("audit", {"output": str(output), "profile": profile, "conf": conf})
+
+
+def measure_warm(
+    layouts: list[Layout], rounds: int, conf: dict[str, str]
+) -> dict[Layout, list[dict[str, Any]]]:
+    """`run_warm_worker` in a fresh process: every layout's runs, round by round."""
+    answer = in_child(
+        "audit-warm", {"layouts": [asdict(lay) for lay in layouts], "rounds": rounds, "conf": conf}
+    )
+    runs: dict[Layout, list[dict[str, Any]]] = {lay: [] for lay in layouts}
+    for run in answer["runs"]:
+        lay = next(lay for lay in layouts if (lay.case, lay.size) == (run["case"], run["size"]))
+        runs[lay].append(run)
+    return runs
+
+
+def progress_line(round_: int, rounds: int, layout: Layout, run: dict[str, Any]) -> str:
+    return (
+        f"[{round_ + 1}/{rounds}] {layout.case} {size_label(layout.size)}: "
+        f"audit {run['audit_s']:.1f} s ({layout.batches / run['audit_s']:,.0f} rows/s), "
+        f"cpu {run['cpu_s']:.0f} s ("
+        + ", ".join(f"{kind} {v:.0f}" for kind, v in run.get("cpu_by_process", {}).items())
+        + f"), session start {run['start_s']:.1f} s, "
+        f"load {run['load_before'][0]:.1f}->{run['load_after'][0]:.1f}"
+        + (f"  FAILED {run['error']} (stderr: {run.get('stderr', '-')})" if run["error"] else "")
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -772,6 +857,12 @@ def to_result(layout: Layout, runs: list[dict[str, Any]]) -> Result:
         best.get("stderr", ""),
         best.get("cpu_by_process", {}),
     )
+
+
+def warm_lines(layouts: list[Layout], runs: dict[Layout, list[dict[str, Any]]]) -> list[Result]:
+    """The warm session's line of each layout: its runs after the first round (which warmed the JVM),
+    the fastest counting; none for a layout with no run after the first round."""
+    return [to_result(lay, later) for lay in layouts if (later := [r for r in runs[lay] if r["round"] > 0])]
 
 
 def evaluate_targets(results: list[Result]) -> list[dict[str, Any]]:
@@ -956,10 +1047,19 @@ def main(argv: list[str] | None = None) -> int:
         help=f"with two sizes or more, also audit each case at this size, for the time per GB beyond a "
         f"cold audit's fixed cost (default {FIXED_SIZE}; none: skip)",
     )
+    parser.add_argument(
+        "--warm-rounds",
+        type=int,
+        default=WARM_ROUNDS,
+        help=f"after the cold runs, rounds of the same audits in one session, the first left out (JIT "
+        f"warm-up), the fastest of the others counts; default {WARM_ROUNDS}, 0: skip",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_PATH, help="where to write the JSON results")
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args.worker)
+    if args.warm_rounds == 1 or args.warm_rounds < 0:
+        parser.error("--warm-rounds: 0 (skip) or at least 2 (the first round only warms the JVM)")
 
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
@@ -1018,19 +1118,21 @@ def main(argv: list[str] | None = None) -> int:
         for lay in measured:
             run = measure_once(lay, profile=False, conf=conf)
             runs[lay].append(run)
-            print(
-                f"  [{round_ + 1}/{args.repeat}] {lay.case} {size_label(lay.size)}: "
-                f"audit {run['audit_s']:.1f} s ({lay.batches / run['audit_s']:,.0f} rows/s), "
-                f"cpu {run['cpu_s']:.0f} s ("
-                + ", ".join(f"{kind} {v:.0f}" for kind, v in run.get("cpu_by_process", {}).items())
-                + f"), session start {run['start_s']:.1f} s, "
-                f"load {run['load_before'][0]:.1f}->{run['load_after'][0]:.1f}"
-                + (f"  FAILED {run['error']} (stderr: {run['stderr']})" if run["error"] else ""),
-                flush=True,
-            )
+            print(f"  {progress_line(round_, args.repeat, lay, run)}", flush=True)
     results = [to_result(lay, runs[lay]) for lay in layouts]
     fixed = [to_result(lay, runs[lay]) for lay in fixed_layouts]
     marginal = marginal_costs(results, fixed)
+    warm_results: list[Result] = []
+    warm_fixed: list[Result] = []
+    if args.warm_rounds:
+        print(
+            f"warm: {args.warm_rounds} rounds of the same audits in one session, the first left out",
+            flush=True,
+        )
+        warm_runs = measure_warm(sorted(measured, key=lambda lay: lay.size), args.warm_rounds, conf)
+        warm_results = warm_lines(layouts, warm_runs)
+        warm_fixed = warm_lines(fixed_layouts, warm_runs)
+    warm_marginal = marginal_costs(warm_results, warm_fixed)
     profiles: list[dict[str, Any]] = []
     if args.profile:
         for lay in profiled:
@@ -1048,17 +1150,28 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     targets = evaluate_targets(results)
+    warm_targets = evaluate_targets(warm_results) if args.warm_rounds else []
     print(format_table([*fixed, *results]))
     print(format_phases([*fixed, *results]))
+    if warm_results or warm_fixed:
+        print("\n== warm: one session, rounds after the first")
+        print(format_table([*warm_fixed, *warm_results]))
+        print(format_phases([*warm_fixed, *warm_results]))
     for p in profiles:
         print(format_profile(p["case"], p["size"], p["profile"]))
         if p["error"]:
             print(f"  the profiled run FAILED {p['error']}")
-    print(f"\n== targets (local[{cpus}], session start excluded)")
+    print(f"\n== targets, cold (local[{cpus}]: a fresh JVM per audit, session start excluded)")
     print(format_targets(targets, 62))
-    if marginal:
-        print("\n== beside the targets: the cost per GB once a cold audit's fixed cost is set aside")
-        print(format_marginal(marginal))
+    if warm_targets:
+        print(f"\n== targets, warm (local[{cpus}]: one session, the JVM warmed by the first round)")
+        print(format_targets(warm_targets, 62))
+    if marginal or warm_marginal:
+        print("\n== beside the targets: the cost per GB once the 8 MB audit's time is set aside")
+        if marginal:
+            print("cold: " + format_marginal(marginal).replace("\n", "\ncold: "))
+        if warm_marginal:
+            print("warm: " + format_marginal(warm_marginal).replace("\n", "\nwarm: "))
     elapsed = time.perf_counter() - started
     print(
         f"\nGB = 10^9 bytes of segments ({ROWS_PER_GB:,} {BATCH_BYTES}-byte batches); audit s = "
@@ -1066,7 +1179,8 @@ def main(argv: list[str] | None = None) -> int:
         "report/); rows = batch rows; cpu s = user+system CPU of the worker's process tree (driver, JVM, "
         f"Python workers) during the audit; cpu share = cpu s / (audit s x {cpus}): below 1 the audit "
         "waited (for the CPU under others' load, or in a serial phase); runs s = every run, the fastest "
-        f"counts. Took {elapsed:.0f} s."
+        "counts; warm: the same audits in one session, each into a fresh output with the session's "
+        f"caches dropped between them, the first round left out. Took {elapsed:.0f} s."
     )
     write_report(
         args.out,
@@ -1082,12 +1196,18 @@ def main(argv: list[str] | None = None) -> int:
             "results": [asdict(r) for r in results],
             "fixed_cost_runs": [asdict(r) for r in fixed],
             "marginal": marginal,
+            "warm_rounds": args.warm_rounds,
+            "warm_results": [asdict(r) for r in warm_results],
+            "warm_fixed_cost_runs": [asdict(r) for r in warm_fixed],
+            "warm_marginal": warm_marginal,
+            "warm_targets": warm_targets,
             "profiles": profiles,
             "targets": targets,
             "elapsed_s": elapsed,
         },
     )
-    return 0 if all(r.ok and not r.error for r in [*fixed, *results]) else 1
+    checked = [*fixed, *results, *warm_fixed, *warm_results]
+    return 0 if all(r.ok and not r.error for r in checked) else 1
 
 
 if __name__ == "__main__":
