@@ -55,7 +55,8 @@ bench: setup kafka-jars
 bench-ingest: setup
 	$(PY) -m bench.ingest_throughput
 
-# The audit stage (history + every rule) on local[2]: 1 GB and 4 GB, uniform and skewed producers (issue 4).
+# The audit stage (history + every rule) on local[2]: 1 GB and 4 GB, uniform and skewed producers,
+# cold (a fresh JVM per audit) and warm (one session), about 26 min (issue 4).
 bench-audit: setup
 	$(PY) -m bench.audit_throughput
 
