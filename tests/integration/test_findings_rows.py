@@ -1,0 +1,118 @@
+"""`findings.to_findings`: every FINDINGS column from a rule's rows, and finding ids that follow one
+fixed formula (contract §3: the same input gives the same ids, release after release).
+
+The expected ids are computed here in plain Python: sha256 over the kind and the evidence fields
+(`-` for a null), joined by `|`, with the rule's extra evidence last when it has one; 32 hex digits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from audit_rules.findings import fmt, to_findings
+from audit_rules.kinds import KINDS
+from schemas.tables import FINDINGS
+
+EVIDENCE = (
+    "dump_id", "replica", "topic", "partition", "producer_id", "producer_epoch", "first_offset",
+    "last_offset", "base_sequence", "last_sequence", "related_offset",
+)  # fmt: skip
+
+
+def expected_id(kind: str, row: dict[str, Any], extra: str | None = None) -> str:
+    parts = [kind, *("-" if row[n] is None else str(row[n]) for n in EVIDENCE)]
+    if extra is not None:
+        parts.append(extra)
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+
+
+def rows_of(spark: SparkSession) -> Any:
+    return spark.createDataFrame(
+        [
+            ("d1", "r1", "orders", 3, 77, 2, 100, 104, 5, 9, "f.log", 4096, "it's a \\ test"),
+            ("d1", None, "orders", 3, 78, 0, 200, 200, 0, 0, "f.log", 8192, "plain"),
+        ],
+        "dump_id string, replica string, topic string, partition int, producer_id bigint, "
+        "producer_epoch smallint, base_offset bigint, last_offset bigint, base_sequence int, "
+        "last_sequence int, file string, position bigint, note string",
+    )
+
+
+def test_fields_by_name_column_and_null_and_the_log_columns_of_the_rows(spark: SparkSession) -> None:
+    df = rows_of(spark)
+    out = to_findings(
+        df,
+        "SEQUENCE_GAP",
+        fmt("Producer %s said '%s' at %s.", "producer_id", "note", F.col("base_offset") + 1),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="base_offset",
+        last_offset=F.col("last_offset"),
+        base_sequence=F.col("base_sequence") * 1,
+        last_sequence="last_sequence",
+        expected_sequence=F.lit(3),
+        related_offset=None,
+        missing_records=F.col("last_sequence") - F.col("base_sequence"),
+    )
+    assert out.schema.fieldNames() == FINDINGS.schema.fieldNames()
+    assert [f.dataType for f in out.schema.fields] == [f.dataType for f in FINDINGS.schema.fields]
+    got = {r["producer_id"]: r.asDict() for r in out.collect()}
+    spec = KINDS["SEQUENCE_GAP"]
+    for src in df.collect():
+        row = got[src["producer_id"]]
+        evidence = {
+            "dump_id": src["dump_id"], "replica": src["replica"], "topic": src["topic"],
+            "partition": src["partition"], "producer_id": src["producer_id"],
+            "producer_epoch": src["producer_epoch"], "first_offset": src["base_offset"],
+            "last_offset": src["last_offset"], "base_sequence": src["base_sequence"],
+            "last_sequence": src["last_sequence"], "related_offset": None,
+        }  # fmt: skip
+        assert {n: row[n] for n in EVIDENCE} == evidence
+        assert (row["kind"], row["severity"], row["category"], row["rule"]) == (
+            "SEQUENCE_GAP", spec.severity.label, spec.category, spec.rule,
+        )  # fmt: skip
+        assert row["expected_sequence"] == 3
+        assert row["missing_records"] == src["last_sequence"] - src["base_sequence"]
+        assert row["explained_by"] is None
+        assert (
+            row["message"]
+            == f"Producer {src['producer_id']} said '{src['note']}' at {src['base_offset'] + 1}."
+        )
+        assert row["finding_id"] == expected_id("SEQUENCE_GAP", evidence)
+
+
+def test_extra_evidence_a_given_rule_and_log_columns_left_out(spark: SparkSession) -> None:
+    df = rows_of(spark).drop("replica")
+    out = to_findings(
+        df,
+        "OFFSET_OVERLAP",
+        F.lit("overlap"),
+        evidence=F.concat_ws("@", "file", "position"),
+        dump_id=None,
+        first_offset="base_offset",
+        rule=F.concat(F.lit("custom "), F.col("note")),
+    )
+    got = sorted(out.collect(), key=lambda r: r["first_offset"])
+    srcs = sorted(df.collect(), key=lambda r: r["base_offset"])
+    for row, src in zip(got, srcs, strict=True):
+        evidence = dict.fromkeys(EVIDENCE)
+        evidence.update(topic=src["topic"], partition=src["partition"], first_offset=src["base_offset"])
+        # dump_id=None wins over the rows' own dump_id; replica is not a column of these rows.
+        assert {n: row[n] for n in EVIDENCE} == evidence
+        assert row["rule"] == "custom " + src["note"]
+        assert row["finding_id"] == expected_id(
+            "OFFSET_OVERLAP", evidence, f"{src['file']}@{src['position']}"
+        )
+    # The evidence column by name.
+    named = to_findings(df, "OFFSET_OVERLAP", F.lit("overlap"), evidence="file").collect()
+    assert {r["finding_id"] for r in named} == {
+        expected_id(
+            "OFFSET_OVERLAP",
+            {**dict.fromkeys(EVIDENCE), "dump_id": "d1", "topic": "orders", "partition": 3},
+            "f.log",
+        )
+    }
