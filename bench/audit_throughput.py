@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import math
 import os
@@ -570,10 +571,10 @@ def error_line(exc: BaseException) -> str:
     return lines[0].strip()[:300]
 
 
-def _instrumented_session(spec: dict[str, Any]) -> tuple[Any, float, Callable[[str], dict[str, Any]]]:
-    """Start the session `replay-audit audit` would start (with the bench's overrides); return it, the
-    seconds it took, and a function that times `run_audit` over an output directory (phases, CPU, the
-    profiled rules when `spec["profile"]`)."""
+def _instrumented_session(spec: dict[str, Any]) -> tuple[Any, Callable[[str], dict[str, Any]]]:
+    """Start the session `replay-audit audit` would start (with the bench's overrides); return it and a
+    function that times `run_audit` over an output directory (phases, CPU, the profiled rules when
+    `spec["profile"]`; the session's start-up time as `start_s`)."""
     t0 = time.perf_counter()
     from jobs.spark_session import get_spark, job_local_conf
 
@@ -621,7 +622,7 @@ def _instrumented_session(spec: dict[str, Any]) -> tuple[Any, float, Callable[[s
     job._upsert_run = clock.wrap(job._upsert_run, lambda *a, **k: "write runs")
     report.write_findings_json = clock.wrap(report.write_findings_json, lambda *a, **k: "findings.json")
     report.write_html_report = clock.wrap(report.write_html_report, lambda *a, **k: "index.html")
-    audits = iter(range(1 << 30))
+    audits = itertools.count()
 
     def audit_once(output: str) -> dict[str, Any]:
         clock.reset(f"audit {next(audits)}: ")
@@ -658,12 +659,12 @@ def _instrumented_session(spec: dict[str, Any]) -> tuple[Any, float, Callable[[s
             "profile": dict(profiled),
         }
 
-    return spark, start_s, audit_once
+    return spark, audit_once
 
 
 def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement (in a fresh process): start Spark, then time `run_audit` over `spec["output"]`."""
-    spark, _, audit_once = _instrumented_session(spec)
+    spark, audit_once = _instrumented_session(spec)
     run = audit_once(spec["output"])
     with suppress(Exception):  # the JVM died with the audit: nothing to stop
         spark.stop()
@@ -675,7 +676,7 @@ def run_warm_worker(spec: dict[str, Any]) -> dict[str, Any]:
     `spec["layouts"]` once, in order, each into a scratch output of its own. Between audits the
     session's caches are dropped (cached frames, Delta's snapshots of the bronze tables), so what the
     later rounds keep from the earlier ones is the JVM's: loaded classes, compiled code."""
-    spark, _, audit_once = _instrumented_session({**spec, "profile": False})
+    spark, audit_once = _instrumented_session({**spec, "profile": False})
     jvm = spark.sparkContext._jvm
     layouts = [layout_of(params) for params in spec["layouts"]]
     runs: list[dict[str, Any]] = []
@@ -776,10 +777,10 @@ def measure_warm(
     answer = in_child(
         "audit-warm", {"layouts": [asdict(lay) for lay in layouts], "rounds": rounds, "conf": conf}
     )
+    by_key = {(lay.case, lay.size): lay for lay in layouts}
     runs: dict[Layout, list[dict[str, Any]]] = {lay: [] for lay in layouts}
     for run in answer["runs"]:
-        lay = next(lay for lay in layouts if (lay.case, lay.size) == (run["case"], run["size"]))
-        runs[lay].append(run)
+        runs[by_key[run["case"], run["size"]]].append(run)
     return runs
 
 
