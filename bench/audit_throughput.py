@@ -688,8 +688,8 @@ def run_warm_worker(spec: dict[str, Any]) -> dict[str, Any]:
             jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
             runs.append({"round": round_, "case": layout.case, "size": layout.size, **run})
             print(f"  warm {progress_line(round_, spec['rounds'], layout, run)}", flush=True)
-            if run["error"]:
-                return {"runs": runs}
+            if run["error"]:  # the session may be gone: `in_child` keeps its log
+                return {"runs": runs, "error": run["error"]}
     spark.stop()
     return {"runs": runs}
 
@@ -780,8 +780,23 @@ def measure_warm(
     by_key = {(lay.case, lay.size): lay for lay in layouts}
     runs: dict[Layout, list[dict[str, Any]]] = {lay: [] for lay in layouts}
     for run in answer["runs"]:
+        if run["error"]:
+            run["stderr"] = answer.get("stderr", "")
         runs[by_key[run["case"], run["size"]]].append(run)
     return runs
+
+
+def warm_failures(runs: dict[Layout, list[dict[str, Any]]]) -> list[str]:
+    """Every warm run, the warm-up round's included, that failed or found other than the planted
+    findings: the warm lines leave the first round out, the exit status must not."""
+    return [
+        f"{lay.case} {size_label(lay.size)} round {run['round'] + 1}: "
+        + (f"FAILED {run['error']} (stderr: {run.get('stderr') or '-'})" if run["error"] else
+           f"WRONG findings {run['findings']} != expected {expected_findings(lay)}")
+        for lay, rs in runs.items()
+        for run in rs
+        if run["error"] or run["findings"] != expected_findings(lay)
+    ]  # fmt: skip
 
 
 def progress_line(round_: int, rounds: int, layout: Layout, run: dict[str, Any]) -> str:
@@ -1125,6 +1140,7 @@ def main(argv: list[str] | None = None) -> int:
     marginal = marginal_costs(results, fixed)
     warm_results: list[Result] = []
     warm_fixed: list[Result] = []
+    warm_failed: list[str] = []
     if args.warm_rounds:
         print(
             f"warm: {args.warm_rounds} rounds of the same audits in one session, the first left out",
@@ -1133,6 +1149,7 @@ def main(argv: list[str] | None = None) -> int:
         warm_runs = measure_warm(sorted(measured, key=lambda lay: lay.size), args.warm_rounds, conf)
         warm_results = warm_lines(layouts, warm_runs)
         warm_fixed = warm_lines(fixed_layouts, warm_runs)
+        warm_failed = warm_failures(warm_runs)
     warm_marginal = marginal_costs(warm_results, warm_fixed)
     profiles: list[dict[str, Any]] = []
     if args.profile:
@@ -1158,6 +1175,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n== warm: one session, rounds after the first")
         print(format_table([*warm_fixed, *warm_results]))
         print(format_phases([*warm_fixed, *warm_results]))
+    for line in warm_failed:
+        print(f"  warm {line}")
     for p in profiles:
         print(format_profile(p["case"], p["size"], p["profile"]))
         if p["error"]:
@@ -1202,13 +1221,14 @@ def main(argv: list[str] | None = None) -> int:
             "warm_fixed_cost_runs": [asdict(r) for r in warm_fixed],
             "warm_marginal": warm_marginal,
             "warm_targets": warm_targets,
+            "warm_failed": warm_failed,
             "profiles": profiles,
             "targets": targets,
             "elapsed_s": elapsed,
         },
     )
     checked = [*fixed, *results, *warm_fixed, *warm_results]
-    return 0 if all(r.ok and not r.error for r in checked) else 1
+    return 0 if all(r.ok and not r.error for r in checked) and not warm_failed else 1
 
 
 if __name__ == "__main__":

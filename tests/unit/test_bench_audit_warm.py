@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.audit_throughput import expected_findings, make_layout, warm_lines
+from bench.audit_throughput import expected_findings, make_layout, warm_failures, warm_lines
 from bench.common import GB
 
 
@@ -35,3 +35,19 @@ def test_wrong_findings_in_a_later_round_mark_the_line() -> None:
     wrong = {**good, "SEQUENCE_GAP": good["SEQUENCE_GAP"] + 1}
     (line,) = warm_lines([uniform], {uniform: [run(0, 50.0, good), run(1, 40.0, good), run(2, 41.0, wrong)]})
     assert not line.ok
+
+
+def test_a_failed_or_wrong_warm_up_round_is_still_reported() -> None:
+    uniform = make_layout("uniform", GB, 1000)
+    good = expected_findings(uniform)
+    wrong = {**good, "SEQUENCE_GAP": good["SEQUENCE_GAP"] + 1}
+    runs = {uniform: [run(0, 50.0, wrong), run(1, 40.0, good), run(2, 41.0, good)]}
+    (line,) = warm_lines([uniform], runs)
+    assert line.ok  # the warm line leaves the warm-up round out...
+    (failure,) = warm_failures(runs)  # ...the failures do not
+    assert failure.startswith("uniform 1 GB round 1: WRONG findings")
+    failed = {uniform: [run(0, 9.0, {}, error="in history: java.lang.OutOfMemoryError")]}
+    assert warm_lines([uniform], failed) == []
+    (failure,) = warm_failures(failed)
+    assert "FAILED in history: java.lang.OutOfMemoryError" in failure
+    assert warm_failures({uniform: [run(0, 50.0, good), run(1, 40.0, good)]}) == []
