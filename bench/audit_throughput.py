@@ -618,6 +618,7 @@ def _instrumented_session(spec: dict[str, Any]) -> tuple[Any, Callable[[str], di
     job.read_bronze = clock.wrap(job.read_bronze, lambda *a, **k: "read bronze")
     job.run_id_of = clock.wrap(job.run_id_of, lambda *a, **k: "run id (files hash)")
     job.audit = clock.wrap(audit, lambda *a, **k: "audit(): plan analysis")
+    job._store = clock.wrap(job._store, lambda df, name, *a, **k: f"store {name}")
     job._overwrite = clock.wrap(job._overwrite, lambda df, name, *a, **k: f"write {name}")
     job._upsert_run = clock.wrap(job._upsert_run, lambda *a, **k: "write runs")
     report.write_findings_json = clock.wrap(report.write_findings_json, lambda *a, **k: "findings.json")
