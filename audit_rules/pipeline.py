@@ -213,13 +213,19 @@ def audit(
         segments = keep(segment_files(facts), "segment files")
         logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
         files = keep(file_ids(segments, logs), "file ids")
-        check_ids(logs, files)
+        # What follows from the logs and files alone, asked at once: small jobs that wait on the driver
+        # (planning, Delta's file listings) more than on the cores.
+        checked = started(spark, lambda: check_ids(logs, files), background=background)
         # Several logs of one partition (replicas, or dumps taken at different times) are evidence too.
         several = logs.groupBy("topic", "partition").count().where(F.col("count") > 1)
-        present = set() if several.isEmpty() else {"several logs"}
-        producers = keep(producer_summary(facts, logs), "producer summary")
+        has_several = started(spark, lambda: not several.isEmpty(), background=background)
+        summary = started(
+            spark, lambda: keep(producer_summary(facts, logs), "producer summary"), background=background
+        )
         overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
-        return (facts, segments, logs, files, producers, overlaps), hot, present
+        checked()
+        present = {"several logs"} if has_several() else set()
+        return (facts, segments, logs, files, summary(), overlaps), hot, present
 
     spark = bronze.batches.sparkSession
     beside = started(spark, log_facts, background=background, pool="audit-beside")
