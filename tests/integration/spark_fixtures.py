@@ -27,7 +27,14 @@ CODEGEN_MODE = "spark.sql.codegen.factoryMode"
 # projections, 59.8, 32.8, 29.8, 31.3, 26.4 s (JVM CPU 99, 48, 37, 35, 28 s) against 57.1, 46.4,
 # 47.1, 42.6, 41.7 s (67, 51, 52, 45, 44 s) with C1 only. The serial GC stays (one small heap).
 TEST_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m"
-TEST_CONF = {CODEGEN_MODE: "NO_CODEGEN", "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS}
+# Room for the classes of many audits (Spark's default cache holds 100; an audit generates a few
+# hundred, fewer with interpreted projections): a test audit of a shape seen before compiles nothing.
+CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
+TEST_CONF = {
+    CODEGEN_MODE: "NO_CODEGEN",
+    CODEGEN_CACHE: "2000",
+    "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,
+}
 
 
 @pytest.fixture(scope="session")
