@@ -169,9 +169,11 @@ def _findings_and_reports(
     """Write the findings and partition summary (into `tables`), `report/` and the GX validations; the
     exit status, validity, counts per kind and the report directory."""
     # The findings are computed once and stored on the executors, then written from there; the counts,
-    # the partition summary, both reports and the validations read the stored rows, as does the
-    # summary's. Read back from Delta instead, each of those queries planned a scan of a table just
-    # written (its log read, its files listed by a Spark job): about 2 s of a warm 8 MB audit.
+    # the partition summary, both reports and the validations read the stored rows (the summary too is
+    # stored, written and read). Read back from Delta instead, each of those queries planned a scan of
+    # a table just written (its log read, its files listed by a Spark job).
+    from jobs import gx_checks, report
+
     findings = _store(out.findings, FINDINGS.name)
     stored = [findings]
     try:
@@ -183,67 +185,50 @@ def _findings_and_reports(
             tables[PARTITION_SUMMARY.name] = _overwrite(summary, PARTITION_SUMMARY.name, output, run_id, ())
             return summary
 
-        return _reports(
-            spark, findings, started(spark, write_summary), bronze, output, run_id, profile, fail_on, gx
+        # The summary's write (a few small jobs and a commit) beside the counts and findings.json.
+        written_summary = started(spark, write_summary)
+
+        # (severity, kind) -> findings: a few dozen rows at most, one aggregation for the exit status and
+        # both reports.
+        per_kind = report.finding_counts(findings)
+        counts = report.counts_by_kind(per_kind)
+        by_severity: dict[str, int] = {}
+        for (severity, _), n in per_kind.items():
+            by_severity[severity] = by_severity.get(severity, 0) + n
+        status = exit_status(by_severity, fail_on)
+        valid = status == 0
+        report_dir = _report_dir(output)
+        # findings.json (a sort of the findings, streamed) beside the summary's write and index.html.
+        json_written = started(
+            spark,
+            lambda: report.write_findings_json(
+                findings,
+                run_id=run_id,
+                valid=valid,
+                path=os.path.join(report_dir, "findings.json"),
+                per_kind=per_kind,
+            ),
         )
+        summary = written_summary()
+        report.write_html_report(
+            findings,
+            summary,
+            run_id=run_id,
+            valid=valid,
+            profile_name=profile.name,
+            path=os.path.join(report_dir, "index.html"),
+            per_kind=per_kind,
+        )
+        json_written()
+        if gx:
+            gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
+            gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))
+        return status, valid, counts, report_dir
     finally:
-        # (a summary whose write failed or was still running when another step failed is freed with
+        # (a summary whose write failed, or was still running when another step failed, is freed with
         # its plan)
         for df in stored:
             release(df)
-
-
-def _reports(
-    spark: SparkSession,
-    findings: DataFrame,
-    written_summary: Callable[[], DataFrame],
-    bronze: Bronze,
-    output: str,
-    run_id: str,
-    profile: Profile,
-    fail_on: Severity,
-    gx: bool,
-) -> tuple[int, bool, dict[str, int], str]:
-    """The counts, exit status, `report/` and GX validations of the stored findings, while the partition
-    summary is written (`written_summary` waits for it)."""
-    from jobs import gx_checks, report
-
-    # (severity, kind) -> findings: a few dozen rows at most, one aggregation for the exit status and
-    # both reports.
-    per_kind = report.finding_counts(findings)
-    counts = report.counts_by_kind(per_kind)
-    by_severity: dict[str, int] = {}
-    for (severity, _), n in per_kind.items():
-        by_severity[severity] = by_severity.get(severity, 0) + n
-    status = exit_status(by_severity, fail_on)
-    valid = status == 0
-    report_dir = _report_dir(output)
-    # findings.json (a sort of the findings, streamed) beside the summary's write and index.html.
-    json_written = started(
-        spark,
-        lambda: report.write_findings_json(
-            findings,
-            run_id=run_id,
-            valid=valid,
-            path=os.path.join(report_dir, "findings.json"),
-            per_kind=per_kind,
-        ),
-    )
-    summary = written_summary()
-    report.write_html_report(
-        findings,
-        summary,
-        run_id=run_id,
-        valid=valid,
-        profile_name=profile.name,
-        path=os.path.join(report_dir, "index.html"),
-        per_kind=per_kind,
-    )
-    json_written()
-    if gx:
-        gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
-        gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))
-    return status, valid, counts, report_dir
 
 
 def _store(df: DataFrame, name: str) -> DataFrame:
