@@ -390,25 +390,73 @@ def _process_tree(root: int) -> list[int]:
     return pids
 
 
-def tree_cpu_by_process(root: int) -> dict[str, float]:
-    """User + system CPU of the process tree under `root`, finished children included, by kind of
-    process: `jvm` (Spark's JVM, compiler and GC threads included), `python driver` (`root`: the
-    audit's plans, py4j calls) and `python workers` (the executors' Python daemon and workers: the
-    history's scan; a finished worker counts in its parent's)."""
+# One sample of a process tree's CPU: pid -> (kind, the process's own user + system CPU seconds).
+CpuSample = dict[int, tuple[str, float]]
+
+
+def tree_cpu(root: int) -> CpuSample:
+    """The CPU each process of the tree under `root` has used itself, by kind of process: `jvm`
+    (Spark's JVM, compiler and GC threads included), `python driver` (`root`: the audit's plans, py4j
+    calls) and `python workers` (the executors' Python daemon and workers: the history's scan)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    totals = {"jvm": 0.0, "python driver": 0.0, "python workers": 0.0}
+    sample: CpuSample = {}
     for pid in _process_tree(root):
         try:
             with open(f"/proc/{pid}/stat") as f:
                 head, tail = f.read().rsplit(")", 1)
         except OSError:
             continue
-        fields = tail.split()
-        seconds = sum(int(x) for x in fields[11:15]) / ticks  # utime stime cutime cstime
+        seconds = sum(int(x) for x in tail.split()[11:13]) / ticks  # utime stime
         name = head.split("(", 1)[1]
         kind = "python driver" if pid == root else "jvm" if name == "java" else "python workers"
-        totals[kind] += seconds
-    return totals
+        sample[pid] = (kind, seconds)
+    return sample
+
+
+class CpuWatch:
+    """The CPU a process tree uses between `start` and `stop`, by kind of process (`tree_cpu`),
+    sampled every `interval` seconds in between.
+
+    Each process counts its own CPU, from its first sample (or its start, when it began later) to its
+    last. Finished children's time (`cutime`) is no help: pyspark's daemon ignores SIGCHLD, so the
+    workers it forks leave no trace when they end (an idle worker killed during a warm round took its
+    CPU with it, and the difference of two samples of the tree came out at -69 s). What a process uses
+    after its last sample, under `interval` seconds of it, is not counted."""
+
+    def __init__(self, root: int, interval: float = 0.5) -> None:
+        self.root, self.interval = root, interval
+        self.first: CpuSample = {}
+        self.last: CpuSample = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        for pid, (kind, seconds) in tree_cpu(self.root).items():
+            if pid in self.last and self.last[pid][0] != kind:  # a pid used again by another process
+                self.first.pop(pid, None)
+            self.last[pid] = (kind, seconds)
+
+    def start(self) -> CpuWatch:
+        self.first = tree_cpu(self.root)
+        self.last = dict(self.first)
+
+        def run() -> None:
+            while not self._stop.wait(self.interval):
+                self._sample()
+
+        self._thread = threading.Thread(target=run, name="cpu-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+        totals = {"jvm": 0.0, "python driver": 0.0, "python workers": 0.0}
+        for pid, (kind, seconds) in self.last.items():
+            totals[kind] += seconds - (self.first[pid][1] if pid in self.first else 0.0)
+        return totals
 
 
 @dataclass
@@ -630,7 +678,7 @@ def _instrumented_session(spec: dict[str, Any]) -> tuple[Any, Callable[[str], di
         profiled.clear()
         recorded.clear()
         load_before = os.getloadavg()
-        cpu0 = tree_cpu_by_process(os.getpid())
+        cpu = CpuWatch(os.getpid()).start()
         t1 = time.perf_counter()
         error, counts = "", {}
         try:
@@ -638,8 +686,7 @@ def _instrumented_session(spec: dict[str, Any]) -> tuple[Any, Callable[[str], di
         except Exception as exc:  # reported as a FAILED line with the time it took to fail
             error = f"in {clock.failed_in or 'run_audit'}: {error_line(exc)}"
         audit_s = time.perf_counter() - t1
-        cpu1 = tree_cpu_by_process(os.getpid())
-        cpu_by_process = {kind: cpu1[kind] - cpu0[kind] for kind in cpu1}
+        cpu_by_process = cpu.stop()
         load_after = os.getloadavg()
         # The JVM may have died with the audit (java.lang.OutOfMemoryError): then no job counts.
         with suppress(Exception):
@@ -841,7 +888,7 @@ class Result:
     phases: dict[str, Any]
     error: str = ""  # the run failed (audit_s is then the time it took to fail)
     stderr: str = ""  # the failed run's Spark log
-    cpu_by_process: dict[str, float] = field(default_factory=dict)  # `tree_cpu_by_process`
+    cpu_by_process: dict[str, float] = field(default_factory=dict)  # `CpuWatch`
 
 
 def to_result(layout: Layout, runs: list[dict[str, Any]]) -> Result:
