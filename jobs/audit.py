@@ -7,13 +7,14 @@ the audited files' fingerprints and the profile, so re-running replaces its row 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from audit_rules.kinds import Severity
 from audit_rules.pipeline import AuditOutput, Bronze, audit, local_checkpoint, release, started
@@ -23,6 +24,8 @@ from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQU
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+T = TypeVar("T")
 
 BRONZE_REQUIRED = (
     "files",
@@ -127,15 +130,22 @@ def run_audit(
     # dictionaries of per-row values (the history has millions of rows, like the batches). Session
     # confs, which only writers read: the findings' write sees them too, which changes nothing for its
     # few rows.
+    out: AuditOutput | None = None
     with session_conf(spark, WRITE_SESSION_CONF):
         try:
-            out: AuditOutput = audit(bronze, profile, on_silver=write_silver)
+            out = audit(bronze, profile, on_silver=write_silver)
             run_id = run_id_of_bronze()
             result = _findings_and_reports(spark, out, bronze, output, run_id, profile, fail_on, gx, tables)
-        finally:
             for written in silver:
                 tables[SEQUENCE_HISTORY.name] = written()
-    out.release()
+        finally:
+            # The stored history and the frames beside it are freed, after a failure too (a session that
+            # goes on would keep them), once the silver write that reads them has ended.
+            for written in silver:
+                with contextlib.suppress(Exception):
+                    written()
+            if out is not None:
+                out.release()
     status, valid, counts, report_dir = result
     finished = int(time.time() * 1000)
     run_row = {
@@ -176,17 +186,24 @@ def _findings_and_reports(
 
     findings = _store(out.findings, FINDINGS.name)
     stored = [findings]
+    running: list[Callable[[], object]] = []
+
+    def beside(fn: Callable[[], T]) -> Callable[[], T]:
+        running.append(wait := started(spark, fn))
+        return wait
+
+    def store_summary() -> DataFrame:
+        summary = _store(out.summary_of(findings), PARTITION_SUMMARY.name)
+        stored.append(summary)
+        return summary
+
     try:
-        tables[FINDINGS.name] = _overwrite(findings, FINDINGS.name, output, run_id, ())
-
-        def write_summary() -> DataFrame:
-            summary = _store(out.summary_of(findings), PARTITION_SUMMARY.name)
-            stored.append(summary)
-            tables[PARTITION_SUMMARY.name] = _overwrite(summary, PARTITION_SUMMARY.name, output, run_id, ())
-            return summary
-
-        # The summary's write (a few small jobs and a commit) beside the counts and findings.json.
-        written_summary = started(spark, write_summary)
+        # Everything below reads the stored findings, and runs at once: their Delta write, the partition
+        # summary (stored, then written, while index.html reads it), the counts and findings.json. Each
+        # is a few small jobs and a commit or a file; one after another they left the cores idle for
+        # seconds at the end of every audit, after the silver write.
+        findings_written = beside(lambda: _overwrite(findings, FINDINGS.name, output, run_id, ()))
+        summary_stored = beside(store_summary)
 
         # (severity, kind) -> findings: a few dozen rows at most, one aggregation for the exit status and
         # both reports.
@@ -198,9 +215,7 @@ def _findings_and_reports(
         status = exit_status(by_severity, fail_on)
         valid = status == 0
         report_dir = _report_dir(output)
-        # findings.json (a sort of the findings, streamed) beside the summary's write and index.html.
-        json_written = started(
-            spark,
+        json_written = beside(
             lambda: report.write_findings_json(
                 findings,
                 run_id=run_id,
@@ -209,7 +224,8 @@ def _findings_and_reports(
                 per_kind=per_kind,
             ),
         )
-        summary = written_summary()
+        summary = summary_stored()
+        summary_written = beside(lambda: _overwrite(summary, PARTITION_SUMMARY.name, output, run_id, ()))
         report.write_html_report(
             findings,
             summary,
@@ -220,13 +236,18 @@ def _findings_and_reports(
             per_kind=per_kind,
         )
         json_written()
+        tables[FINDINGS.name] = findings_written()
+        tables[PARTITION_SUMMARY.name] = summary_written()
         if gx:
             gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
             gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))
         return status, valid, counts, report_dir
     finally:
-        # (a summary whose write failed, or was still running when another step failed, is freed with
-        # its plan)
+        # After a failure, what still runs ends before the rows it reads are freed (the first error is
+        # the one raised).
+        for wait in running:
+            with contextlib.suppress(Exception):
+                wait()
         for df in stored:
             release(df)
 

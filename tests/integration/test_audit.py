@@ -237,25 +237,56 @@ def test_idle_producer_deleted_by_retention_is_retained_state(clean_findings: li
     ]
 
 
+def stored_rdds(spark: Any) -> set[str]:
+    """The RDDs whose blocks the session holds, but Delta's own cache of each table's snapshot state
+    ("Delta Table State #<version> - <path>")."""
+    infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+    return {f"{i.id()} {i.name()}" for i in infos if not i.name().startswith("Delta Table State")}
+
+
 def test_release_frees_the_blocks_the_audit_stored(spark: Any, tmp_path: Path) -> None:
     """The stored history, its events and the log bounds are local checkpoints, which
     `DataFrame.unpersist` alone does not free: a session that audits again would keep every run's
     blocks."""
     from tests.integration.test_audit_kinds import batches_of, write_partition
 
-    def stored_rdds() -> set[str]:
-        # Delta caches each table's snapshot state itself ("Delta Table State #<version> - <path>").
-        infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
-        return {f"{i.id()} {i.name()}" for i in infos if not i.name().startswith("Delta Table State")}
-
     log_dir = write_partition(tmp_path, batches_of(7, 0, [b"a", b"b", b"c"], start_offset=0, start_seq=0))
     ingest(spark, tmp_path / "out", f"d={log_dir}")
-    before = stored_rdds()
+    before = stored_rdds(spark)
     out = audit(read_bronze(spark, str(tmp_path / "out")), load_profile())
     assert out.findings.count() == 0
-    assert len(stored_rdds() - before) >= 3
+    assert len(stored_rdds(spark) - before) >= 3
     out.release()
-    assert stored_rdds() - before == set()
+    assert stored_rdds(spark) - before == set()
+
+
+def test_a_failed_report_lets_the_writes_beside_it_end_then_frees_what_the_audit_stored(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The findings' write, the partition summary and findings.json run beside index.html, all reading
+    the stored findings: when index.html fails, its error is the audit's, and the stored rows are
+    freed only once the writes beside it have ended (freed sooner, the findings' write would lose the
+    rows it reads)."""
+    from jobs import report
+    from jobs.audit import run_audit
+    from tests.integration.test_audit_kinds import batches_of, write_partition
+
+    # Sequences 0, 1, then 5: one gap.
+    batches = batches_of(7, 0, [b"a", b"b"], start_offset=0, start_seq=0)
+    batches += batches_of(7, 0, [b"c"], start_offset=2, start_seq=5)
+    ingest(spark, tmp_path / "out", f"d={write_partition(tmp_path, batches)}")
+    before = stored_rdds(spark)
+
+    def html_fails(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("index.html failed")
+
+    monkeypatch.setattr(report, "write_html_report", html_fails)
+    with pytest.raises(RuntimeError, match="index.html failed"):
+        run_audit(spark, str(tmp_path / "out"), load_profile(), gx=False)
+    assert stored_rdds(spark) - before == set()
+    findings = spark.read.format("delta").load(str(tmp_path / "out" / "findings"))
+    assert [r["kind"] for r in findings.collect()] == ["SEQUENCE_GAP"]
+    assert (tmp_path / "out" / "report" / "findings.json").is_file()
 
 
 def test_log_and_file_ids_tell_nulls_apart(spark: Any) -> None:
