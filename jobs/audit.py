@@ -192,18 +192,17 @@ def _findings_and_reports(
         running.append(wait := started(spark, fn))
         return wait
 
-    def store_summary() -> DataFrame:
-        summary = _store(out.summary_of(findings), PARTITION_SUMMARY.name)
-        stored.append(summary)
-        return summary
-
     try:
-        # Everything below reads the stored findings, and runs at once: their Delta write, the partition
-        # summary (stored, then written, while index.html reads it), the counts and findings.json. Each
-        # is a few small jobs and a commit or a file; one after another they left the cores idle for
-        # seconds at the end of every audit, after the silver write.
-        findings_written = beside(lambda: _overwrite(findings, FINDINGS.name, output, run_id, ()))
-        summary_stored = beside(store_summary)
+        tables[FINDINGS.name] = _overwrite(findings, FINDINGS.name, output, run_id, ())
+
+        def write_summary() -> DataFrame:
+            summary = _store(out.summary_of(findings), PARTITION_SUMMARY.name)
+            stored.append(summary)
+            tables[PARTITION_SUMMARY.name] = _overwrite(summary, PARTITION_SUMMARY.name, output, run_id, ())
+            return summary
+
+        # The summary's write (a few small jobs and a commit) beside the counts and findings.json.
+        written_summary = beside(write_summary)
 
         # (severity, kind) -> findings: a few dozen rows at most, one aggregation for the exit status and
         # both reports.
@@ -215,6 +214,7 @@ def _findings_and_reports(
         status = exit_status(by_severity, fail_on)
         valid = status == 0
         report_dir = _report_dir(output)
+        # findings.json (a sort of the findings, streamed) beside the summary's write and index.html.
         json_written = beside(
             lambda: report.write_findings_json(
                 findings,
@@ -224,8 +224,7 @@ def _findings_and_reports(
                 per_kind=per_kind,
             ),
         )
-        summary = summary_stored()
-        summary_written = beside(lambda: _overwrite(summary, PARTITION_SUMMARY.name, output, run_id, ()))
+        summary = written_summary()
         report.write_html_report(
             findings,
             summary,
@@ -236,8 +235,6 @@ def _findings_and_reports(
             per_kind=per_kind,
         )
         json_written()
-        tables[FINDINGS.name] = findings_written()
-        tables[PARTITION_SUMMARY.name] = summary_written()
         if gx:
             gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
             gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))

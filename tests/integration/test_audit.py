@@ -263,10 +263,11 @@ def test_release_frees_the_blocks_the_audit_stored(spark: Any, tmp_path: Path) -
 def test_a_failed_report_lets_the_writes_beside_it_end_then_frees_what_the_audit_stored(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The findings' write, the partition summary and findings.json run beside index.html, all reading
-    the stored findings: when index.html fails, its error is the audit's, and the stored rows are
-    freed only once the writes beside it have ended (freed sooner, the findings' write would lose the
-    rows it reads)."""
+    """The partition summary's write and findings.json run beside index.html, all reading the stored
+    findings, and the silver write beside them all: when index.html fails, its error is the audit's,
+    every table it had started is written whole, and what the audit stored (the history and the frames
+    beside it too) is freed once the writes reading it have ended (freed sooner, they would lose the
+    rows they read; not freed, a session that goes on would keep them)."""
     from jobs import report
     from jobs.audit import run_audit
     from tests.integration.test_audit_kinds import batches_of, write_partition
@@ -281,12 +282,13 @@ def test_a_failed_report_lets_the_writes_beside_it_end_then_frees_what_the_audit
         raise RuntimeError("index.html failed")
 
     monkeypatch.setattr(report, "write_html_report", html_fails)
-    with pytest.raises(RuntimeError, match="index.html failed"):
+    with pytest.raises(RuntimeError, match=r"index\.html failed"):
         run_audit(spark, str(tmp_path / "out"), load_profile(), gx=False)
     assert stored_rdds(spark) - before == set()
     findings = spark.read.format("delta").load(str(tmp_path / "out" / "findings"))
     assert [r["kind"] for r in findings.collect()] == ["SEQUENCE_GAP"]
-    assert (tmp_path / "out" / "report" / "findings.json").is_file()
+    history = spark.read.format("delta").load(str(tmp_path / "out" / "sequence_history"))
+    assert history.count() == 3
 
 
 def test_log_and_file_ids_tell_nulls_apart(spark: Any) -> None:
