@@ -419,8 +419,8 @@ class CpuWatch:
 
     Each process counts its own CPU, from its first sample (or its start, when it began later) to its
     last. Finished children's time (`cutime`) is no help: pyspark's daemon ignores SIGCHLD, so the
-    workers it forks leave no trace when they end (an idle worker killed during a warm round took its
-    CPU with it, and the difference of two samples of the tree came out at -69 s). What a process uses
+    workers it forks leave no trace when they end (a worker that ended during a warm round took its CPU
+    with it, and the difference of two samples of the tree came out at -69 s). What a process uses
     after its last sample, under `interval` seconds of it, is not counted."""
 
     def __init__(self, root: int, interval: float = 0.5) -> None:
