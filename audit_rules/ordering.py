@@ -39,7 +39,8 @@ def app_sequences(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
 
 def app_sequence_rules(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
     """DUPLICATE_APP_SEQUENCE, APP_SEQUENCE_REGRESSION and APP_SEQUENCE_GAP per (log, app producer) in offset
-    order."""
+    order; for a counter that numbers a producer's records across a topic's partitions
+    (`app_sequence_scopes`), duplicates across partitions and holes over the whole topic as well."""
     r = app_sequences(records, spec)
     order = Window.partitionBy("log_key", "app_producer").orderBy("offset")
     same = Window.partitionBy("log_key", "app_producer", "app_sequence").orderBy("offset")
@@ -65,8 +66,23 @@ def app_sequence_rules(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
         related_offset="_first_offset",
         evidence=F.col("app_producer"),
     )
+    # Each log's first record of each value, and what each app producer's counter numbers.
+    values = r.where(F.col("_copy") == 1).select(
+        "log_key", "dump_id", "replica", "topic", "partition", "app_producer", "app_sequence", "offset"
+    )
+    held = values_by_partition(values)
+    firsts = first_by_value(held)
+    across = F.broadcast(app_sequence_scopes(held, firsts, spec.scope))
+    topic_wide = firsts.join(across.where(F.col("_across")), PRODUCER_IN_TOPIC)
+    copies = cross_partition_copies(values, topic_wide)
+    # A value below its predecessor that a topic-wide counter had already sent to another partition is
+    # that value again (a duplicate), not the log going back.
     regression = to_findings(
-        r.where((F.col("_copy") == 1) & (F.col("app_sequence") < F.col("_prev"))),
+        r.where((F.col("_copy") == 1) & (F.col("app_sequence") < F.col("_prev"))).join(
+            copies.select("log_key", "app_producer", "app_sequence"),
+            ["log_key", "app_producer", "app_sequence"],
+            "left_anti",
+        ),
         "APP_SEQUENCE_REGRESSION",
         fmt(
             "App producer %s went back from sequence %s (offset %s) to %s at offset %s: records were "
@@ -83,10 +99,107 @@ def app_sequence_rules(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
         related_offset="_prev_offset",
         evidence=F.col("app_producer"),
     )
-    # Holes: distinct values in value order; a step of more than one skips values seen nowhere.
-    values = r.where(F.col("_copy") == 1).select(
-        "log_key", "dump_id", "replica", "topic", "partition", "app_producer", "app_sequence", "offset"
+    return (
+        duplicate.unionByName(regression)
+        .unionByName(_copy_findings(copies))
+        .unionByName(_partition_holes(values.join(across.where(~F.col("_across")), PRODUCER_IN_TOPIC)))
+        .unionByName(_topic_holes(topic_wide))
     )
+
+
+# One app producer in one topic of one dump: what a topic-wide counter numbers.
+PRODUCER_IN_TOPIC = ["dump_id", "topic", "app_producer"]
+# `auto` takes a producer's counter for topic-wide when its values fill at most this share of each
+# partition's span (lowest to highest value there) ...
+TOPIC_WIDE_DENSITY = 0.75
+# ... and at most this share of its distinct values are in two partitions or more: a counter per
+# partition fills each partition's span and repeats its values in every partition it writes to; a
+# topic-wide counter deals its values out, each to one partition.
+TOPIC_WIDE_REPEATS = 0.1
+
+
+def values_by_partition(values: DataFrame) -> DataFrame:
+    """One row per (dump, topic, app producer, partition, value) whatever the replicas: `_first`, the
+    lowest (offset, replica) holding it."""
+    return values.groupBy(*PRODUCER_IN_TOPIC, "partition", "app_sequence").agg(
+        F.min(F.struct("offset", "replica")).alias("_first")
+    )
+
+
+def first_by_value(held: DataFrame) -> DataFrame:
+    """One row per (dump, topic, app producer, value): `_parts`, how many partitions hold it, and `_at`
+    (partition, offset, replica), its first place: the lowest partition, offset and replica."""
+    at = F.struct(
+        "partition", F.col("_first.offset").alias("offset"), F.col("_first.replica").alias("replica")
+    )
+    return held.groupBy(*PRODUCER_IN_TOPIC, "app_sequence").agg(
+        F.count(F.lit(1)).alias("_parts"), F.min(at).alias("_at")
+    )
+
+
+def app_sequence_scopes(held: DataFrame, firsts: DataFrame, scope: str) -> DataFrame:
+    """Per (dump, topic, app producer): `_across`, whether its sequence numbers its records across the
+    topic's partitions (`scope` `topic`) rather than within each partition (`partition`). `auto`
+    decides from the values: across when the producer wrote to two partitions or more, its values
+    fill at most `TOPIC_WIDE_DENSITY` of the partitions' spans and at most `TOPIC_WIDE_REPEATS` of
+    them are in two partitions. Within one partition the two readings agree.
+    """
+    if scope != "auto":
+        return firsts.select(*PRODUCER_IN_TOPIC).distinct().withColumn("_across", F.lit(scope == "topic"))
+    spans = (
+        held.groupBy(*PRODUCER_IN_TOPIC, "partition")
+        .agg(
+            (F.max("app_sequence") - F.min("app_sequence") + 1).alias("_span"),
+            F.count(F.lit(1)).alias("_held"),
+        )
+        .groupBy(*PRODUCER_IN_TOPIC)
+        .agg(
+            F.count(F.lit(1)).alias("_partitions"),
+            F.sum("_span").alias("_span"),
+            F.sum("_held").alias("_held"),
+        )
+    )
+    distinct = firsts.groupBy(*PRODUCER_IN_TOPIC).agg(F.count(F.lit(1)).alias("_distinct"))
+    sparse = F.col("_held") <= F.lit(TOPIC_WIDE_DENSITY) * F.col("_span")
+    dealt = F.col("_held") - F.col("_distinct") <= F.lit(TOPIC_WIDE_REPEATS) * F.col("_distinct")
+    across = (F.col("_partitions") >= 2) & sparse & dealt
+    return spans.join(distinct, PRODUCER_IN_TOPIC).select(*PRODUCER_IN_TOPIC, across.alias("_across"))
+
+
+def cross_partition_copies(values: DataFrame, topic_wide: DataFrame) -> DataFrame:
+    """The `values` rows (each log's first record of a value) of a topic-wide counter that repeat a value
+    first written to another partition (`_at`: that first place)."""
+    return values.join(
+        topic_wide.where(F.col("_parts") > 1).select(*PRODUCER_IN_TOPIC, "app_sequence", "_at"),
+        [*PRODUCER_IN_TOPIC, "app_sequence"],
+    ).where(F.col("partition") != F.col("_at.partition"))
+
+
+def _copy_findings(copies: DataFrame) -> DataFrame:
+    """DUPLICATE_APP_SEQUENCE for each `cross_partition_copies` row."""
+    return to_findings(
+        copies,
+        "DUPLICATE_APP_SEQUENCE",
+        fmt(
+            "App producer %s wrote sequence %s again in partition %s at offset %s (first in partition %s "
+            "at offset %s; its sequence numbers the topic's records across partitions): the record is "
+            "duplicated.",
+            "app_producer",
+            "app_sequence",
+            "partition",
+            "offset",
+            "_at.partition",
+            "_at.offset",
+        ),
+        first_offset="offset",
+        last_offset="offset",
+        evidence=F.col("app_producer"),
+    )
+
+
+def _partition_holes(values: DataFrame) -> DataFrame:
+    """APP_SEQUENCE_GAP per (log, app producer) for a counter per partition: each run of values between
+    the producer's lowest and highest in the log that the log does not hold."""
     by_value = Window.partitionBy("log_key", "app_producer").orderBy("app_sequence")
     holes = (
         values.withColumn("_below", F.lag("app_sequence").over(by_value))
@@ -94,7 +207,7 @@ def app_sequence_rules(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
         .where(F.col("app_sequence") > F.col("_below") + 1)
         .withColumn("_missing", F.col("app_sequence") - F.col("_below") - 1)
     )
-    gap = to_findings(
+    return to_findings(
         holes,
         "APP_SEQUENCE_GAP",
         fmt(
@@ -116,4 +229,48 @@ def app_sequence_rules(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
         missing_records="_missing",
         evidence=F.col("app_producer"),
     )
-    return duplicate.unionByName(regression).unionByName(gap)
+
+
+def _topic_holes(topic_wide: DataFrame) -> DataFrame:
+    """APP_SEQUENCE_GAP per (dump, topic, app producer) for a topic-wide counter: each run of values
+    between its lowest and highest that no partition of the topic holds, reported at the first record
+    of the value after it (`related_offset`: the value before it, when in the same partition)."""
+    by_value = Window.partitionBy(*PRODUCER_IN_TOPIC).orderBy("app_sequence")
+    holes = (
+        topic_wide.withColumn("_below", F.lag("app_sequence").over(by_value))
+        .withColumn("_below_at", F.lag("_at").over(by_value))
+        .where(F.col("app_sequence") > F.col("_below") + 1)
+        .select(
+            "*",
+            (F.col("app_sequence") - F.col("_below") - 1).alias("_missing"),
+            F.col("_at.replica").alias("replica"),
+            F.col("_at.partition").alias("partition"),
+            F.col("_at.offset").alias("offset"),
+        )
+    )
+    same_partition = F.col("_below_at.partition") == F.col("partition")
+    return to_findings(
+        holes,
+        "APP_SEQUENCE_GAP",
+        fmt(
+            "App producer %s never wrote sequences %s-%s (%s value(s)) to any partition of the topic, "
+            "although %s (partition %s, offset %s) and %s (partition %s, offset %s) are in the log (its "
+            "sequence numbers the topic's records across partitions): records the client never sent, "
+            "or lost.",
+            "app_producer",
+            F.col("_below") + 1,
+            F.col("app_sequence") - 1,
+            "_missing",
+            "_below",
+            "_below_at.partition",
+            "_below_at.offset",
+            "app_sequence",
+            "partition",
+            "offset",
+        ),
+        first_offset="offset",
+        last_offset="offset",
+        related_offset=F.when(same_partition, F.col("_below_at.offset")),
+        missing_records="_missing",
+        evidence=F.col("app_producer"),
+    )

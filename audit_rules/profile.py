@@ -14,6 +14,7 @@ DAY_MS = 86_400_000
 # 3.4 and later.
 BROKER_LINES = ("0.11", "1.0", "2.5", "3.4")
 DEFAULT_COMPACTED = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
+APP_SEQUENCE_SCOPES = ("auto", "partition", "topic")
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,16 @@ class AppSequenceSpec:
 
     producer: str
     sequence: str
+    # What one app producer's counter numbers: each partition's records (`partition`), or all of its
+    # records in a topic, whichever partition they went to (`topic`); `auto` tells from the values
+    # (`ordering.app_sequence_scopes`).
+    scope: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.scope not in APP_SEQUENCE_SCOPES:
+            raise ValueError(
+                f"app-sequence scope {self.scope!r}: expected one of {', '.join(APP_SEQUENCE_SCOPES)}"
+            )
 
     @staticmethod
     def check(spec: str) -> str:

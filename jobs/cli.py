@@ -87,6 +87,12 @@ def _audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--app-sequence", metavar="SPEC", help="header:NAME or json:FIELD holding the app sequence"
     )
+    parser.add_argument(
+        "--app-sequence-scope",
+        choices=["auto", "partition", "topic"],
+        help="what one app producer's sequence numbers: each partition's records, or its records across "
+        "a topic's partitions (default auto: told from the values)",
+    )
     parser.add_argument("--no-gx", action="store_true", help="skip the Great Expectations validations")
 
 

@@ -16,7 +16,11 @@ def run_cli(args: Any) -> int:
     from jobs.spark_session import get_spark, job_local_conf
 
     profile = load_profile(
-        args.profile, args.config, app_producer=args.app_producer, app_sequence=args.app_sequence
+        args.profile,
+        args.config,
+        app_producer=args.app_producer,
+        app_sequence=args.app_sequence,
+        app_sequence_scope=args.app_sequence_scope,
     )
     fail_on = Severity.parse(args.fail_on)
     if args.command == "run":

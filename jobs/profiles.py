@@ -28,6 +28,7 @@ def load_profile(
     *,
     app_producer: str | None = None,
     app_sequence: str | None = None,
+    app_sequence_scope: str | None = None,
 ) -> Profile:
     """The named built-in profile, overlaid by a `--config` YAML file, then by the app-sequence options."""
     data: dict[str, Any] = {}
@@ -48,7 +49,8 @@ def load_profile(
         extractor = overlay.get("app_sequence_extractor") or {}
         app_producer = app_producer or extractor.get("producer")
         app_sequence = app_sequence or extractor.get("sequence")
-    return _build(data, config or base, app_producer, app_sequence)
+        app_sequence_scope = app_sequence_scope or extractor.get("scope")
+    return _build(data, config or base, app_producer, app_sequence, app_sequence_scope)
 
 
 def _yaml(text: str, where: str) -> dict[str, Any]:
@@ -61,7 +63,13 @@ def _yaml(text: str, where: str) -> dict[str, Any]:
     return data
 
 
-def _build(data: dict[str, Any], where: str, app_producer: str | None, app_sequence: str | None) -> Profile:
+def _build(
+    data: dict[str, Any],
+    where: str,
+    app_producer: str | None,
+    app_sequence: str | None,
+    app_sequence_scope: str | None = None,
+) -> Profile:
     known = {f.name for f in fields(Profile)} - {"app_sequence"}
     unknown = sorted(set(data) - known - {"app_sequence_extractor", "profile"})
     if unknown:
@@ -73,10 +81,16 @@ def _build(data: dict[str, Any], where: str, app_producer: str | None, app_seque
         values["broker_line"] = str(values["broker_line"])
     if (app_producer is None) != (app_sequence is None):
         raise ProfileError("--app-producer and --app-sequence go together")
+    if app_sequence_scope is not None and app_producer is None:
+        raise ProfileError("an app-sequence scope needs --app-producer and --app-sequence")
     try:
         app = None
         if app_producer is not None and app_sequence is not None:
-            app = AppSequenceSpec(AppSequenceSpec.check(app_producer), AppSequenceSpec.check(app_sequence))
+            app = AppSequenceSpec(
+                AppSequenceSpec.check(app_producer),
+                AppSequenceSpec.check(app_sequence),
+                str(app_sequence_scope or "auto"),
+            )
         return Profile(**values, app_sequence=app)
     except (TypeError, ValueError) as exc:
         raise ProfileError(f"{where}: {exc}") from None
