@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
+from audit_rules.logs import compaction_may_have_removed
 
 
 def epoch_regression(history: DataFrame) -> DataFrame:
@@ -56,7 +57,9 @@ def epoch_starts(history: DataFrame) -> DataFrame:
         explained_by=F.lit("epoch_bump"),
         **BATCH_FIELDS,
     )
-    nonzero = rows.where((F.col("base_sequence") != 0) & ~F.col("compacted"))
+    # The new epoch's earlier batches lay after the previous epoch's last one: compaction may have
+    # removed them.
+    nonzero = rows.where((F.col("base_sequence") != 0) & ~compaction_may_have_removed(F.col("prev_offset")))
     wrong = to_findings(
         nonzero,
         "NEW_EPOCH_NONZERO_SEQUENCE",

@@ -29,6 +29,27 @@ def with_log_key(df: DataFrame) -> DataFrame:
     return df.withColumn("log_key", log_key())
 
 
+def compaction_may_have_removed(after: Column) -> Column:
+    """Whether compaction may have removed batches that followed offset `after` in a row's log (columns
+    `compacted` and `cleaned_to` of `log_bounds`): the profile names the topic as compacted
+    (`compacted_topics`), or the dump's cleaner-offset-checkpoint says the log cleaner had compacted
+    the partition past `after` (kafka-formats-and-rules §3.6, §5.9). The cleaner removes whole batches
+    (keeping each live producer's last one), so sequences skipped there are not loss. Never null."""
+    cleaned = F.coalesce(F.col("cleaned_to") > after, F.lit(False))
+    return F.coalesce(F.col("compacted"), F.lit(False)) | cleaned
+
+
+def compaction_evidence() -> Column:
+    """What says a row's log is compacted, for a message: the profile, or the cleaner's checkpoint."""
+    return F.when(
+        F.coalesce(F.col("compacted"), F.lit(False)), F.lit("its topic is in compacted_topics")
+    ).otherwise(
+        F.format_string(
+            "the log cleaner had compacted it up to offset %s", F.col("cleaned_to").cast("string")
+        )
+    )
+
+
 def compacted(profile: Profile, topic: Column) -> Column:
     """True where the profile names the topic (or a glob matching it) as compacted."""
     terms = [
@@ -114,6 +135,7 @@ def log_bounds(
         "mtime_ms": F.max,
         "checkpoint_log_start": F.max,
         "high_watermark": F.max,
+        "cleaner_offset": F.max,
     }
 
     def facts(df: DataFrame, **values: Column) -> DataFrame:
@@ -132,6 +154,7 @@ def log_bounds(
         partition_state,
         checkpoint_log_start=F.when(F.col("state") == "log_start_offset", F.col("offset")),
         high_watermark=F.when(F.col("state") == "high_watermark", F.col("offset")),
+        cleaner_offset=F.when(F.col("state") == "cleaner_offset", F.col("offset")),
     )
     per_log = (
         from_batches.unionByName(from_files)
@@ -164,6 +187,9 @@ def log_bounds(
         F.coalesce("records", F.lit(0)).cast("long").alias("records"),
         F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),
         compacted(profile, F.col("topic")).alias("compacted"),
+        # The log cleaner's first dirty offset (cleaner-offset-checkpoint): below it the cleaner has
+        # compacted the log. It keeps entries only for topics whose cleanup.policy includes compact.
+        F.col("cleaner_offset").alias("cleaned_to"),
     ).withColumns(
         {
             "log_key": log_key(),

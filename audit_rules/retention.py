@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import SEQUENCE_MODULUS
-from audit_rules.logs import join_log, with_log_key
+from audit_rules.logs import compaction_may_have_removed, join_log, with_log_key
 from schemas.tables import LOG_KEY
 
 
@@ -88,6 +88,8 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
         "log_key",
         *LOG_KEY,
         "log_start_offset",
+        "compacted",
+        "cleaned_to",
         "capture_time_ms",
         F.lag("log_key").over(w).alias("previous_log_key"),
         F.lag("dump_id").over(w).alias("previous_dump_id"),
@@ -124,8 +126,13 @@ def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
         explained_by=F.lit("retention"),
         **common,
     )
+    # A producer the broker had forgotten loses the cleaner's protection of its last batch (§5.9): on a
+    # compacted log all of its batches may be gone without loss.
     loss = to_findings(
-        gone.where(F.col("retained_last_offset") >= F.col("log_start_offset")),
+        gone.where(
+            (F.col("retained_last_offset") >= F.col("log_start_offset"))
+            & ~compaction_may_have_removed(F.col("retained_last_offset") - 1)
+        ),
         "UNKNOWN_PRODUCER_LOSS",
         fmt(
             "Producer %s wrote up to offset %s in dump %s, but this dump holds none of its batches "
@@ -150,7 +157,16 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
     targets = (
         logs.withColumn("_rank", F.row_number().over(newest))
         .where(F.col("_rank") == 1)
-        .select("log_key", "dump_id", "replica", "topic", "partition", "log_start_offset")
+        .select(
+            "log_key",
+            "dump_id",
+            "replica",
+            "topic",
+            "partition",
+            "log_start_offset",
+            "compacted",
+            "cleaned_to",
+        )
     )
     ack_rows = acks.select(
         "topic",
@@ -168,6 +184,8 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         "topic",
         "partition",
         "log_start_offset",
+        "compacted",
+        "cleaned_to",
         F.col("offset").alias("at"),
         F.lit(1).alias("_order"),
         "ack_producer_id",
@@ -188,6 +206,8 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         "topic",
         "partition",
         F.lit(None).cast("long").alias("log_start_offset"),
+        F.lit(None).cast("boolean").alias("compacted"),
+        F.lit(None).cast("long").alias("cleaned_to"),
         F.col("base_offset").alias("at"),
         F.lit(0).alias("_order"),
         F.struct("base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence").alias("b"),
@@ -221,6 +241,9 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
     outcome = (
         F.when(F.col("at") < F.col("log_start_offset"), F.lit("retention"))
         .when(matches, F.lit("ok"))
+        # The cleaner removes whole batches below its checkpoint (a compacted topic's records are
+        # replaced by later ones of their key): an acknowledged offset there may be gone without loss.
+        .when(~covered & compaction_may_have_removed(F.col("at") - 1), F.lit("ok"))
         .when(~covered, F.lit("absent"))
         .otherwise(F.lit("other"))
     )

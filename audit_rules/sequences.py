@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.history import ROW_KEY, state_expired
+from audit_rules.logs import compaction_evidence, compaction_may_have_removed
 from audit_rules.profile import Profile
 
 
@@ -43,7 +44,9 @@ def history_start(history: DataFrame) -> DataFrame:
     """HISTORY_TRUNCATED_BY_RETENTION or HISTORY_START_MISSING for a producer whose first retained batch
     starts mid-sequence (KIP-360)."""
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
-    explained = rows.where((F.col("log_start_offset") > 0) | F.col("compacted"))
+    # The producer's earlier batches lay between the log's start and this batch.
+    compaction = compaction_may_have_removed(F.col("log_start_offset"))
+    explained = rows.where((F.col("log_start_offset") > 0) | compaction)
     because = F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("compaction"))
     truncated = to_findings(
         explained,
@@ -62,13 +65,13 @@ def history_start(history: DataFrame) -> DataFrame:
             ),
         ).otherwise(
             fmt(
-                "Producer %s epoch %s starts at sequence %s at offset %s on a compacted topic, where the "
-                "cleaner "
-                "removes earlier batches; nothing is lost.",
+                "Producer %s epoch %s starts at sequence %s at offset %s on a compacted log (%s), where the "
+                "cleaner removes earlier batches; nothing is lost.",
                 "producer_id",
                 "producer_epoch",
                 "base_sequence",
                 "base_offset",
+                compaction_evidence(),
             )
         ),
         expected_sequence=F.lit(0),
@@ -76,7 +79,7 @@ def history_start(history: DataFrame) -> DataFrame:
         **BATCH_FIELDS,
     )
     missing = to_findings(
-        rows.where((F.col("log_start_offset") <= 0) & ~F.col("compacted")),
+        rows.where((F.col("log_start_offset") <= 0) & ~compaction),
         "HISTORY_START_MISSING",
         fmt(
             "Producer %s epoch %s first appears at offset %s with sequence %s, but the log is complete "
@@ -143,7 +146,10 @@ def sequence_gaps(history: DataFrame, holes: DataFrame, profile: Profile) -> Dat
     # Summed per batch (its row key), then joined back: grouping by every column of the history would
     # compile an aggregation over a fifty-column key for a handful of rows.
     missing = joined.groupBy(*ROW_KEY).agg(F.sum("_missing").alias("missing"))
-    gaps = jumps.join(missing, list(ROW_KEY), "inner").where(~F.col("compacted"))
+    # The skipped batches lay between the previous batch and this one: the cleaner may have removed them.
+    gaps = jumps.join(missing, list(ROW_KEY), "inner").where(
+        ~compaction_may_have_removed(F.col("prev_base_offset"))
+    )
     elapsed = F.col("max_timestamp") - F.col("prev_event_timestamp")
     expired = F.lit(profile.accepts_unknown_producer) & state_expired(profile.producer_id_expiration_ms)
     common: dict[str, Any] = {

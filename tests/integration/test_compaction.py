@@ -1,0 +1,159 @@
+"""A compacted topic written by a real broker whose log cleaner ran: no loss where the cleaner removed
+whole batches (kafka-formats-and-rules §5.9).
+
+An idempotent producer writes keys that are overwritten again and again, plus keys written once. The
+cleaner removes the batches whose records were all replaced, so the producer's retained history
+starts mid-sequence and skips sequences between batches, and acknowledged offsets are gone. The dump's
+cleaner-offset-checkpoint says how far the cleaner got; without it (or the profile's
+`compacted_topics`), the same bytes read as loss.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from confluent_kafka import Producer
+
+from audit_rules.kinds import KINDS, Severity
+from audit_rules.pipeline import audit
+from jobs.audit import read_bronze
+from jobs.ingest import IngestOptions, LabeledPath, run_ingest
+from jobs.profiles import load_profile
+from kafka_harness.broker import KafkaBroker
+from kafka_log_decoder.checkpoints import read_offset_checkpoint
+from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.segment import read_log_segment
+
+TOPIC = "compacted-idempotent"
+RECORDS = 20_000
+CLEANED_WITHIN_S = 60.0
+
+
+class CompactedDump(NamedTuple):
+    log_dir: Path
+    acks: Path
+    acked: int
+
+
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory: pytest.TempPathFactory) -> CompactedDump:
+    work = tmp_path_factory.mktemp("compaction-broker")
+    broker = KafkaBroker(work, **{"log.cleaner.backoff.ms": 100, "log.cleaner.min.compaction.lag.ms": 0})
+    acks: list[dict[str, Any]] = []
+    with broker:
+        broker.create_topic(
+            TOPIC,
+            partitions=1,
+            config={
+                "cleanup.policy": "compact",
+                "internal.segment.bytes": str(32 * 1024),
+                "min.cleanable.dirty.ratio": "0.01",
+                "segment.ms": "100",
+            },
+        )
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "batch.size": 8192,
+            }
+        )
+
+        def acked(err: Any, msg: Any) -> None:
+            assert err is None, err
+            acks.append({"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset()})
+
+        for i in range(RECORDS):
+            # Twenty hot keys, replaced all the time, and every 500th record (not the first: the history then
+            # starts mid-sequence) a key of its own, kept.
+            key = f"once-{i}" if i % 500 == 250 else f"hot-{i % 20}"
+            producer.produce(TOPIC, key=key.encode(), value=f"{i}".encode() * 8, on_delivery=acked)
+            if i % 1000 == 0:
+                producer.poll(0)
+        producer.flush(60)
+        checkpoint = broker.log_dir / "cleaner-offset-checkpoint"
+        deadline = time.monotonic() + CLEANED_WITHIN_S
+        while time.monotonic() < deadline:
+            # One more batch now and then rolls the active segment (segment.ms), which the cleaner skips.
+            producer.produce(TOPIC, key=b"hot-0", value=b"roll", on_delivery=acked)
+            producer.flush(10)
+            entries = read_offset_checkpoint(checkpoint)[0] if checkpoint.is_file() else []
+            if any(e.topic == TOPIC and e.offset > RECORDS // 2 for e in entries):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the log cleaner did not compact {TOPIC} within {CLEANED_WITHIN_S:.0f} s")
+    ledger = work / "acks.jsonl"
+    ledger.write_text("".join(json.dumps(a) + "\n" for a in acks))
+    return CompactedDump(broker.log_dir, ledger, len(acks))
+
+
+def audited(spark: Any, out: Path, log_dir: Path, acks: Path, **profile: Any) -> list[dict[str, Any]]:
+    run_ingest(
+        spark,
+        IngestOptions(
+            inputs=[LabeledPath("compaction", str(log_dir))],
+            output=str(out),
+            acks=[LabeledPath(None, str(acks))],
+        ),
+    )
+    found = audit(read_bronze(spark, str(out)), load_profile(**profile)).findings.where(f"topic = '{TOPIC}'")
+    return [r.asDict() for r in found.collect()]
+
+
+def above_info(findings: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(f["kind"] for f in findings if KINDS[f["kind"]].severity > Severity.INFO)
+
+
+def test_the_cleaner_removed_whole_batches_of_the_producer(compacted: CompactedDump) -> None:
+    """The precondition of the tests below: the retained batches start past offset 0 mid-sequence and
+    skip sequences between them."""
+    partition = compacted.log_dir / f"{TOPIC}-0"
+    batches = [
+        b
+        for seg in sorted(partition.glob("*.log"))
+        for b in read_log_segment(seg)
+        if isinstance(b, BatchHeader)
+    ]
+    data = [b for b in batches if b.producer_id >= 0 and not b.is_control]
+    assert data and data[0].base_sequence > 0
+    skips = [b for a, b in pairwise(data) if b.base_sequence > a.last_sequence + 1]
+    assert len(skips) >= 5
+    assert sum(b.last_offset - b.base_offset + 1 for b in data) < compacted.acked // 2
+
+
+def test_a_cleaned_log_has_no_finding_above_info(
+    spark: Any, compacted: CompactedDump, tmp_path: Path
+) -> None:
+    findings = audited(spark, tmp_path / "out", compacted.log_dir, compacted.acks)
+    assert above_info(findings) == Counter()
+    (start,) = [f for f in findings if f["kind"] == "HISTORY_TRUNCATED_BY_RETENTION"]
+    assert (
+        start["explained_by"] == "compaction"
+        and "log cleaner had compacted it up to offset" in start["message"]
+    )
+
+
+def test_without_the_cleaners_checkpoint_the_same_bytes_read_as_loss(
+    spark: Any, compacted: CompactedDump, tmp_path: Path
+) -> None:
+    """The checkpoint is the evidence: a dump without it shows loss, until the profile names the topic."""
+    bare = tmp_path / "dump"
+    shutil.copytree(compacted.log_dir, bare)
+    (bare / "cleaner-offset-checkpoint").unlink()
+    loss = above_info(audited(spark, tmp_path / "bare", bare, compacted.acks))
+    assert (
+        loss["HISTORY_START_MISSING"] == 1 and loss["SEQUENCE_GAP"] >= 5 and loss["ACKED_RECORD_MISSING"] >= 5
+    )
+    config = tmp_path / "compacted.yaml"
+    config.write_text(f"compacted_topics: ['{TOPIC}']\n")
+    named = audited(spark, tmp_path / "named", bare, compacted.acks, config=str(config))
+    assert above_info(named) == Counter()
