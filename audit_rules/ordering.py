@@ -8,6 +8,8 @@ Sarama #2619 reordering (1,2,5,6,3,4,7 is one regression, at 3), duplicates, and
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -70,19 +72,30 @@ def app_sequence_rules(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
     values = r.where(F.col("_copy") == 1).select(
         "log_key", "dump_id", "replica", "topic", "partition", "app_producer", "app_sequence", "offset"
     )
-    held = values_by_partition(values)
-    firsts = first_by_value(held)
-    across = F.broadcast(app_sequence_scopes(held, firsts, spec.scope))
-    topic_wide = firsts.join(across.where(F.col("_across")), PRODUCER_IN_TOPIC)
-    copies = cross_partition_copies(values, topic_wide)
-    # A value below its predecessor that a topic-wide counter had already sent to another partition is
-    # that value again (a duplicate), not the log going back.
+    per_partition: DataFrame | None = values
+    topic_wide: DataFrame | None = None
+    if spec.scope != "partition":
+        held = values_by_partition(values)
+        topic_wide = first_by_value(held)
+        if spec.scope == "auto":
+            across = F.broadcast(app_sequence_scopes(held, topic_wide))
+            per_partition = values.join(across.where(~F.col("_across")), PRODUCER_IN_TOPIC, "left_semi")
+            topic_wide = topic_wide.join(across.where(F.col("_across")), PRODUCER_IN_TOPIC, "left_semi")
+        else:
+            per_partition = None
+    candidates = r.where((F.col("_copy") == 1) & (F.col("app_sequence") < F.col("_prev")))
+    frames = [duplicate]
+    if topic_wide is not None:
+        copies = cross_partition_copies(values, topic_wide)
+        frames += [_copy_findings(copies), _topic_holes(topic_wide)]
+        # A value below its predecessor that a topic-wide counter had already sent to another partition
+        # is that value again (a duplicate), not the log going back.
+        key = ["log_key", "app_producer", "app_sequence"]
+        candidates = candidates.join(copies.select(*key), key, "left_anti")
+    if per_partition is not None:
+        frames.append(_partition_holes(per_partition))
     regression = to_findings(
-        r.where((F.col("_copy") == 1) & (F.col("app_sequence") < F.col("_prev"))).join(
-            copies.select("log_key", "app_producer", "app_sequence"),
-            ["log_key", "app_producer", "app_sequence"],
-            "left_anti",
-        ),
+        candidates,
         "APP_SEQUENCE_REGRESSION",
         fmt(
             "App producer %s went back from sequence %s (offset %s) to %s at offset %s: records were "
@@ -99,12 +112,8 @@ def app_sequence_rules(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
         related_offset="_prev_offset",
         evidence=F.col("app_producer"),
     )
-    return (
-        duplicate.unionByName(regression)
-        .unionByName(_copy_findings(copies))
-        .unionByName(_partition_holes(values.join(across.where(~F.col("_across")), PRODUCER_IN_TOPIC)))
-        .unionByName(_topic_holes(topic_wide))
-    )
+    frames.append(regression)
+    return reduce(DataFrame.unionByName, frames)
 
 
 # One app producer in one topic of one dump: what a topic-wide counter numbers.
@@ -137,15 +146,13 @@ def first_by_value(held: DataFrame) -> DataFrame:
     )
 
 
-def app_sequence_scopes(held: DataFrame, firsts: DataFrame, scope: str) -> DataFrame:
-    """Per (dump, topic, app producer): `_across`, whether its sequence numbers its records across the
-    topic's partitions (`scope` `topic`) rather than within each partition (`partition`). `auto`
-    decides from the values: across when the producer wrote to two partitions or more, its values
-    fill at most `TOPIC_WIDE_DENSITY` of the partitions' spans and at most `TOPIC_WIDE_REPEATS` of
-    them are in two partitions. Within one partition the two readings agree.
+def app_sequence_scopes(held: DataFrame, firsts: DataFrame) -> DataFrame:
+    """Per (dump, topic, app producer), for scope `auto`: `_across`, whether its sequence numbers its
+    records across the topic's partitions (as scope `topic`) rather than within each partition (as
+    `partition`), decided from the values: across when the producer wrote to two partitions or more,
+    its values fill at most `TOPIC_WIDE_DENSITY` of the partitions' spans and at most
+    `TOPIC_WIDE_REPEATS` of them are in two partitions. Within one partition the two readings agree.
     """
-    if scope != "auto":
-        return firsts.select(*PRODUCER_IN_TOPIC).distinct().withColumn("_across", F.lit(scope == "topic"))
     spans = (
         held.groupBy(*PRODUCER_IN_TOPIC, "partition")
         .agg(
