@@ -163,7 +163,7 @@ def snapshot_mismatch(
 ) -> DataFrame:
     """SNAPSHOT_MISMATCH: a snapshot entry differs from the state replayed from the retained log below its
     offset (§4.2, §5.8; `producers`: `history.producer_summary`)."""
-    entries = join_log(with_log_key(snapshots), logs, "log_start_offset")
+    entries = join_log(with_log_key(snapshots), logs, "log_start_offset", "compacted", "cleaned_to")
     entries = entries.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "inner")
     # Snapshot entries become events in the producer's offset order: ordered at the snapshot offset,
     # before a batch ending there (the snapshot holds the state *before* its offset).
@@ -183,6 +183,8 @@ def snapshot_mismatch(
             "topic",
             "partition",
             "log_start_offset",
+            "compacted",
+            "cleaned_to",
         ).alias("snap"),
     )
     # Only the logs that have snapshots are replayed (their keys are few: broadcast).
@@ -225,7 +227,12 @@ def snapshot_mismatch(
             | (s.last_sequence != F.col("last_data.last_sequence"))
         )
     )
-    rows = replayed.where(differs).select(
+    # An older snapshot of a compacted log names a batch (and epoch) the cleaner has since removed: the
+    # log then holds an earlier batch below the snapshot, or none.
+    replayed_last = F.coalesce(F.col("last_data.last_offset"), F.lit(-1))
+    removed = F.coalesce(s.compacted, F.lit(False)) | F.coalesce(s.cleaned_to > replayed_last, F.lit(False))
+    compacted_away = removed & (s.producer_epoch >= F.col("epoch_seen")) & (s.last_offset > replayed_last)
+    rows = replayed.where(differs & ~compacted_away).select(
         "producer_id",
         "snap.*",
         "epoch_seen",

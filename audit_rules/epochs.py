@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.logs import compaction_may_have_removed
+from audit_rules.logs import compaction_may_have_removed, sequenced
 
 
 def epoch_regression(history: DataFrame) -> DataFrame:
@@ -59,7 +59,9 @@ def epoch_starts(history: DataFrame) -> DataFrame:
     )
     # The new epoch's earlier batches lay after the previous epoch's last one: compaction may have
     # removed them.
-    nonzero = rows.where((F.col("base_sequence") != 0) & ~compaction_may_have_removed(F.col("prev_offset")))
+    nonzero = rows.where(
+        (F.col("base_sequence") != 0) & ~compaction_may_have_removed(F.col("prev_offset")) & sequenced()
+    )
     wrong = to_findings(
         nonzero,
         "NEW_EPOCH_NONZERO_SEQUENCE",

@@ -29,12 +29,26 @@ def with_log_key(df: DataFrame) -> DataFrame:
     return df.withColumn("log_key", log_key())
 
 
+# Internal topics only the brokers' coordinators write (a client's produce to them is refused). The
+# broker checks no sequence on a coordinator's append (`AppendOrigin.COORDINATOR`: offset commits
+# "do not have sequence numbers and therefore only producer epoch validation is done",
+# `ProducerAppendInfo`), yet a transactional offset commit carries its producer's id and epoch.
+COORDINATOR_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
+
+
+def sequenced() -> Column:
+    """Whether the broker checked the sequences of a row's log (column `coordinator_written` of
+    `log_bounds`): the sequence rules read only those logs; epochs and transactions are checked on all."""
+    return ~F.coalesce(F.col("coordinator_written"), F.lit(False))
+
+
 def compaction_may_have_removed(after: Column) -> Column:
     """Whether compaction may have removed batches that followed offset `after` in a row's log (columns
     `compacted` and `cleaned_to` of `log_bounds`): the profile names the topic as compacted
-    (`compacted_topics`), or the dump's cleaner-offset-checkpoint says the log cleaner had compacted
-    the partition past `after` (kafka-formats-and-rules §3.6, §5.9). The cleaner removes whole batches
-    (keeping each live producer's last one), so sequences skipped there are not loss. Never null."""
+    (`compacted_topics`), or the dump's cleaner-offset-checkpoint lists the log and `after` lies
+    below its active segment (`cleaned_to`; kafka-formats-and-rules §3.6, §5.9). The cleaner removes
+    whole batches (keeping each live producer's last one), so sequences skipped there are not loss.
+    Never null."""
     cleaned = F.coalesce(F.col("cleaned_to") > after, F.lit(False))
     return F.coalesce(F.col("compacted"), F.lit(False)) | cleaned
 
@@ -45,7 +59,8 @@ def compaction_evidence() -> Column:
         F.coalesce(F.col("compacted"), F.lit(False)), F.lit("its topic is in compacted_topics")
     ).otherwise(
         F.format_string(
-            "the log cleaner had compacted it up to offset %s", F.col("cleaned_to").cast("string")
+            "the cleaner-offset-checkpoint lists it: the log cleaner compacts it below offset %s",
+            F.col("cleaned_to").cast("string"),
         )
     )
 
@@ -132,6 +147,7 @@ def log_bounds(
     measures = {
         **_BATCH_FACTS,
         "first_segment_offset": F.min,
+        "last_segment_offset": F.max,
         "mtime_ms": F.max,
         "checkpoint_log_start": F.max,
         "high_watermark": F.max,
@@ -142,11 +158,11 @@ def log_bounds(
         return df.select(*LOG_KEY, *[values.get(name, nothing).cast("long").alias(name) for name in measures])
 
     from_batches = facts(segments, **{name: F.col(name) for name in _BATCH_FACTS})
+    live_segment = (F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull()
     from_files = facts(
         files,
-        first_segment_offset=F.when(
-            (F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull(), F.col("base_offset")
-        ),
+        first_segment_offset=F.when(live_segment, F.col("base_offset")),
+        last_segment_offset=F.when(live_segment, F.col("base_offset")),
         # The capture time of a (dump, replica): its newest file, in or outside a partition.
         mtime_ms=F.col("mtime_ms"),
     )
@@ -187,9 +203,16 @@ def log_bounds(
         F.coalesce("records", F.lit(0)).cast("long").alias("records"),
         F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),
         compacted(profile, F.col("topic")).alias("compacted"),
-        # The log cleaner's first dirty offset (cleaner-offset-checkpoint): below it the cleaner has
-        # compacted the log. It keeps entries only for topics whose cleanup.policy includes compact.
-        F.col("cleaner_offset").alias("cleaned_to"),
+        # A log the cleaner-offset-checkpoint lists is compacted (the broker keeps entries only for
+        # topics whose cleanup.policy includes compact), and its cleaner may have removed batches
+        # anywhere below the active segment, the last one: the checkpoint (the first dirty offset)
+        # bounds only the rounds that finished, and a round stopped midway (a broker shutting down)
+        # leaves the groups of segments it had already cleaned swapped in.
+        F.when(
+            F.col("cleaner_offset").isNotNull(),
+            F.greatest(F.col("cleaner_offset"), F.coalesce(F.col("last_segment_offset"), F.lit(0))),
+        ).alias("cleaned_to"),
+        F.col("topic").isin(*COORDINATOR_TOPICS).alias("coordinator_written"),
     ).withColumns(
         {
             "log_key": log_key(),

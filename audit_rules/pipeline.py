@@ -37,6 +37,7 @@ from audit_rules.logs import (
     file_producers,
     log_bounds,
     segment_files,
+    sequenced,
     with_log_key,
 )
 from audit_rules.profile import Profile
@@ -286,14 +287,16 @@ def audit(
         stored_copies,
     )
     persisted = tuple(df for df in stored_frames if df is not None) if background else ()
+    # The sequence rules only where the broker checked sequences (not a coordinator's internal topic).
+    checked_rows, checked = event_rows.where(sequenced()), settled.where(sequenced())
     frames = [
-        sequences.invalid_sequence(event_rows),
-        sequences.history_start(event_rows),
-        sequences.sequence_regression(settled),
-        sequences.sequence_gaps(settled, holes, profile),
+        sequences.invalid_sequence(checked_rows),
+        sequences.history_start(checked_rows),
+        sequences.sequence_regression(checked),
+        sequences.sequence_gaps(checked, holes, profile),
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows),
-        duplicates.duplicate_batches(settled, profile),
+        duplicates.duplicate_batches(checked, profile),
         transactions.hanging_transactions(event_rows, producers, profile),
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,
