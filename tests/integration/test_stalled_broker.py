@@ -1,0 +1,144 @@
+"""librdkafka #4953 / KAFKA-14034 reproduced on a real broker: a stalled broker, timed-out messages,
+an epoch bump, and the application's re-send.
+
+The broker process is stopped (SIGSTOP) with the producer's connection open; the producer sends a
+batch into the stalled broker's socket, its messages time out (`message.timeout.ms`), librdkafka bumps
+the idempotent epoch, and the application produces the failed messages again. When the broker resumes
+it reads the old request and appends it under the old epoch; the re-send lands under the new one. The
+log then holds those records twice, which the broker could not see: the sequences restarted at 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from confluent_kafka import Producer
+
+from audit_rules.kinds import KINDS, Severity
+from audit_rules.pipeline import audit
+from jobs.audit import read_bronze
+from jobs.ingest import IngestOptions, LabeledPath, run_ingest
+from jobs.profiles import load_profile
+from kafka_harness.broker import KafkaBroker
+from kafka_log_decoder.rows import BatchHeader, Record
+from kafka_log_decoder.segment import read_log_segment
+
+TOPIC = "stalled"
+BEFORE, DURING, AFTER = 200, 20, 200
+MESSAGE_TIMEOUT_MS = 1500
+
+
+class StalledDump(NamedTuple):
+    log_dir: Path
+    failed: int
+
+
+@pytest.fixture(scope="module")
+def stalled(tmp_path_factory: pytest.TempPathFactory) -> StalledDump:
+    work = tmp_path_factory.mktemp("stalled-broker")
+    failed: list[tuple[bytes, bytes]] = []
+    with KafkaBroker(work) as broker:
+        broker.create_topic(TOPIC)
+        # The first idempotent producer of a fresh broker waits for its producer-id manager: with the
+        # short timeout below, its first messages would time out there instead.
+        ready = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        ready.produce(f"{TOPIC}-ready", value=b"ready")
+        assert ready.flush(60) == 0
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "enable.idempotence": True,
+                "linger.ms": 1,
+                "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                "request.timeout.ms": 1000,
+            }
+        )
+
+        def report(err: Any, msg: Any) -> None:
+            if err is not None:
+                failed.append((msg.key(), msg.value()))
+
+        def send(first: int, count: int) -> None:
+            for i in range(first, first + count):
+                producer.produce(
+                    TOPIC, key=str(i).encode(), value=f"message {i}".encode(), on_delivery=report
+                )
+
+        send(0, BEFORE)
+        producer.flush(30)
+        assert failed == []
+        assert broker.process is not None
+        os.killpg(broker.process.pid, signal.SIGSTOP)
+        try:
+            send(BEFORE, DURING)
+            deadline = time.monotonic() + 30
+            while len(failed) < DURING and time.monotonic() < deadline:
+                producer.poll(0.1)
+        finally:
+            os.killpg(broker.process.pid, signal.SIGCONT)
+        assert len(failed) == DURING, f"{len(failed)} of {DURING} messages timed out"
+        resend, failed[:] = list(failed), []
+        for key, value in resend:  # the application's retry of what failed
+            producer.produce(TOPIC, key=key, value=value, on_delivery=report)
+        producer.flush(30)  # the re-sent batches hold only re-sent records
+        send(BEFORE + DURING, AFTER)
+        producer.flush(30)
+        assert failed == []
+    return StalledDump(broker.log_dir, len(resend))
+
+
+def written_twice(log_dir: Path) -> dict[int, int]:
+    """Offsets of the records of the new epoch that repeat a record (key, value) of the old one, each
+    with the offset of the first such record: what the audit should report."""
+    partition = log_dir / f"{TOPIC}-0"
+    epoch_of: dict[int, int] = {}
+    first_at: dict[tuple[bytes | None, bytes | None], tuple[int, int]] = {}
+    twice: dict[int, int] = {}
+    for seg in sorted(partition.glob("*.log")):
+        for item in read_log_segment(seg, records=True):
+            if isinstance(item, BatchHeader):
+                epoch_of.update(
+                    {o: item.producer_epoch for o in range(item.base_offset, item.last_offset + 1)}
+                )
+            elif isinstance(item, Record):
+                content = (item.key, item.value)
+                epoch = epoch_of[item.offset]
+                seen = first_at.setdefault(content, (item.offset, epoch))
+                if seen[1] < epoch:
+                    twice[item.offset] = seen[0]
+    return twice
+
+
+def test_the_timed_out_batch_was_appended_and_resent_under_a_new_epoch(stalled: StalledDump) -> None:
+    """The precondition: the stalled broker appended the timed-out messages, and the re-send repeats
+    them under a higher epoch."""
+    assert len(written_twice(stalled.log_dir)) == stalled.failed == DURING
+
+
+def test_the_resent_records_are_duplicates_across_the_epoch_bump(
+    spark: Any, stalled: StalledDump, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    run_ingest(
+        spark,
+        IngestOptions(inputs=[LabeledPath("stall", str(stalled.log_dir))], output=str(out), records=True),
+    )
+    findings = [r.asDict() for r in audit(read_bronze(spark, str(out)), load_profile()).findings.collect()]
+    dups = [f for f in findings if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"]
+    twice = written_twice(stalled.log_dir)
+    # One finding per re-sent batch, pointing at the earliest original of its records.
+    covered = {o for f in dups for o in range(f["first_offset"], f["last_offset"] + 1)}
+    assert covered == set(twice) and len(covered) == sum(
+        len(range(f["first_offset"], f["last_offset"] + 1)) for f in dups
+    )
+    for f in dups:
+        assert f["related_offset"] == min(twice[o] for o in range(f["first_offset"], f["last_offset"] + 1))
+        assert f["producer_epoch"] == 1
+    above_info = {f["kind"] for f in findings if KINDS[f["kind"]].severity > Severity.INFO}
+    assert above_info == {"DUPLICATE_RECORDS_NEW_EPOCH"}
+    assert [f["kind"] for f in findings if KINDS[f["kind"]].severity == Severity.INFO] == ["EPOCH_BUMP"]
