@@ -214,25 +214,30 @@ def _partition_holes(values: DataFrame) -> DataFrame:
         .where(F.col("app_sequence") > F.col("_below") + 1)
         .withColumn("_missing", F.col("app_sequence") - F.col("_below") - 1)
     )
+    message = fmt(
+        "App producer %s never wrote sequences %s-%s (%s value(s)) although %s (offset %s) and %s "
+        "(offset %s) are in the log: records the client never sent, or lost.",
+        "app_producer",
+        F.col("_below") + 1,
+        F.col("app_sequence") - 1,
+        "_missing",
+        "_below",
+        "_below_offset",
+        "app_sequence",
+        "offset",
+    )
+    return _gaps(holes, message, F.col("_below_offset"))
+
+
+def _gaps(holes: DataFrame, message: Column, related_offset: Column) -> DataFrame:
+    """APP_SEQUENCE_GAP per hole row (`offset`: the record after the hole, `_missing` its length)."""
     return to_findings(
         holes,
         "APP_SEQUENCE_GAP",
-        fmt(
-            "App producer %s never wrote sequences %s-%s (%s value(s)) although %s (offset %s) and %s "
-            "(offset %s) are "
-            "in the log: records the client never sent, or lost.",
-            "app_producer",
-            F.col("_below") + 1,
-            F.col("app_sequence") - 1,
-            "_missing",
-            "_below",
-            "_below_offset",
-            "app_sequence",
-            "offset",
-        ),
+        message,
         first_offset="offset",
         last_offset="offset",
-        related_offset="_below_offset",
+        related_offset=related_offset,
         missing_records="_missing",
         evidence=F.col("app_producer"),
     )
@@ -256,28 +261,20 @@ def _topic_holes(topic_wide: DataFrame) -> DataFrame:
         )
     )
     same_partition = F.col("_below_at.partition") == F.col("partition")
-    return to_findings(
-        holes,
-        "APP_SEQUENCE_GAP",
-        fmt(
-            "App producer %s never wrote sequences %s-%s (%s value(s)) to any partition of the topic, "
-            "although %s (partition %s, offset %s) and %s (partition %s, offset %s) are in the log (its "
-            "sequence numbers the topic's records across partitions): records the client never sent, "
-            "or lost.",
-            "app_producer",
-            F.col("_below") + 1,
-            F.col("app_sequence") - 1,
-            "_missing",
-            "_below",
-            "_below_at.partition",
-            "_below_at.offset",
-            "app_sequence",
-            "partition",
-            "offset",
-        ),
-        first_offset="offset",
-        last_offset="offset",
-        related_offset=F.when(same_partition, F.col("_below_at.offset")),
-        missing_records="_missing",
-        evidence=F.col("app_producer"),
+    message = fmt(
+        "App producer %s never wrote sequences %s-%s (%s value(s)) to any partition of the topic, "
+        "although %s (partition %s, offset %s) and %s (partition %s, offset %s) are in the log (its "
+        "sequence numbers the topic's records across partitions): records the client never sent, "
+        "or lost.",
+        "app_producer",
+        F.col("_below") + 1,
+        F.col("app_sequence") - 1,
+        "_missing",
+        "_below",
+        "_below_at.partition",
+        "_below_at.offset",
+        "app_sequence",
+        "partition",
+        "offset",
     )
+    return _gaps(holes, message, F.when(same_partition, F.col("_below_at.offset")))

@@ -148,6 +148,11 @@ def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
     return retention.unionByName(loss)
 
 
+# What an acknowledged offset is judged against: its log, where the log starts, and whether the cleaner
+# may have removed batches there.
+_ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "compacted", "cleaned_to")
+
+
 def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
     checked against the newest dump of each replica."""
@@ -155,18 +160,7 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
     )
     targets = (
-        logs.withColumn("_rank", F.row_number().over(newest))
-        .where(F.col("_rank") == 1)
-        .select(
-            "log_key",
-            "dump_id",
-            "replica",
-            "topic",
-            "partition",
-            "log_start_offset",
-            "compacted",
-            "cleaned_to",
-        )
+        logs.withColumn("_rank", F.row_number().over(newest)).where(F.col("_rank") == 1).select(*_ACK_TARGET)
     )
     ack_rows = acks.select(
         "topic",
@@ -178,14 +172,7 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
     ).distinct()
     # Every acknowledged offset against every target log of its partition (targets: one per replica).
     events_acks = ack_rows.join(F.broadcast(targets), ["topic", "partition"], "inner").select(
-        "log_key",
-        "dump_id",
-        "replica",
-        "topic",
-        "partition",
-        "log_start_offset",
-        "compacted",
-        "cleaned_to",
+        *_ACK_TARGET,
         F.col("offset").alias("at"),
         F.lit(1).alias("_order"),
         "ack_producer_id",

@@ -26,6 +26,10 @@ RECORD_BATCH_OVERHEAD = 61  # DefaultRecordBatch header bytes
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 
+# A client-written topic the property tests' profiles name as compacted (`__consumer_offsets` is
+# compacted too, but written by the group coordinator: no sequence rules there).
+COMPACTED_TOPIC = "orders-compacted"
+
 
 class LogBuilder:
     """Appends batches to one log at contiguous offsets and increasing byte positions, 10 ms apart.
@@ -239,7 +243,7 @@ _idle_times = st.sampled_from([16 * MINUTE_MS, DAY_MS + 1, 2 * DAY_MS, 8 * DAY_M
 def log_histories(
     draw: st.DrawFn,
     *,
-    topics: tuple[str, ...] = ("orders", "orders", "__consumer_offsets"),
+    topics: tuple[str, ...] = ("orders", "orders", COMPACTED_TOPIC, "__consumer_offsets"),
     log_start_offset: int | None = None,
     partition: int = 0,
     max_events: int = 24,

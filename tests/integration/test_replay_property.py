@@ -28,8 +28,8 @@ from jobs.decode_tasks import WalkMarks
 from jobs.ingest import session_conf
 from jobs.profiles import available_profiles, load_profile
 from schemas.tables import BATCHES, QUARANTINE
-from tests.reference_replay import reference_findings
-from tests.strategies import LogHistory, log_histories
+from tests.reference_replay import COORDINATOR_TOPICS, reference_findings
+from tests.strategies import COMPACTED_TOPIC, LogHistory, log_histories
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,7 +63,10 @@ KEY = (
     "explained_by",
     "caught",
 )
-PROFILES = [load_profile(name) for name in available_profiles()]
+PROFILES = [
+    replace(profile, compacted_topics=(*profile.compacted_topics, COMPACTED_TOPIC))
+    for profile in map(load_profile, available_profiles())
+]
 
 
 @st.composite
@@ -103,7 +106,10 @@ def test_spark_audit_matches_reference_replay(
     expected: Counter[tuple[Any, ...]] = Counter()
     for h in histories:
         compacted = profile.is_compacted(h.topic)
-        for f in reference_findings(h.batches, profile=profile, log_start_offset=start, compacted=compacted):
+        sequenced = h.topic not in COORDINATOR_TOPICS
+        for f in reference_findings(
+            h.batches, profile=profile, log_start_offset=start, compacted=compacted, sequenced=sequenced
+        ):
             expected[_key({**f, "partition": h.batches[0]["partition"]})] += 1
     # Arrow batches of 4 rows: the replay scan carries most producers' state from batch to batch. The
     # scan's own lookback for exact copies, and one of a batch, which leaves most late batches
