@@ -9,6 +9,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from audit_rules.profile import APP_SEQUENCE_SCOPES  # plain Python, no Spark: `dump` stays quick
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -89,7 +91,7 @@ def _audit_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--app-sequence-scope",
-        choices=["auto", "partition", "topic"],
+        choices=APP_SEQUENCE_SCOPES,
         help="what one app producer's sequence numbers: each partition's records, or its records across "
         "a topic's partitions (default auto: told from the values)",
     )
