@@ -18,8 +18,9 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest, session_conf
 from jobs.profiles import load_profile
 from tests.integration.spark_fixtures import CODEGEN_MODE, TEST_CONF
+from tests.paths import REAL_FIXTURES
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real"
+REAL = REAL_FIXTURES
 
 
 def ingest(

@@ -26,10 +26,11 @@ from kafka_log_decoder.errors import CorruptionKind, DecodeError
 from kafka_log_decoder.rows import BatchHeader, IndexEntry, Record, SnapshotEntry, TxnIndexEntry
 from kafka_log_decoder.segment import read_log_segment
 from tests.integration.conftest import BrokerDump
+from tests.paths import REAL_FIXTURES
 
 pytestmark = pytest.mark.integration
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+REAL = REAL_FIXTURES
 # The files DumpLogSegments dumps (it ignores every other suffix, e.g. `.log.deleted`).
 DUMPED_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", KRAFT_SNAPSHOT_SUFFIX)
 

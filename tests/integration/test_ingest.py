@@ -31,8 +31,9 @@ from kafka_log_decoder.errors import DecodeError
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
 from schemas.tables import BATCHES, RECORDS, TABLES, WALK_BEFORE_OVERLAP, WALK_FIRST, WALK_LAST, WALK_OVERLAP
+from tests.paths import REAL_FIXTURES
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real"
+REAL = REAL_FIXTURES
 PROVENANCE = ("dump_id", "replica", "topic", "partition")
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,9 @@ import pytest
 
 from jobs.cli import main
 from kafka_log_decoder.dump import run_dump
+from tests.paths import REAL_FIXTURES
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+REAL = REAL_FIXTURES
 FOO_0 = REAL / "codecrafters-kraft-3x" / "foo-0"
 BATCH_KEYS = {
     "position", "base_offset", "last_offset", "count", "magic", "crc", "crc_valid", "compression",

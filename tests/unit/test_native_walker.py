@@ -24,8 +24,9 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from kafka_log_decoder import _native
+from tests.paths import REAL_FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/real")
+FIXTURES = REAL_FIXTURES
 CODECRAFTERS_LOG = FIXTURES / "codecrafters-kraft-3x/foo-0/00000000000000000000.log"
 METADATA_LOG = FIXTURES / "induswargods-kraft/__cluster_metadata-0/00000000000000000000.log"
 

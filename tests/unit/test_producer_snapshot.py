@@ -20,8 +20,9 @@ from kafka_log_decoder.native import crc32c
 from kafka_log_decoder.producer_snapshot import decode_producer_snapshot, read_producer_snapshot
 from kafka_log_decoder.rows import SnapshotEntry
 from tests.builders import SNAPSHOT_ENTRY, producer_snapshot
+from tests.paths import REAL_FIXTURES
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+REAL = REAL_FIXTURES
 CODECRAFTERS = REAL / "codecrafters-kraft-3x"
 DONALDY = REAL / "donaldy-zk-2.7.1"
 INDUSWARGODS = REAL / "induswargods-kraft"

@@ -12,8 +12,9 @@ from kafka_log_decoder.errors import CorruptionKind, DecodeError
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import iter_segment_runs, read_log_segment
 from tests.builders import V2Batch, build_legacy, build_v2
+from tests.paths import REAL_FIXTURES
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+REAL = REAL_FIXTURES
 FOO_0 = REAL / "codecrafters-kraft-3x" / "foo-0" / "00000000000000000000.log"
 
 
