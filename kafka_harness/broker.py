@@ -1,4 +1,5 @@
-"""A single-node KRaft Kafka broker (combined broker + controller) on 127.0.0.1, for tests.
+"""KRaft Kafka brokers on 127.0.0.1, for tests: a single node (combined broker + controller), and
+broker-only nodes that join it to form a cluster of several replicas.
 
 `python -m kafka_harness.broker` runs one in the foreground until Ctrl-C.
 """
@@ -18,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -98,8 +99,12 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 class KafkaBroker:
     """A KRaft broker+controller in its own process group, writing its data under `work_dir`.
 
-    Use as a context manager, or call `start()` and `stop()`. `log_dir` holds the partition
-    directories; `server_log` is the broker's log4j output.
+    With `controller` (a started node of this kind), a broker-only node that joins that node's
+    cluster instead: a cluster of several replicas is one combined node and N broker-only nodes.
+
+    Use as a context manager, or call `start()` and `stop()`; `start()` again after `stop()`
+    restarts the node on its existing data. `log_dir` holds the partition directories;
+    `server_log` is the broker's log4j output.
     """
 
     def __init__(
@@ -107,6 +112,7 @@ class KafkaBroker:
         work_dir: Path | str | None = None,
         *,
         node_id: int = 1,
+        controller: KafkaBroker | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S,
         **properties: Any,
     ) -> None:
@@ -114,6 +120,8 @@ class KafkaBroker:
         (`log_roll_ms=100` = `log.roll.ms=100`), or pass dotted names via `**{"log.roll.ms": 100}`."""
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="kafka-broker-"))
         self.node_id = node_id
+        self.controller = controller
+        self.cluster_id: str = controller.cluster_id if controller is not None else random_cluster_id()
         self.ready_timeout_s = ready_timeout_s
         self.extra_properties = {key.replace("_", "."): _property_value(v) for key, v in properties.items()}
         self.log_dir = self.work_dir / "data"
@@ -138,12 +146,18 @@ class KafkaBroker:
         return (self.log_dir / ".kafka_cleanshutdown").is_file()
 
     def server_properties(self) -> dict[str, str]:
+        if self.controller is None:
+            roles, quorum = "broker,controller", self.controller_port
+            listeners = f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+        else:
+            roles, quorum = "broker", self.controller.controller_port
+            listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": roles,
             "node.id": str(self.node_id),
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{quorum}",
             # No advertised.listeners: it defaults to `listeners`.
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -154,23 +168,31 @@ class KafkaBroker:
         return props
 
     def start(self) -> KafkaBroker:
-        """Format the storage, launch `kafka.Kafka` and wait until it answers DescribeCluster."""
-        if self.process is not None:
+        """Format the storage (unless this node ran before), launch `kafka.Kafka` and wait until it
+        answers DescribeCluster."""
+        if self.process is not None and self.process.poll() is None:
             raise HarnessError("the broker was already started")
         java = java_executable()
         classpath = kafka_classpath()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.port, self.controller_port = free_port(), free_port()
-        while self.controller_port == self.port:
-            self.controller_port = free_port()
+        if self.controller is not None and not self.controller.controller_port:
+            raise HarnessError("the controller node must be started before a broker joins it")
+        restart = (self.log_dir / "meta.properties").is_file()
+        if not (restart and self.controller_port):  # a combined node keeps its controller port
+            self.port, self.controller_port = free_port(), (free_port() if self.controller is None else 0)
+            while self.controller_port == self.port:
+                self.controller_port = free_port()
+        else:
+            self.port = free_port()
         self.properties_file.write_text(
             "".join(f"{key}={value}\n" for key, value in self.server_properties().items())
         )
         log4j2 = self.work_dir / "log4j2.properties"
         log4j2.write_text(BROKER_LOG4J2.format(log_file=self.server_log))
         system_props = [f"-Dlog4j2.configurationFile={log4j2}", f"-Dkafka.logs.dir={self.work_dir}"]
-        self._format_storage(java, classpath, system_props)
-        self._stdout = open(self.stdout_log, "wb")  # noqa: SIM115 (closed in stop())
+        if not restart:
+            self._format_storage(java, classpath, system_props)
+        self._stdout = open(self.stdout_log, "ab")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             [java, *JVM_OPTS, *system_props, "-cp", classpath, "kafka.Kafka", str(self.properties_file)],
             stdin=subprocess.DEVNULL,
@@ -196,9 +218,9 @@ class KafkaBroker:
             classpath,
             "kafka.tools.StorageTool",
             "format",
-            "--standalone",
+            *(["--standalone"] if self.controller is None else []),
             "-t",
-            random_cluster_id(),
+            self.cluster_id,
             "-c",
             str(self.properties_file),
         ]
@@ -265,16 +287,23 @@ class KafkaBroker:
         partitions: int = 1,
         config: Mapping[str, Any] | None = None,
         *,
+        replicas: Sequence[Sequence[int]] | None = None,
         timeout_s: float = 60.0,
     ) -> None:
-        """Create a topic and wait until every partition has a leader."""
+        """Create a topic and wait until every partition has a leader. `replicas` places each
+        partition's replicas on those node ids (and sets the partition count); else one replica."""
         admin = self.admin()
-        new_topic = NewTopic(
-            name,
-            num_partitions=partitions,
-            replication_factor=1,
-            config={key: _property_value(value) for key, value in (config or {}).items()},
-        )
+        configs = {key: _property_value(value) for key, value in (config or {}).items()}
+        if replicas is None:
+            new_topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=configs)
+        else:
+            partitions = len(replicas)
+            new_topic = NewTopic(
+                name,
+                num_partitions=partitions,
+                replica_assignment=[list(r) for r in replicas],
+                config=configs,
+            )
         future = admin.create_topics([new_topic], operation_timeout=timeout_s, request_timeout=timeout_s)[
             name
         ]
@@ -319,6 +348,74 @@ class KafkaBroker:
         return process.returncode
 
     def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class KafkaCluster:
+    """Several replicas on 127.0.0.1: a combined broker + controller node (id 1) and broker-only nodes
+    (`broker_ids`) that join it. Tests place their topics' replicas on the broker-only nodes
+    (`create_topic(..., replicas=...)`), so stopping or killing one never stops the controller.
+    `properties` go to the broker-only nodes."""
+
+    def __init__(self, work_dir: Path | str, broker_ids: Sequence[int] = (2, 3), **properties: Any) -> None:
+        work = Path(work_dir)
+        self.controller = KafkaBroker(work / "node1", node_id=1)
+        self.brokers = {
+            i: KafkaBroker(work / f"node{i}", node_id=i, controller=self.controller, **properties)
+            for i in broker_ids
+        }
+
+    def start(self) -> KafkaCluster:
+        self.controller.start()
+        for broker in self.brokers.values():
+            broker.start()
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        """The running broker-only nodes, as a client's bootstrap list."""
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.process and b.process.poll() is None)
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL a broker: no clean shutdown, no final checkpoints or snapshots."""
+        broker = self.brokers[node_id]
+        assert broker.process is not None
+        _signal_group(broker.process, signal.SIGKILL)
+        broker.process.wait(timeout=STOP_TIMEOUT_S)
+        broker.stop()
+
+    def leader(self, topic: str, partition: int) -> tuple[int, list[int]]:
+        """The partition's leader and in-sync replicas, as the controller node's metadata has them."""
+        meta = (
+            self.controller.admin().list_topics(topic=topic, timeout=10).topics[topic].partitions[partition]
+        )
+        return meta.leader, sorted(meta.isrs)
+
+    def wait_for(self, topic: str, partition: int, isr: Sequence[int], timeout_s: float = 60.0) -> int:
+        """Wait until the partition's in-sync replicas are `isr`; returns its leader."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            leader, current = self.leader(topic, partition)
+            if current == sorted(isr) and leader in isr:
+                return leader
+            if time.monotonic() > deadline:
+                raise HarnessError(f"{topic}-{partition}: in-sync replicas {current}, not {sorted(isr)}")
+            time.sleep(0.25)
+
+    def stop(self) -> None:
+        for broker in self.brokers.values():
+            broker.stop()
+        self.controller.stop()
+
+    def __enter__(self) -> KafkaCluster:
         return self.start()
 
     def __exit__(
