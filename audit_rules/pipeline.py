@@ -318,7 +318,7 @@ def audit(
             consistency.replica_divergence(bronze.batches, logs),
         ]
     if "acks" in present:
-        frames.append(retention.acked_records(bronze.batches, bronze.acks, logs))
+        frames.append(retention.acked_records(bronze.batches, bronze.acks, logs, bronze.records))
     if "quarantine" in present:
         frames.append(consistency.quarantined(bronze.quarantine, bronze.batches))
     if bronze.records is not None:

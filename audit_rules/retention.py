@@ -153,9 +153,12 @@ def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
 _ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "compacted", "cleaned_to")
 
 
-def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataFrame:
+def acked_records(
+    batches: DataFrame, acks: DataFrame, logs: DataFrame, records: DataFrame | None = None
+) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
-    checked against the newest dump of each replica."""
+    checked against the newest dump of each replica. With `records` (record-level mode), an ack that
+    names its record's key must also find that key at its offset (`_rewritten`)."""
     newest = Window.partitionBy("replica", "topic", "partition").orderBy(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
     )
@@ -169,6 +172,7 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         F.col("producer_id").alias("ack_producer_id"),
         F.col("producer_epoch").alias("ack_producer_epoch"),
         F.col("sequence").alias("ack_sequence"),
+        (F.col("key") if records is not None else F.lit(None).cast("string")).alias("ack_key"),
     ).distinct()
     # Every acknowledged offset against every target log of its partition (targets: one per replica).
     events_acks = ack_rows.join(F.broadcast(targets), ["topic", "partition"], "inner").select(
@@ -178,6 +182,7 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         "ack_producer_id",
         "ack_producer_epoch",
         "ack_sequence",
+        "ack_key",
     )
     # Only logs some ack names are read.
     acked = targets.join(
@@ -203,6 +208,7 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         events_batches.withColumn("ack_producer_id", F.lit(None).cast("long"))
         .withColumn("ack_producer_epoch", F.lit(None).cast("short"))
         .withColumn("ack_sequence", F.lit(None).cast("int"))
+        .withColumn("ack_key", F.lit(None).cast("string"))
     )
     # The batch holding an offset is the last batch starting at or before it (one sort per partition).
     w = Window.partitionBy("log_key").orderBy("at", "_order").rowsBetween(Window.unboundedPreceding, 0)
@@ -234,11 +240,14 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         .when(~covered, F.lit("absent"))
         .otherwise(F.lit("other"))
     )
-    judged = located.withColumn("_outcome", outcome).where(F.col("_outcome") != "ok")
-    # Consecutive offsets with one outcome and producer are one finding (offset minus rank is constant along
-    # a run).
+    checked = located.withColumn("_outcome", outcome)
+    judged = checked.where(F.col("_outcome") != "ok")
+    if records is not None:
+        judged = judged.unionByName(_rewritten(checked, records, acked))
+    # Consecutive offsets with one outcome and producer are one finding (offset minus rank is constant
+    # along a run; a dense rank, since two acks with different keys may name one offset).
     run = Window.partitionBy("log_key", "_outcome", "ack_producer_id").orderBy("at")
-    judged = judged.withColumn("_run", F.col("at") - F.row_number().over(run))
+    judged = judged.withColumn("_run", F.col("at") - F.dense_rank().over(run))
     ranges = judged.groupBy(
         "log_key", "dump_id", "replica", "topic", "partition", "_outcome", "ack_producer_id", "_run"
     ).agg(
@@ -248,6 +257,9 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         F.first("log_start_offset").alias("log_start_offset"),
         F.min_by("cover", "at").alias("cover"),
     )
+    # " (producer N)" when the ledger names the producer.
+    who = F.format_string(" (producer %s)", F.col("ack_producer_id").cast("string"))
+    ranges = ranges.withColumn("_who", F.when(F.col("ack_producer_id").isNotNull(), who).otherwise(""))
     retention = to_findings(
         ranges.where(F.col("_outcome") == "retention"),
         "ACKED_RECORD_RETENTION",
@@ -265,39 +277,70 @@ def acked_records(batches: DataFrame, acks: DataFrame, logs: DataFrame) -> DataF
         last_offset="last",
         explained_by=F.lit("retention"),
     )
+    held_by = ("cover.producer_id", "cover.producer_epoch", "cover.base_offset")
     missing = to_findings(
         ranges.where(F.col("_outcome") != "retention"),
         "ACKED_RECORD_MISSING",
         F.when(
             F.col("_outcome") == "absent",
             fmt(
-                "%s acknowledged record(s) at offsets %s-%s (producer %s) are not in the log although they "
-                "are at or "
+                "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they are at or "
                 "above the log start offset %s: acknowledged data was lost.",
                 "n",
                 "first",
                 "last",
-                "ack_producer_id",
+                "_who",
                 "log_start_offset",
             ),
-        ).otherwise(
+        )
+        .when(
+            F.col("_outcome") == "rewritten",
             fmt(
-                "%s acknowledged record(s) at offsets %s-%s (producer %s) are held by a batch of producer "
-                "%s epoch %s "
+                "%s acknowledged record(s) at offsets %s-%s%s are held by records with other keys than the "
+                "ledger's, in a batch of producer %s epoch %s at offset %s: the acknowledged data was "
+                "overwritten.",
+                "n",
+                "first",
+                "last",
+                "_who",
+                *held_by,
+            ),
+        )
+        .otherwise(
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s%s are held by a batch of producer %s epoch %s "
                 "at offset %s with other sequences: the acknowledged data was overwritten.",
                 "n",
                 "first",
                 "last",
-                "ack_producer_id",
-                "cover.producer_id",
-                "cover.producer_epoch",
-                "cover.base_offset",
+                "_who",
+                *held_by,
             )
         ),
         producer_id="ack_producer_id",
         first_offset="first",
         last_offset="last",
-        related_offset=F.when(F.col("_outcome") == "other", F.col("cover.base_offset")),
+        related_offset=F.when(F.col("_outcome") != "absent", F.col("cover.base_offset")),
         missing_records="n",
     )
     return retention.unionByName(missing)
+
+
+def _rewritten(checked: DataFrame, records: DataFrame, acked: DataFrame) -> DataFrame:
+    """The acks `checked` found held (outcome ok) that name a key, where the log's record at that
+    offset has another key: outcome "rewritten" (an unclean leader election's signature: the offset was
+    given again to another record). A record whose key the input did not print (dump-log text without
+    the data) proves nothing; an offset holding no record (the cleaner removed it) is left to the
+    batch-level check."""
+    held = (
+        with_log_key(records)
+        .where(F.col("key").isNotNull() | (F.col("key_size") < 0))
+        .join(F.broadcast(acked.select("log_key")), "log_key", "inner")
+        .select("log_key", F.col("offset").alias("at"), F.col("key").cast("string").alias("ack_key"))
+    )
+    keyed = checked.where((F.col("_outcome") == "ok") & F.col("ack_key").isNotNull())
+    return (
+        keyed.join(held.select("log_key", "at"), ["log_key", "at"], "left_semi")
+        .join(held, ["log_key", "at", "ack_key"], "left_anti")
+        .withColumn("_outcome", F.lit("rewritten"))
+    )
