@@ -1,0 +1,384 @@
+"""Replicas written by a real cluster (a controller node and broker-only nodes, issue 4's "replicas and
+dumps over time" and "no false alarms on real logs").
+
+- An unclean leader election: the leader takes acknowledged writes alone, is killed, and the
+  out-of-sync follower is elected and given the same offsets for other records. The audit must find
+  the rewritten offsets (`REPLICA_DIVERGENCE` between the replicas and between the dumps over time),
+  every acknowledged record lost (`ACKED_RECORD_MISSING`, the rewritten ones by their keys in
+  record-level mode), the vanished producer (`UNKNOWN_PRODUCER_LOSS`), and nothing else.
+- A clean failover: idempotent and transactional producers writing through a SIGKILL of the
+  leader, its restart and a clean restart of another replica, with `acks=all` and two in-sync
+  replicas required. Three replicas and the killed leader's own log: nothing above info.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from audit_rules.kinds import KINDS, Severity
+from audit_rules.pipeline import audit
+from jobs.audit import read_bronze
+from jobs.ingest import IngestOptions, LabeledPath, run_ingest
+from jobs.profiles import load_profile
+from kafka_harness.broker import KafkaCluster
+from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.segment import read_log_segment
+
+BROKER_PROPERTIES = {
+    # The high watermark reaches its checkpoint file within half a second (default 5 s).
+    "replica.high.watermark.checkpoint.interval.ms": 500,
+    "replica.lag.time.max.ms": 5000,
+}
+
+
+class Ledger:
+    """The acknowledgement ledger of contract §1 (topic, partition, offset, key), filled by delivery
+    reports of several producer threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+
+    def report(self, err: KafkaError | None, msg: Any) -> None:
+        with self._lock:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                key = msg.key().decode()
+                self.rows.append(
+                    {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(), "key": key}
+                )
+
+    def write(self) -> Path:
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
+        return self.path
+
+
+def batches(log_dir: Path, partition: str) -> list[BatchHeader]:
+    return [
+        item
+        for seg in sorted((log_dir / partition).glob("*.log"))
+        for item in read_log_segment(seg)
+        if isinstance(item, BatchHeader)
+    ]
+
+
+def checkpoint(log_dir: Path, name: str, partition: str) -> int:
+    """The offset a broker's checkpoint file (`replication-offset-checkpoint`: the high watermark)
+    holds for a partition."""
+    topic, _, number = partition.rpartition("-")
+    for line in (log_dir / name).read_text().splitlines()[2:]:
+        t, p, offset = line.split()
+        if (t, p) == (topic, number):
+            return int(offset)
+    raise AssertionError(f"{partition} not in {log_dir / name}")
+
+
+def leader_epochs(log_dir: Path, partition: str) -> list[tuple[int, int]]:
+    lines = (log_dir / partition / "leader-epoch-checkpoint").read_text().splitlines()[2:]
+    return [(int(e), int(o)) for e, o in (line.split() for line in lines)]
+
+
+def run_audit(spark: Any, out: Path, inputs: dict[str, Path], ledger: Path) -> list[dict[str, Any]]:
+    run_ingest(
+        spark,
+        IngestOptions(
+            inputs=[LabeledPath(label, str(path)) for label, path in inputs.items()],
+            output=str(out),
+            records=True,
+            acks=[LabeledPath("acks", str(ledger))],
+        ),
+    )
+    result = audit(read_bronze(spark, str(out)), load_profile())
+    try:
+        return [r.asDict(recursive=True) for r in result.findings.collect()]
+    finally:
+        result.release()
+
+
+def above_info(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f for f in findings if KINDS[f["kind"]].severity > Severity.INFO]
+
+
+def produce(bootstrap: str, ledger: Ledger, topic: str, tag: str, count: int) -> None:
+    """`count` records keyed `tag-i` from a new idempotent producer, 20 at a time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(
+            topic, key=f"{tag}-{i}".encode(), value=f"{tag} {i}".encode(), on_delivery=ledger.report
+        )
+        if i % 20 == 19:
+            assert producer.flush(30) == 0
+    assert producer.flush(30) == 0
+
+
+# --- an unclean leader election ------------------------------------------------------------------
+
+UNCLEAN = "unclean"
+PHASES = {"before": 100, "alone": 100, "elected": 50, "rejoined": 20}
+
+
+class UncleanDumps(NamedTuple):
+    during: Path  # both replicas, the old leader dead and the elected one stopped: dump t1
+    after: Path  # both replicas after the old leader rejoined and truncated: dump t2
+    ledger: Path
+    acked: dict[str, list[int]]  # phase -> acknowledged offsets
+
+
+@pytest.fixture(scope="module")
+def unclean(tmp_path_factory: pytest.TempPathFactory) -> UncleanDumps:
+    work = tmp_path_factory.mktemp("unclean-election")
+    ledger = Ledger(work / "acks.jsonl")
+    with KafkaCluster(work / "cluster", (2, 3), **BROKER_PROPERTIES) as cluster:
+        cluster.controller.create_topic(
+            UNCLEAN,
+            replicas=[[2, 3]],
+            config={"min.insync.replicas": 1, "unclean.leader.election.enable": True},
+        )
+        b2, b3 = cluster.brokers[2], cluster.brokers[3]
+        produce(cluster.bootstrap, ledger, UNCLEAN, "before", PHASES["before"])
+        b3.stop()  # a clean shutdown: the controller takes 3 out of the in-sync replicas at once
+        cluster.wait_for(UNCLEAN, 0, [2])
+        produce(cluster.bootstrap, ledger, UNCLEAN, "alone", PHASES["alone"])  # acked by 2 alone
+        time.sleep(1.5)  # the high watermark's checkpoint
+        cluster.kill(2)
+        b3.start()  # the only live replica, out of sync: elected because the topic allows it
+        cluster.wait_for(UNCLEAN, 0, [3])
+        produce(cluster.bootstrap, ledger, UNCLEAN, "elected", PHASES["elected"])
+        b3.stop()
+        during = work / "t1"
+        shutil.copytree(b2.log_dir, during / "broker2")
+        shutil.copytree(b3.log_dir, during / "broker3")
+        b3.start()
+        b2.start()  # rejoins as a follower: truncates to the elected leader's epoch start and fetches
+        cluster.wait_for(UNCLEAN, 0, [2, 3])
+        produce(cluster.bootstrap, ledger, UNCLEAN, "rejoined", PHASES["rejoined"])
+        cluster.wait_for(UNCLEAN, 0, [2, 3])
+    after = work / "t2"
+    shutil.copytree(b2.log_dir, after / "broker2")
+    shutil.copytree(b3.log_dir, after / "broker3")
+    assert ledger.errors == []
+    acked: dict[str, list[int]] = {}
+    for row in ledger.rows:
+        acked.setdefault(row["key"].rsplit("-", 1)[0], []).append(row["offset"])
+    return UncleanDumps(during, after, ledger.write(), {k: sorted(v) for k, v in acked.items()})
+
+
+def test_the_elected_replica_gave_the_acknowledged_offsets_to_other_records(unclean: UncleanDumps) -> None:
+    """The precondition, read from the brokers' files: both replicas' high watermarks passed the
+    offsets the old leader acknowledged alone, the elected replica's new leader epoch starts there,
+    and its batches at those offsets are other producers'."""
+    alone = unclean.acked["alone"]
+    assert alone == list(range(PHASES["before"], PHASES["before"] + PHASES["alone"]))
+    old, new = unclean.during / "broker2", unclean.during / "broker3"
+    assert checkpoint(old, "replication-offset-checkpoint", f"{UNCLEAN}-0") == alone[-1] + 1
+    assert checkpoint(new, "replication-offset-checkpoint", f"{UNCLEAN}-0") > alone[0]
+    assert leader_epochs(new, f"{UNCLEAN}-0")[-1][1] == alone[0]
+    assert unclean.acked["elected"][0] == alone[0]
+    old_pids = {b.producer_id for b in batches(old, f"{UNCLEAN}-0") if b.base_offset >= alone[0]}
+    new_pids = {b.producer_id for b in batches(new, f"{UNCLEAN}-0") if b.base_offset >= alone[0]}
+    assert len(old_pids) == 1 and old_pids.isdisjoint(new_pids)
+
+
+def ranges(findings: list[dict[str, Any]], kind: str, dump_id: str, replica: str) -> set[int]:
+    return {
+        o
+        for f in findings
+        if (f["kind"], f["dump_id"], f["replica"]) == (kind, dump_id, replica)
+        for o in range(f["first_offset"], f["last_offset"] + 1)
+    }
+
+
+def test_an_unclean_election_is_divergence_and_the_loss_of_every_record_acknowledged_alone(
+    spark: Any, unclean: UncleanDumps, tmp_path: Path
+) -> None:
+    findings = run_audit(spark, tmp_path / "out", {"t1": unclean.during, "t2": unclean.after}, unclean.ledger)
+    alone = set(unclean.acked["alone"])
+    first = min(alone)
+    assert {f["kind"] for f in above_info(findings)} == {
+        "REPLICA_DIVERGENCE",
+        "ACKED_RECORD_MISSING",
+        "UNKNOWN_PRODUCER_LOSS",
+    }
+    # The offsets the elected leader gave again diverge from where it was elected: between the two
+    # replicas of t1, and between the old leader's t1 log and both logs of t2.
+    divergence = [f for f in findings if f["kind"] == "REPLICA_DIVERGENCE"]
+    assert {f["first_offset"] for f in divergence} == {first}
+    assert {(f["dump_id"], f["replica"]) for f in divergence} >= {("t1", "3"), ("t2", "2"), ("t2", "3")}
+    # Every record the old leader acknowledged alone is lost in each replica's newest log, and nothing
+    # else is: the offsets the elected leader reused by their keys, the rest as absent.
+    end = 1 + max(b.last_offset for b in batches(unclean.after / "broker3", f"{UNCLEAN}-0"))
+    for replica in ("2", "3"):
+        assert ranges(findings, "ACKED_RECORD_MISSING", "t2", replica) == alone
+        assert ranges(findings, "ACKED_RECORD_MISSING", "t1", replica) == set()
+        for f in findings:
+            if (f["kind"], f["replica"]) == ("ACKED_RECORD_MISSING", replica):
+                rewritten = f["last_offset"] < end
+                assert (f["related_offset"] is not None) == rewritten
+                assert ("other keys" in f["message"]) == rewritten
+    assert sum(f["missing_records"] for f in findings if f["kind"] == "ACKED_RECORD_MISSING") == 2 * len(
+        alone
+    )
+    # The producer that wrote them is gone from the old leader's log once it rejoined.
+    old = batches(unclean.during / "broker2", f"{UNCLEAN}-0")
+    (pid,) = {b.producer_id for b in old if b.base_offset >= first}
+    lost = [f for f in findings if f["kind"] == "UNKNOWN_PRODUCER_LOSS"]
+    assert [(f["dump_id"], f["replica"], f["producer_id"]) for f in lost] == [("t2", "2", pid)]
+
+
+def test_after_the_rejoin_the_replicas_agree_and_only_the_ledger_shows_the_loss(
+    spark: Any, unclean: UncleanDumps, tmp_path: Path
+) -> None:
+    findings = run_audit(spark, tmp_path / "out", {"t2": unclean.after}, unclean.ledger)
+    assert {f["kind"] for f in above_info(findings)} == {"ACKED_RECORD_MISSING"}
+    alone = set(unclean.acked["alone"])
+    assert ranges(findings, "ACKED_RECORD_MISSING", "t2", "2") == alone
+    assert ranges(findings, "ACKED_RECORD_MISSING", "t2", "3") == alone
+
+
+# --- a clean failover --------------------------------------------------------------------------------
+
+ORDERS, TXN = "orders", "payments"
+
+
+class FailoverDumps(NamedTuple):
+    killed: Path  # the killed leader's log dir, as it was left: dump t1
+    final: Path  # every replica after the restarts, stopped cleanly: dump t2
+    killed_id: int
+    ledger: Path
+    transactions: int
+
+
+def _idempotent(cluster: KafkaCluster, ledger: Ledger, name: str, stop: threading.Event) -> None:
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 120_000,
+        }
+    )
+    i = 0
+    while not stop.is_set():
+        for partition in (0, 1):
+            key = f"{name}-{i}".encode()
+            producer.produce(ORDERS, key=key, value=b"v", partition=partition, on_delivery=ledger.report)
+        i += 1
+        producer.poll(0)
+        if i % 10 == 0:
+            time.sleep(0.01)
+    assert producer.flush(120) == 0
+
+
+def _transactional(cluster: KafkaCluster, stop: threading.Event, done: list[int]) -> None:
+    """Transactions of 20 records, every fifth aborted. A transactional error the client cannot recover
+    from ends this producer; a new one with the same transactional id fences it and carries on."""
+
+    def new() -> Producer:
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "transactional.id": "payments-1", "linger.ms": 2}
+        )
+        producer.init_transactions(60)
+        return producer
+
+    producer, n = new(), 0
+    while not stop.is_set():
+        try:
+            producer.begin_transaction()
+            for i in range(20):
+                producer.produce(TXN, key=f"t{n}-{i}".encode(), value=b"x")
+            if n % 5 == 4:
+                producer.abort_transaction(60)
+            else:
+                producer.commit_transaction(60)
+            n += 1
+        except KafkaException as exc:
+            try:
+                if exc.args[0].txn_requires_abort():
+                    producer.abort_transaction(60)
+                elif not exc.args[0].retriable():
+                    producer = new()
+            except KafkaException:
+                producer = new()
+            time.sleep(0.2)
+    done.append(n)
+
+
+@pytest.fixture(scope="module")
+def failover(tmp_path_factory: pytest.TempPathFactory) -> FailoverDumps:
+    work = tmp_path_factory.mktemp("failover")
+    ledger = Ledger(work / "acks.jsonl")
+    properties = {
+        **BROKER_PROPERTIES,
+        "transaction.state.log.replication.factor": 3,
+        "transaction.state.log.min.isr": 2,
+    }
+    with KafkaCluster(work / "cluster", (2, 3, 4), **properties) as cluster:
+        cluster.controller.create_topic(
+            ORDERS, replicas=[[2, 3, 4], [3, 4, 2]], config={"min.insync.replicas": 2}
+        )
+        cluster.controller.create_topic(TXN, replicas=[[4, 2, 3]], config={"min.insync.replicas": 2})
+        stop, transactions = threading.Event(), []
+        threads = [
+            threading.Thread(target=_idempotent, args=(cluster, ledger, f"p{k}", stop)) for k in range(2)
+        ] + [threading.Thread(target=_transactional, args=(cluster, stop, transactions))]
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(5)
+            killed = cluster.leader(ORDERS, 0)[0]
+            cluster.kill(killed)
+            killed_dir = work / "t1" / f"broker{killed}"
+            shutil.copytree(cluster.brokers[killed].log_dir, killed_dir)
+            time.sleep(5)
+            cluster.brokers[killed].start()
+            cluster.wait_for(ORDERS, 0, [2, 3, 4])
+            other = next(i for i in cluster.brokers if i != killed)
+            cluster.brokers[other].stop()
+            time.sleep(3)
+            cluster.brokers[other].start()
+            for topic, partition in ((ORDERS, 0), (ORDERS, 1), (TXN, 0)):
+                cluster.wait_for(topic, partition, [2, 3, 4])
+            time.sleep(3)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=180)
+    final = work / "t2"
+    for i, broker in cluster.brokers.items():
+        shutil.copytree(broker.log_dir, final / f"broker{i}")
+    assert ledger.errors == [] and transactions and transactions[0] > 0
+    return FailoverDumps(killed_dir, final, killed, ledger.write(), transactions[0])
+
+
+def test_leadership_moved_while_the_producers_wrote(failover: FailoverDumps) -> None:
+    """The precondition: every replica of orders-0 saw the kill move its leadership (a new leader
+    epoch with data after it), and the killed leader's log is behind the final one."""
+    for replica in failover.final.iterdir():
+        epochs = leader_epochs(replica, f"{ORDERS}-0")
+        assert len(epochs) >= 2
+    killed_end = max(b.last_offset for b in batches(failover.killed, f"{ORDERS}-0"))
+    final_end = max(
+        b.last_offset for b in batches(failover.final / f"broker{failover.killed_id}", f"{ORDERS}-0")
+    )
+    assert killed_end < final_end
+    assert failover.transactions >= 5
+
+
+def test_a_failover_under_acks_all_leaves_nothing_above_info(
+    spark: Any, failover: FailoverDumps, tmp_path: Path
+) -> None:
+    findings = run_audit(
+        spark, tmp_path / "out", {"t1": failover.killed, "t2": failover.final}, failover.ledger
+    )
+    assert above_info(findings) == []
