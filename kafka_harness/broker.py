@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -96,7 +96,28 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-class KafkaBroker:
+class _Started:
+    """A context manager over `start()` and `stop()`."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> object:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class KafkaBroker(_Started):
     """A KRaft broker+controller in its own process group, writing its data under `work_dir`.
 
     With `controller` (a started node of this kind), a broker-only node that joins that node's
@@ -347,19 +368,8 @@ class KafkaBroker:
             atexit.unregister(self.stop)
         return process.returncode
 
-    def __enter__(self) -> KafkaBroker:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class KafkaCluster:
+class KafkaCluster(_Started):
     """Several replicas on 127.0.0.1: a combined broker + controller node (id 1) and broker-only nodes
     (`broker_ids`) that join it. Tests place their topics' replicas on the broker-only nodes
     (`create_topic(..., replicas=...)`), so stopping or killing one never stops the controller.
@@ -414,17 +424,6 @@ class KafkaCluster:
         for broker in self.brokers.values():
             broker.stop()
         self.controller.stop()
-
-    def __enter__(self) -> KafkaCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
