@@ -202,6 +202,12 @@ def audit(
             "snapshots": bronze.producer_snapshots,
             "acks": bronze.acks,
             "quarantine": bronze.quarantine,
+            # Acks to check against their records' keys (record-level mode only).
+            **(
+                {"keyed acks": bronze.acks.where(F.col("key").isNotNull())}
+                if bronze.records is not None
+                else {}
+            ),
         },
         background=background,
     )
@@ -318,7 +324,8 @@ def audit(
             consistency.replica_divergence(bronze.batches, logs),
         ]
     if "acks" in present:
-        frames.append(retention.acked_records(bronze.batches, bronze.acks, logs, bronze.records))
+        keyed = bronze.records if "keyed acks" in present else None
+        frames.append(retention.acked_records(bronze.batches, bronze.acks, logs, keyed))
     if "quarantine" in present:
         frames.append(consistency.quarantined(bronze.quarantine, bronze.batches))
     if bronze.records is not None:
