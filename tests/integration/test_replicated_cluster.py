@@ -9,6 +9,9 @@ dumps over time" and "no false alarms on real logs").
 - A clean failover: idempotent and transactional producers writing through a SIGKILL of the
   leader, its restart and a clean restart of another replica, with `acks=all` and two in-sync
   replicas required. Three replicas and the killed leader's own log: nothing above info.
+- `acks=1` through a clean failover: the leader acknowledged records its in-sync follower had not
+  fetched yet, then was killed. Nothing was committed above its high watermark, so no divergence;
+  the ledger shows exactly the acknowledged records the failover lost (`ACKED_RECORD_MISSING`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaCluster
-from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
 
 BROKER_PROPERTIES = {
@@ -275,7 +278,7 @@ def _idempotent(cluster: KafkaCluster, ledger: Ledger, name: str, stop: threadin
             producer.produce(ORDERS, key=key, value=b"v", partition=partition, on_delivery=ledger.report)
         i += 1
         producer.poll(0)
-        if i % 10 == 0:
+        if i % 5 == 0:  # about 1000 records a second from each producer: batches, not a flood
             time.sleep(0.01)
     assert producer.flush(120) == 0
 
@@ -382,3 +385,97 @@ def test_a_failover_under_acks_all_leaves_nothing_above_info(
         spark, tmp_path / "out", {"t1": failover.killed, "t2": failover.final}, failover.ledger
     )
     assert above_info(findings) == []
+
+
+# --- acks=1 through a clean failover --------------------------------------------------------------------
+
+LEADER_ONLY = "leader-only"
+
+
+class LeaderOnlyDumps(NamedTuple):
+    killed: Path  # the killed leader's log dir: dump t1
+    final: Path  # both replicas once the killed leader rejoined: dump t2
+    ledger: Path
+    acked: list[tuple[int, str]]  # (offset, key) of every acknowledged record
+
+
+@pytest.fixture(scope="module")
+def leader_only(tmp_path_factory: pytest.TempPathFactory) -> LeaderOnlyDumps:
+    """A producer with `acks=1` (no idempotence) writes while the leader is killed. The follower
+    fetches at most once a second (`replica.fetch.min.bytes` it never reaches, `replica.fetch.wait.max.ms`
+    1 s), so the leader acknowledged up to a second of records the follower never had; the follower is
+    still in sync, and the election is clean."""
+    work = tmp_path_factory.mktemp("leader-only")
+    ledger = Ledger(work / "acks.jsonl")
+    properties = {
+        **BROKER_PROPERTIES,
+        "replica.fetch.min.bytes": 1 << 20,
+        "replica.fetch.wait.max.ms": 1000,
+    }
+    with KafkaCluster(work / "cluster", (2, 3), **properties) as cluster:
+        cluster.controller.create_topic(LEADER_ONLY, replicas=[[2, 3]], config={"min.insync.replicas": 1})
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "enable.idempotence": False, "acks": 1, "linger.ms": 5}
+        )
+
+        def send(seconds: float, tag: str) -> None:
+            end, i = time.monotonic() + seconds, 0
+            while time.monotonic() < end:
+                producer.produce(
+                    LEADER_ONLY, key=f"{tag}-{i}".encode(), value=b"v", on_delivery=ledger.report
+                )
+                producer.poll(0)
+                i += 1
+                if i % 5 == 0:
+                    time.sleep(0.005)
+
+        send(3, "before")
+        producer.poll(0.2)  # the acknowledgements of what the leader has appended
+        cluster.kill(2)
+        killed = work / "t1" / "broker2"
+        shutil.copytree(cluster.brokers[2].log_dir, killed)
+        cluster.wait_for(LEADER_ONLY, 0, [3])
+        send(2, "after")
+        assert producer.flush(60) == 0
+        cluster.brokers[2].start()  # rejoins: truncates what only it had, and fetches the new leader's
+        cluster.wait_for(LEADER_ONLY, 0, [2, 3])
+    final = work / "t2"
+    for i, broker in cluster.brokers.items():
+        shutil.copytree(broker.log_dir, final / f"broker{i}")
+    acked = sorted((r["offset"], r["key"]) for r in ledger.rows)
+    return LeaderOnlyDumps(killed, final, ledger.write(), acked)
+
+
+def held(log_dir: Path, partition: str) -> set[tuple[int, str]]:
+    """(offset, key) of every record of a partition's log."""
+    return {
+        (item.offset, item.key.decode())
+        for seg in sorted((log_dir / partition).glob("*.log"))
+        for item in read_log_segment(seg, records=True)
+        if isinstance(item, Record) and item.key is not None
+    }
+
+
+def test_acks_1_lost_acknowledged_records_the_follower_never_had(leader_only: LeaderOnlyDumps) -> None:
+    """The precondition: some acknowledged records are in neither final replica, and all of them lie at
+    or above the killed leader's high watermark (never committed)."""
+    final = held(leader_only.final / "broker3", f"{LEADER_ONLY}-0")
+    assert final == held(leader_only.final / "broker2", f"{LEADER_ONLY}-0")
+    lost = [offset for offset, key in leader_only.acked if (offset, key) not in final]
+    watermark = checkpoint(leader_only.killed, "replication-offset-checkpoint", f"{LEADER_ONLY}-0")
+    assert lost and min(lost) >= watermark
+
+
+def test_acks_1_loss_is_every_lost_acknowledged_record_and_no_divergence(
+    spark: Any, leader_only: LeaderOnlyDumps, tmp_path: Path
+) -> None:
+    """Above the killed leader's high watermark nothing was committed, so its log and the final ones
+    do not diverge; the ledger alone shows the acknowledged records the failover lost."""
+    findings = run_audit(
+        spark, tmp_path / "out", {"t1": leader_only.killed, "t2": leader_only.final}, leader_only.ledger
+    )
+    final = held(leader_only.final / "broker3", f"{LEADER_ONLY}-0")
+    lost = {offset for offset, key in leader_only.acked if (offset, key) not in final}
+    assert {f["kind"] for f in above_info(findings)} == {"ACKED_RECORD_MISSING"}
+    for replica in ("2", "3"):
+        assert ranges(findings, "ACKED_RECORD_MISSING", "t2", replica) == lost
