@@ -329,9 +329,13 @@ def acked_records(
 def _rewritten(checked: DataFrame, records: DataFrame, acked: DataFrame) -> DataFrame:
     """The acks `checked` found held (outcome ok) that name a key, where the log's record at that
     offset has another key: outcome "rewritten" (an unclean leader election's signature: the offset was
-    given again to another record). A record whose key the input did not print (dump-log text without
-    the data) proves nothing; an offset holding no record (the cleaner removed it) is left to the
-    batch-level check."""
+    given again to another record).
+
+    Keys are compared as the records' key bytes read as UTF-8, and only in logs where some ack's key
+    equals its record's: a ledger that writes keys another way (hex, base64, a number's text for a
+    binary key) matches none and proves nothing. A record whose key the input did not print (dump-log
+    text without the data) proves nothing either; an offset holding no record (the cleaner removed it)
+    is left to the batch-level check."""
     held = (
         with_log_key(records)
         .where(F.col("key").isNotNull() | (F.col("key_size") < 0))
@@ -339,8 +343,10 @@ def _rewritten(checked: DataFrame, records: DataFrame, acked: DataFrame) -> Data
         .select("log_key", F.col("offset").alias("at"), F.col("key").cast("string").alias("ack_key"))
     )
     keyed = checked.where((F.col("_outcome") == "ok") & F.col("ack_key").isNotNull())
+    same_keys = keyed.join(held, ["log_key", "at", "ack_key"], "left_semi").select("log_key").distinct()
     return (
-        keyed.join(held.select("log_key", "at"), ["log_key", "at"], "left_semi")
+        keyed.join(F.broadcast(same_keys), "log_key", "left_semi")
+        .join(held.select("log_key", "at"), ["log_key", "at"], "left_semi")
         .join(held, ["log_key", "at", "ack_key"], "left_anti")
         .withColumn("_outcome", F.lit("rewritten"))
     )

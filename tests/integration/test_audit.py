@@ -205,6 +205,38 @@ def test_an_ack_naming_another_producer_or_sequence_is_missing(
     assert [(f["first_offset"], f["related_offset"] is not None) for f in found] == [(record.offset, True)]
 
 
+def test_ack_keys_are_compared_where_the_ledger_writes_keys_as_the_records_have_them(
+    spark: Any, broker_dump: Any, tmp_path: Path
+) -> None:
+    """Record-level mode: in one partition the ledger's keys are the records' text but for one ack,
+    whose record is then reported as overwritten; in another every key is written as hex, which matches
+    no record of that log and is not read as loss."""
+    keyed = [
+        (key, [r for run in runs for r in run.records if r.key])
+        for key, runs in sorted(broker_dump.manifest.partitions.items())
+        if not key.startswith("__")
+    ]
+    (text_key, text_records), (hex_key, hex_records) = [(k, rs) for k, rs in keyed if len(rs) >= 10][:2]
+
+    def rows(partition_key: str, records: list[Any], key: Any) -> list[dict[str, Any]]:
+        topic, _, partition = partition_key.rpartition("-")
+        return [
+            {"topic": topic, "partition": int(partition), "offset": r.offset, "key": key(r)} for r in records
+        ]
+
+    wrong = text_records[5]
+    ledger = tmp_path / "acks.jsonl"
+    ledger_rows = rows(text_key, text_records, lambda r: r.key + "!" if r is wrong else r.key)
+    ledger_rows += rows(hex_key, hex_records, lambda r: r.key.encode().hex())
+    ledger.write_text("".join(json.dumps(r) + "\n" for r in ledger_rows))
+    ingest(spark, tmp_path / "out", f"broker={broker_dump.log_dir}", acks=(ledger,), records=True)
+    found = [f for f in findings_of(spark, tmp_path / "out") if f["kind"] == "ACKED_RECORD_MISSING"]
+    assert [(f"{f['topic']}-{f['partition']}", f["first_offset"], f["last_offset"]) for f in found] == [
+        (text_key, wrong.offset, wrong.offset)
+    ]
+    assert "other keys" in found[0]["message"] and found[0]["related_offset"] is not None
+
+
 @pytest.fixture(scope="module")
 def clean_findings(
     spark: Any, clean_broker_dump: Any, tmp_path_factory: pytest.TempPathFactory
