@@ -202,9 +202,14 @@ def audit(
             "snapshots": bronze.producer_snapshots,
             "acks": bronze.acks,
             "quarantine": bronze.quarantine,
-            # Acks to check against their records' keys (record-level mode only).
+            # Acks to check against their records' keys and app sequences (record-level mode only).
             **(
-                {"keyed acks": bronze.acks.where(F.col("key").isNotNull())}
+                {
+                    "keyed acks": bronze.acks.where(F.col("key").isNotNull()),
+                    "app acks": bronze.acks.where(
+                        F.col("app_producer").isNotNull() & F.col("app_sequence").isNotNull()
+                    ),
+                }
                 if bronze.records is not None
                 else {}
             ),
@@ -324,8 +329,11 @@ def audit(
             consistency.replica_divergence(bronze.batches, logs),
         ]
     if "acks" in present:
-        keyed = bronze.records if "keyed acks" in present else None
-        frames.append(retention.acked_records(bronze.batches, bronze.acks, logs, keyed))
+        keys = "keyed acks" in present
+        app = profile.app_sequence if "app acks" in present else None
+        frames.append(
+            retention.acked_records(bronze.batches, bronze.acks, logs, bronze.records, keys=keys, app=app)
+        )
     if "quarantine" in present:
         frames.append(consistency.quarantined(bronze.quarantine, bronze.batches))
     if bronze.records is not None:

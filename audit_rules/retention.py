@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from audit_rules import ordering
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import SEQUENCE_MODULUS
 from audit_rules.logs import compaction_may_have_removed, join_log, with_log_key
+from audit_rules.profile import AppSequenceSpec
 from schemas.tables import LOG_KEY
 
 
@@ -154,11 +156,18 @@ _ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "compacted", "cleaned_to
 
 
 def acked_records(
-    batches: DataFrame, acks: DataFrame, logs: DataFrame, records: DataFrame | None = None
+    batches: DataFrame,
+    acks: DataFrame,
+    logs: DataFrame,
+    records: DataFrame | None = None,
+    *,
+    keys: bool = False,
+    app: AppSequenceSpec | None = None,
 ) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
     checked against the newest dump of each replica. With `records` (record-level mode), an ack that
-    names its record's key must also find that key at its offset (`_rewritten`)."""
+    names its record's key (`keys`) or app producer and sequence (`app`: the extractor) must also
+    find them in the record at its offset (`_rewritten`)."""
     newest = Window.partitionBy("replica", "topic", "partition").orderBy(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
     )
@@ -172,7 +181,12 @@ def acked_records(
         F.col("producer_id").alias("ack_producer_id"),
         F.col("producer_epoch").alias("ack_producer_epoch"),
         F.col("sequence").alias("ack_sequence"),
-        (F.col("key") if records is not None else F.lit(None).cast("string")).alias("ack_key"),
+        (F.col("key") if records is not None and keys else F.lit(None).cast("string")).alias("ack_key"),
+        (
+            _app_identity(F.col("app_producer"), F.col("app_sequence"))
+            if records is not None and app
+            else F.lit(None).cast("string")
+        ).alias("ack_app"),
     ).distinct()
     # Every acknowledged offset against every target log of its partition (targets: one per replica).
     events_acks = ack_rows.join(F.broadcast(targets), ["topic", "partition"], "inner").select(
@@ -183,6 +197,7 @@ def acked_records(
         "ack_producer_epoch",
         "ack_sequence",
         "ack_key",
+        "ack_app",
     )
     # Only logs some ack names are read.
     acked = targets.join(
@@ -209,6 +224,7 @@ def acked_records(
         .withColumn("ack_producer_epoch", F.lit(None).cast("short"))
         .withColumn("ack_sequence", F.lit(None).cast("int"))
         .withColumn("ack_key", F.lit(None).cast("string"))
+        .withColumn("ack_app", F.lit(None).cast("string"))
     )
     # The batch holding an offset is the last batch starting at or before it (one sort per partition).
     w = Window.partitionBy("log_key").orderBy("at", "_order").rowsBetween(Window.unboundedPreceding, 0)
@@ -242,8 +258,8 @@ def acked_records(
     )
     checked = located.withColumn("_outcome", outcome)
     judged = checked.where(F.col("_outcome") != "ok")
-    if records is not None:
-        judged = judged.unionByName(_rewritten(checked, records, acked))
+    if records is not None and (keys or app is not None):
+        judged = judged.unionByName(_rewritten(checked, records, acked, keys, app))
     # Consecutive offsets with one outcome and producer are one finding (offset minus rank is constant
     # along a run; a dense rank, since two acks with different keys may name one offset).
     run = Window.partitionBy("log_key", "_outcome", "ack_producer_id").orderBy("at")
@@ -296,9 +312,9 @@ def acked_records(
         .when(
             F.col("_outcome") == "rewritten",
             fmt(
-                "%s acknowledged record(s) at offsets %s-%s%s are held by records with other keys than the "
-                "ledger's, in a batch of producer %s epoch %s at offset %s: the acknowledged data was "
-                "overwritten.",
+                "%s acknowledged record(s) at offsets %s-%s%s are held by other records than the ledger's "
+                "(another key or app sequence), in a batch of producer %s epoch %s at offset %s: the "
+                "acknowledged data was overwritten.",
                 "n",
                 "first",
                 "last",
@@ -326,27 +342,46 @@ def acked_records(
     return retention.unionByName(missing)
 
 
-def _rewritten(checked: DataFrame, records: DataFrame, acked: DataFrame) -> DataFrame:
-    """The acks `checked` found held (outcome ok) that name a key, where the log's record at that
-    offset has another key: outcome "rewritten" (an unclean leader election's signature: the offset was
-    given again to another record).
+def _app_identity(producer: Column, sequence: Column) -> Column:
+    """An app producer and sequence as one comparable value (null unless both are known)."""
+    known = producer.isNotNull() & sequence.isNotNull()
+    return F.when(known, F.concat_ws("\u0001", producer, sequence.cast("long").cast("string")))
 
-    Keys are compared as the records' key bytes read as UTF-8, and only in logs where some ack's key
-    equals its record's: a ledger that writes keys another way (hex, base64, a number's text for a
-    binary key) matches none and proves nothing. A record whose key the input did not print (dump-log
-    text without the data) proves nothing either; an offset holding no record (the cleaner removed it)
-    is left to the batch-level check."""
-    held = (
-        with_log_key(records)
-        .where(F.col("key").isNotNull() | (F.col("key_size") < 0))
-        .join(F.broadcast(acked.select("log_key")), "log_key", "inner")
-        .select("log_key", F.col("offset").alias("at"), F.col("key").cast("string").alias("ack_key"))
+
+def _rewritten(
+    checked: DataFrame, records: DataFrame, acked: DataFrame, keys: bool, app: AppSequenceSpec | None
+) -> DataFrame:
+    """The acks `checked` found held (outcome ok) that name their record's key or app sequence, where the
+    log's record at that offset has another: outcome "rewritten" (an unclean leader election's or an
+    `acks=1` failover's signature: the offset was given again to another record).
+
+    Keys are compared as the records' key bytes read as UTF-8, app sequences as the extractor reads
+    them, each only in logs where some ack's value equals its record's: a ledger that writes keys
+    another way (hex, base64, a number's text for a binary key) matches none and proves nothing. A
+    record the input did not print (dump-log text without the data) proves nothing either; an offset
+    holding no record (the cleaner removed it) is left to the batch-level check."""
+    printed = (F.col("key").isNotNull() | (F.col("key_size") < 0)) & (
+        F.col("value").isNotNull() | (F.col("value_size") < 0)
     )
-    keyed = checked.where((F.col("_outcome") == "ok") & F.col("ack_key").isNotNull())
-    same_keys = keyed.join(held, ["log_key", "at", "ack_key"], "left_semi").select("log_key").distinct()
-    return (
-        keyed.join(F.broadcast(same_keys), "log_key", "left_semi")
-        .join(held.select("log_key", "at"), ["log_key", "at"], "left_semi")
-        .join(held, ["log_key", "at", "ack_key"], "left_anti")
-        .withColumn("_outcome", F.lit("rewritten"))
+    shown = (
+        with_log_key(records).where(printed).join(F.broadcast(acked.select("log_key")), "log_key", "inner")
     )
+    identities = []
+    if keys:
+        identities.append(("ack_key", F.col("key").cast("string")))
+    if app is not None:
+        sequence = F.trim(ordering.extract(app.sequence))
+        identities.append(("ack_app", _app_identity(ordering.extract(app.producer), sequence)))
+    found = []
+    for column, identity in identities:
+        held = shown.select("log_key", F.col("offset").alias("at"), identity.alias(column))
+        named = checked.where((F.col("_outcome") == "ok") & F.col(column).isNotNull())
+        same = named.join(held, ["log_key", "at", column], "left_semi").select("log_key").distinct()
+        found.append(
+            named.join(F.broadcast(same), "log_key", "left_semi")
+            .join(held.select("log_key", "at"), ["log_key", "at"], "left_semi")
+            .join(held, ["log_key", "at", column], "left_anti")
+        )
+    # An ack both of whose values differ is one ack.
+    rewritten = found[0] if len(found) == 1 else found[0].unionByName(found[1]).distinct()
+    return rewritten.withColumn("_outcome", F.lit("rewritten"))

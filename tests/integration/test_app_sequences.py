@@ -184,3 +184,43 @@ def test_a_counter_per_partition_is_audited_per_partition(spark: Any, app_log: A
     # Read over the topic (forced), every value but the first of each is a duplicate: 2 x 10 - 1.
     forced = topic_findings(spark, out, "app-per-partition", "topic")
     assert [f[0] for f in forced] == ["DUPLICATE_APP_SEQUENCE"] * 19
+
+
+def test_an_ack_naming_another_app_sequence_than_its_record_is_missing(
+    spark: Any, app_log: AppLog, tmp_path: Path
+) -> None:
+    """Record-level mode with the extractor: an ack's app producer and sequence must be its record's.
+    One ack of the header-stamped topic names the sequence of another record; the JSON-stamped topic's
+    acks, which the header extractor reads in none of its records, prove nothing."""
+    out, offsets, _ = app_log
+    log_dir = out.parent / "data"
+    wrong = SARAMA_ORDER.index(5)
+    rows = [
+        {"topic": "app-header", "partition": 0, "offset": o, "app_producer": "orders-1", "app_sequence": seq}
+        for o, seq in zip(offsets["header"], SARAMA_ORDER, strict=True)
+    ]
+    rows[wrong]["app_sequence"] = 4
+    rows += [
+        {"topic": "app-json", "partition": 0, "offset": o, "app_producer": "p2", "app_sequence": seq}
+        for o, seq in zip(offsets["json"], JSON_ORDER, strict=True)
+    ]
+    ledger = tmp_path / "acks.jsonl"
+    ledger.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    acked = tmp_path / "out"
+    options = IngestOptions(
+        inputs=[LabeledPath("app", str(log_dir))],
+        output=str(acked),
+        records=True,
+        acks=[LabeledPath("acks", str(ledger))],
+    )
+    run_ingest(spark, options)
+    found = [
+        f
+        for f in findings(spark, acked, "header:app-producer", "header:app-seq")
+        if f["kind"].startswith("ACKED")
+    ]
+    at = offsets["header"][wrong]
+    assert [(f["kind"], f["topic"], f["first_offset"], f["last_offset"]) for f in found] == [
+        ("ACKED_RECORD_MISSING", "app-header", at, at)
+    ]
+    assert "other records" in found[0]["message"]

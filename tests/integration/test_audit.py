@@ -234,7 +234,7 @@ def test_ack_keys_are_compared_where_the_ledger_writes_keys_as_the_records_have_
     assert [(f"{f['topic']}-{f['partition']}", f["first_offset"], f["last_offset"]) for f in found] == [
         (text_key, wrong.offset, wrong.offset)
     ]
-    assert "other keys" in found[0]["message"] and found[0]["related_offset"] is not None
+    assert "other records" in found[0]["message"] and found[0]["related_offset"] is not None
 
 
 @pytest.fixture(scope="module")

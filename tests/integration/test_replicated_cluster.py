@@ -228,7 +228,7 @@ def test_an_unclean_election_is_divergence_and_the_loss_of_every_record_acknowle
             if (f["kind"], f["replica"]) == ("ACKED_RECORD_MISSING", replica):
                 rewritten = f["last_offset"] < end
                 assert (f["related_offset"] is not None) == rewritten
-                assert ("other keys" in f["message"]) == rewritten
+                assert ("other records" in f["message"]) == rewritten
     assert sum(f["missing_records"] for f in findings if f["kind"] == "ACKED_RECORD_MISSING") == 2 * len(
         alone
     )
