@@ -23,7 +23,7 @@ kafka-jars: setup
 # The tests run on TEST_WORKERS pytest-xdist workers (one per core), a test file each at a time: each
 # worker has its own Spark session, and the real brokers' recordings are made once and shared.
 TEST_WORKERS ?= 2
-TEST_ARGS := -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+TEST_ARGS := -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test: setup kafka-jars
 	$(PY) -m pytest $(TEST_ARGS) tests

@@ -61,6 +61,15 @@ LOCAL_CONF: dict[str, str] = {
     ),
     # Keep Python workers alive between tasks: each decode task would otherwise pay an import.
     "spark.python.worker.reuse": "true",
+    # With the UI off, the status listeners still keep the last 1000 SQL executions (each with its
+    # plan's text and graph), jobs and stages, and 100,000 tasks, on the driver's heap, for no reader.
+    # An audit runs about a hundred queries with plans of hundreds of columns; a test worker's session
+    # runs a few hundred audits, and with Spark's 1 GiB default heap it ran out (java.lang.
+    # OutOfMemoryError in CI, 2026-11-26).
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "1000",
 }
 
 

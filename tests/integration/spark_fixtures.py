@@ -30,7 +30,11 @@ TEST_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m"
 # Room for the classes of many audits (Spark's default cache holds 100; an audit generates a few
 # hundred, fewer with interpreted projections): a test audit of a shape seen before compiles nothing.
 CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
+# A worker's session runs a few hundred audits over half an hour; Spark's 1 GiB default heap held the
+# state they leave (generated classes, Delta snapshots) beside a running audit's sorts only just, and
+# ran out in CI (2026-11-26). Two workers' JVMs of 2 GiB each fit the 24 GiB machine many times over.
 TEST_CONF = {
+    "spark.driver.memory": "2g",
     CODEGEN_MODE: "NO_CODEGEN",
     CODEGEN_CACHE: "2000",
     "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,
