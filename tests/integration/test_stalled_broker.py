@@ -54,8 +54,10 @@ def stalled(tmp_path_factory: pytest.TempPathFactory) -> StalledDump:
                 "bootstrap.servers": broker.bootstrap,
                 "enable.idempotence": True,
                 "linger.ms": 1,
+                # No request.timeout.ms (1000 here before): librdkafka bounds a produce request's
+                # timeout by its first message's, so the stalled request times out with its
+                # messages, as in librdkafka #4953 (whose request timeout was the default 30 s).
                 "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-                "request.timeout.ms": 1000,
             }
         )
 
@@ -76,20 +78,31 @@ def stalled(tmp_path_factory: pytest.TempPathFactory) -> StalledDump:
         assert producer.flush(120) == 0
         assert failed == []
         assert broker.process is not None
-        os.killpg(broker.process.pid, signal.SIGSTOP)
-        try:
-            send(BEFORE, DURING)
-            deadline = time.monotonic() + 90  # 1.5 s each, but a loaded machine can be slow to say so
-            while len(failed) < DURING and time.monotonic() < deadline:
-                producer.poll(0.1)
-        finally:
-            os.killpg(broker.process.pid, signal.SIGCONT)
+        # The stall, tried up to three times. In two CI runs (2026-11-25 and 26, beside other JVMs)
+        # librdkafka timed out none of the 20 messages in 90 s: after SIGCONT the broker appended
+        # them once, under the old epoch, with no re-send to repeat them. Not reproduced alone or
+        # beside busy CPUs (11 stalls, each timed out within 2.3 s). A stall that times nothing out
+        # leaves a plain log; the next one starts after it, and the tests read what the log holds.
+        first = BEFORE
+        for _attempt in range(3):
+            os.killpg(broker.process.pid, signal.SIGSTOP)
+            try:
+                send(first, DURING)
+                deadline = time.monotonic() + 30  # 1.5 s each, but a loaded machine is slow to say so
+                while len(failed) < DURING and time.monotonic() < deadline:
+                    producer.poll(0.1)
+            finally:
+                os.killpg(broker.process.pid, signal.SIGCONT)
+            first += DURING
+            if failed:
+                break
+            assert producer.flush(60) == 0 and failed == []
         assert len(failed) == DURING, f"{len(failed)} of {DURING} messages timed out"
         resend, failed[:] = list(failed), []
         for key, value in resend:  # the application's retry of what failed
             producer.produce(TOPIC, key=key, value=value, on_delivery=report)
         producer.flush(30)  # the re-sent batches hold only re-sent records
-        send(BEFORE + DURING, AFTER)
+        send(first, AFTER)
         producer.flush(30)
         assert failed == []
     return StalledDump(broker.log_dir, len(resend))
