@@ -37,10 +37,19 @@ def epoch_regression(history: DataFrame) -> DataFrame:
 
 def epoch_starts(history: DataFrame) -> DataFrame:
     """EPOCH_BUMP (info) when a new epoch starts at sequence 0; NEW_EPOCH_NONZERO_SEQUENCE otherwise
-    (KIP-360)."""
+    (KIP-360).
+
+    A new epoch whose producer's previous row is a marker already at that epoch was raised by the
+    marker: with transactions V2 (KIP-890 part 2, on by default on 4.0+ clusters) the coordinator ends
+    every transaction with a marker one epoch above its data, and the producer goes on at that epoch
+    from sequence 0. That is each transaction's normal end, not a recovery, so it is no finding (a
+    Kafka 4.3.1 log of a Java transactional producer would otherwise carry one per transaction per
+    partition). A batch at sequence 0 above the marker's epoch (a re-initialised producer) still is.
+    """
     rows = history.where(F.col("transition") == "EPOCH_START")
+    raised_by_marker = F.coalesce(F.col("prev_producer_epoch") == F.col("producer_epoch"), F.lit(False))
     bumps = to_findings(
-        rows.where(F.col("base_sequence") == 0),
+        rows.where((F.col("base_sequence") == 0) & ~raised_by_marker),
         "EPOCH_BUMP",
         fmt(
             "Producer %s moved from epoch %s (offset %s) to epoch %s at offset %s and restarted at "

@@ -217,6 +217,12 @@ class _Replay:
             return
         # The epoch rose, through data or a marker: KIP-360 says the new epoch starts at 0.
         related = state.previous["base_offset"] if state.previous is not None else None
+        previous = state.previous
+        raised_by_marker = (
+            previous is not None and previous["is_control"] and previous["producer_epoch"] == epoch
+        )
+        if base_sequence == 0 and raised_by_marker:
+            return  # a transactions-V2 transaction's normal end (KIP-890): the marker bumped the epoch
         if base_sequence == 0:
             self._emit(
                 "EPOCH_BUMP",

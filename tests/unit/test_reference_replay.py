@@ -398,13 +398,21 @@ def test_marker_epoch_bump_then_nonzero_is_new_epoch_nonzero() -> None:
     assert evidence(f, "first_offset", "related_offset") == (3, 2)
 
 
-def test_marker_epoch_bump_then_zero_is_epoch_bump() -> None:
+def test_marker_epoch_bump_then_zero_is_a_transaction_end() -> None:
+    """Transactions V2 (KIP-890 part 2), as a Kafka 4.3.1 broker writes them for a Java producer: each
+    marker is one epoch above its transaction's data, and the next transaction goes on at the marker's
+    epoch from sequence 0. That is no finding; a re-initialised producer above the marker's epoch is."""
     log = LogBuilder()
     log.data(PID, 0, 0, 2, transactional=True)
-    log.marker(PID, 1, "ABORT", 0)
+    log.marker(PID, 1, "COMMIT", 0)  # offset 2
     log.data(PID, 1, 0, 1, transactional=True)
-    log.marker(PID, 1, "COMMIT", 0)
-    assert kinds(replay(log)) == ["EPOCH_BUMP"]
+    log.marker(PID, 2, "ABORT", 0)  # offset 4
+    log.data(PID, 2, 0, 1, transactional=True)
+    log.marker(PID, 3, "ABORT", 0)  # offset 6: the coordinator aborted it (timeout, or a new instance)
+    log.data(PID, 4, 0, 1, transactional=True)  # offset 7: the new instance's epoch
+    log.marker(PID, 5, "COMMIT", 0)
+    found = replay(log)
+    assert [evidence(f, "kind", "first_offset", "related_offset") for f in found] == [("EPOCH_BUMP", 7, 6)]
 
 
 def test_lower_epoch_after_higher_is_epoch_regression() -> None:

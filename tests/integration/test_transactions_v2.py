@@ -1,0 +1,162 @@
+"""Transactions V2 (KIP-890 part 2) as a real Kafka 4.3.1 broker writes them for Kafka's own Java
+producer: no finding per transaction.
+
+From Kafka 4.0 a new cluster finalizes `transaction.version` 2, and the Java client then ends every
+transaction with an epoch bump: the coordinator writes each COMMIT or ABORT marker one producer epoch
+above the transaction's data, and the producer's next transaction goes on at the marker's epoch from
+sequence 0 (librdkafka, which the other real-broker tests use, still speaks V1: its markers carry the
+data's epoch). Read as KIP-360 recoveries, that is one `EPOCH_BUMP` per transaction per partition. The
+log here also holds the epoch bumps that are events: a producer killed with a transaction open, which
+the coordinator aborts when a new instance of its transactional id starts, and a transaction left idle
+past its timeout, aborted by the coordinator and followed by a re-initialised producer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections import Counter, defaultdict
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from audit_rules.kinds import KINDS, Severity
+from audit_rules.pipeline import audit
+from jobs.audit import read_bronze
+from jobs.ingest import IngestOptions, LabeledPath, run_ingest
+from jobs.profiles import load_profile
+from kafka_harness import java_producer
+from kafka_harness.broker import KafkaBroker
+from kafka_harness.jars import HarnessError
+from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.segment import read_log_segment
+
+TOPIC = "transactions-v2"
+COMMITS = 20
+
+
+class V2Dump(NamedTuple):
+    log_dir: Path
+    said: dict[str, list[str]]
+
+
+def _kill_with_transaction_open(bootstrap: str, transactional_id: str) -> list[str]:
+    process = subprocess.Popen(
+        java_producer.command(bootstrap, TOPIC, transactional_id, "open"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    said = []
+    try:
+        for line in process.stdout:
+            said.append(line.strip())
+            if line.strip() == "open":
+                break
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    if said[-1:] != ["open"]:
+        raise HarnessError(f"the Java producer ended before its transaction was open: {said}")
+    return said
+
+
+@pytest.fixture(scope="module")
+def v2_log(tmp_path_factory: pytest.TempPathFactory) -> V2Dump:
+    work = tmp_path_factory.mktemp("transactions-v2-broker")
+    # The coordinator looks for timed-out transactions every second instead of every 10 s.
+    broker = KafkaBroker(work, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
+    said: dict[str, list[str]] = {}
+    with broker:
+        broker.create_topic(TOPIC, partitions=2)
+        said["killed"] = _kill_with_transaction_open(broker.bootstrap, "killed")
+        said["killed-again"] = java_producer.run(broker.bootstrap, TOPIC, "killed", "commits", "6")
+        said["idle"] = java_producer.run(broker.bootstrap, TOPIC, "idle", "idle")
+        said["many"] = java_producer.run(broker.bootstrap, TOPIC, "many", "commits", str(COMMITS))
+    return V2Dump(broker.log_dir, said)
+
+
+def batches(log_dir: Path, partition: int) -> list[BatchHeader]:
+    return [
+        b
+        for segment in sorted((log_dir / f"{TOPIC}-{partition}").glob("*.log"))
+        for b in read_log_segment(segment)
+        if isinstance(b, BatchHeader) and b.producer_id >= 0
+    ]
+
+
+def by_producer(rows: list[BatchHeader]) -> dict[int, list[BatchHeader]]:
+    out: dict[int, list[BatchHeader]] = defaultdict(list)
+    for b in sorted(rows, key=lambda b: b.base_offset):
+        out[b.producer_id].append(b)
+    return out
+
+
+def epoch_raises(log_dir: Path, partition: int) -> tuple[int, set[tuple[int, int]]]:
+    """From the log: the markers one epoch above the data they close that the producer's next batch
+    goes on from (epoch kept, sequence 0), and the (offset, previous row's offset) of every data batch
+    at sequence 0 above its producer's previous row's epoch (a bump the marker did not make)."""
+    raised_by_marker, above = 0, set()
+    for rows in by_producer(batches(log_dir, partition)).values():
+        for before, batch, after in zip([None, *rows[:-1]], rows, [*rows[1:], None], strict=True):
+            if before is None:
+                continue
+            epoch, previous_epoch = batch.producer_epoch, before.producer_epoch
+            closes = batch.is_control and not before.is_control and epoch == previous_epoch + 1
+            goes_on = after is None or (after.producer_epoch == epoch and after.base_sequence == 0)
+            raised_by_marker += closes and goes_on
+            if not batch.is_control and batch.base_sequence == 0 and epoch > previous_epoch:
+                above.add((batch.base_offset, before.base_offset))
+    return raised_by_marker, above
+
+
+@pytest.fixture(scope="module")
+def findings(spark: Any, v2_log: V2Dump, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("transactions-v2-audit")
+    run_ingest(spark, IngestOptions(inputs=[LabeledPath("v2", str(v2_log.log_dir))], output=str(out)))
+    found = audit(read_bronze(spark, str(out)), load_profile()).findings.where(f"topic = '{TOPIC}'")
+    return [r.asDict() for r in found.collect()]
+
+
+def test_the_broker_wrote_version_2_transactions(v2_log: V2Dump) -> None:
+    """The precondition: every transaction's marker is one epoch above its data, and the coordinator
+    aborted the killed producer's open transaction and the idle one."""
+    assert v2_log.said["idle"][3] == "late commit refused: InvalidTxnStateException"
+    transactions = 1 + 6 + 6 + COMMITS  # each marker in both partitions
+    for partition in (0, 1):
+        raised, above = epoch_raises(v2_log.log_dir, partition)
+        assert raised >= transactions
+        rows = by_producer(batches(v2_log.log_dir, partition))
+        aborts_then_higher = [
+            (marker.base_offset, batch.base_offset)
+            for producer in rows.values()
+            for marker, batch in pairwise(producer)
+            if marker.control_type == "ABORT" and batch.producer_epoch > marker.producer_epoch
+        ]
+        # The killed producer's new instance, and the idle transaction's re-initialised producer.
+        assert len(aborts_then_higher) >= 2 and len(above) >= 2
+
+
+def test_no_finding_above_info(findings: list[dict[str, Any]]) -> None:
+    assert Counter(f["kind"] for f in findings if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
+
+
+def test_epoch_bumps_only_where_the_producer_went_above_the_marker(
+    v2_log: V2Dump, findings: list[dict[str, Any]]
+) -> None:
+    """A transaction's own end is no finding; a producer re-initialised above its last marker's epoch
+    (the coordinator's aborts) is an `EPOCH_BUMP` at exactly that batch."""
+    for partition in (0, 1):
+        _, above = epoch_raises(v2_log.log_dir, partition)
+        bumps = {
+            (f["first_offset"], f["related_offset"])
+            for f in findings
+            if f["kind"] == "EPOCH_BUMP" and f["partition"] == partition
+        }
+        assert bumps == above
+    assert {f["kind"] for f in findings} == {"EPOCH_BUMP"}
