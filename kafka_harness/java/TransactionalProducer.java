@@ -1,7 +1,17 @@
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
@@ -16,6 +26,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   idle        3 committed transactions, then one left idle past transaction.timeout.ms (3 s) so
  *               the coordinator aborts it; the failed commit is reported, the producer re-initialised,
  *               and 3 more transactions committed
+ *   copy SOURCE exactly-once consume-transform-produce: reads SOURCE's committed records (group ID,
+ *               read_committed) and writes each to TOPIC's partition of the same number, one
+ *               transaction per poll with the consumer's offsets (sendOffsetsToTransaction), until
+ *               SOURCE has nothing new for 3 s; prints the number of records copied
  * Each step prints one line on stdout; any other failure exits non-zero with its stack trace.
  */
 public final class TransactionalProducer {
@@ -88,6 +102,39 @@ public final class TransactionalProducer {
                 }
                 for (int t = 0; t < 3; t++) transaction(producer, topic, id + "-b" + t, true);
                 producer.close();
+            }
+            case "copy" -> {
+                String source = args[4];
+                Properties c = new Properties();
+                c.put("bootstrap.servers", bootstrap);
+                c.put("group.id", id);
+                c.put("isolation.level", "read_committed");
+                c.put("enable.auto.commit", "false");
+                c.put("auto.offset.reset", "earliest");
+                c.put("max.poll.records", "10"); // several transactions, each with its offsets
+                c.put("key.deserializer", StringDeserializer.class.getName());
+                c.put("value.deserializer", StringDeserializer.class.getName());
+                int copied = 0;
+                try (KafkaProducer<String, String> producer = producer(bootstrap, id, 60_000);
+                        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+                    consumer.subscribe(List.of(source));
+                    long quietSince = System.nanoTime();
+                    while (System.nanoTime() - quietSince < 3_000_000_000L || copied == 0) {
+                        ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+                        if (records.isEmpty()) continue;
+                        quietSince = System.nanoTime();
+                        producer.beginTransaction();
+                        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                        for (ConsumerRecord<String, String> r : records) {
+                            producer.send(new ProducerRecord<>(topic, r.partition(), r.key(), r.value()));
+                            offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                            copied++;
+                        }
+                        producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                        producer.commitTransaction();
+                    }
+                }
+                System.out.println("copied " + copied);
             }
             default -> throw new IllegalArgumentException("unknown mode " + mode);
         }

@@ -35,6 +35,7 @@ from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
 
 TOPIC = "transactions-v2"
+COPY = "transactions-v2-copy"
 COMMITS = 20
 
 
@@ -78,13 +79,15 @@ def v2_log(tmp_path_factory: pytest.TempPathFactory) -> V2Dump:
         said["killed-again"] = java_producer.run(broker.bootstrap, TOPIC, "killed", "commits", "6")
         said["idle"] = java_producer.run(broker.bootstrap, TOPIC, "idle", "idle")
         said["many"] = java_producer.run(broker.bootstrap, TOPIC, "many", "commits", str(COMMITS))
+        broker.create_topic(COPY, partitions=2)
+        said["copy"] = java_producer.run(broker.bootstrap, COPY, "copier", "copy", TOPIC)
     return V2Dump(broker.log_dir, said)
 
 
-def batches(log_dir: Path, partition: int) -> list[BatchHeader]:
+def batches(log_dir: Path, partition: int, topic: str = TOPIC) -> list[BatchHeader]:
     return [
         b
-        for segment in sorted((log_dir / f"{TOPIC}-{partition}").glob("*.log"))
+        for segment in sorted((log_dir / f"{topic}-{partition}").glob("*.log"))
         for b in read_log_segment(segment)
         if isinstance(b, BatchHeader) and b.producer_id >= 0
     ]
@@ -119,8 +122,7 @@ def epoch_raises(log_dir: Path, partition: int) -> tuple[int, set[tuple[int, int
 def findings(spark: Any, v2_log: V2Dump, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("transactions-v2-audit")
     run_ingest(spark, IngestOptions(inputs=[LabeledPath("v2", str(v2_log.log_dir))], output=str(out)))
-    found = audit(read_bronze(spark, str(out)), load_profile()).findings.where(f"topic = '{TOPIC}'")
-    return [r.asDict() for r in found.collect()]
+    return [r.asDict() for r in audit(read_bronze(spark, str(out)), load_profile()).findings.collect()]
 
 
 def test_the_broker_wrote_version_2_transactions(v2_log: V2Dump) -> None:
@@ -143,7 +145,23 @@ def test_the_broker_wrote_version_2_transactions(v2_log: V2Dump) -> None:
 
 
 def test_no_finding_above_info(findings: list[dict[str, Any]]) -> None:
+    """In the producers' topic, the copy and `__consumer_offsets` (the copier's transactional offset
+    commits, each closed by a V2 marker too)."""
     assert Counter(f["kind"] for f in findings if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
+
+
+def test_the_copy_and_its_offset_commits_have_no_finding(
+    v2_log: V2Dump, findings: list[dict[str, Any]]
+) -> None:
+    """Exactly-once consume-transform-produce: one transaction per poll of at most 10 records, every
+    one ended by a marker one epoch up, in the copy's partitions and in `__consumer_offsets`."""
+    committed = sum(line.startswith("committed") for said in v2_log.said.values() for line in said)
+    assert v2_log.said["copy"] == [f"copied {10 * committed}"]
+    (commits,) = by_producer(batches(v2_log.log_dir, 0, "__consumer_offsets")).values()
+    markers = [(data, marker) for data, marker in pairwise(commits) if marker.is_control]
+    assert len(markers) >= committed
+    assert all(marker.producer_epoch == data.producer_epoch + 1 for data, marker in markers)
+    assert [f for f in findings if f["topic"] in (COPY, "__consumer_offsets")] == []
 
 
 def test_epoch_bumps_only_where_the_producer_went_above_the_marker(
@@ -156,7 +174,7 @@ def test_epoch_bumps_only_where_the_producer_went_above_the_marker(
         bumps = {
             (f["first_offset"], f["related_offset"])
             for f in findings
-            if f["kind"] == "EPOCH_BUMP" and f["partition"] == partition
+            if f["kind"] == "EPOCH_BUMP" and (f["topic"], f["partition"]) == (TOPIC, partition)
         }
         assert bumps == above
     assert {f["kind"] for f in findings} == {"EPOCH_BUMP"}
