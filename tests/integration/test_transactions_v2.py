@@ -33,6 +33,7 @@ from kafka_harness.broker import KafkaBroker
 from kafka_harness.jars import HarnessError
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
+from tests.integration.test_dump_log_text_crosscheck import cross_check, dumped_files
 
 TOPIC = "transactions-v2"
 COPY = "transactions-v2-copy"
@@ -178,3 +179,10 @@ def test_epoch_bumps_only_where_the_producer_went_above_the_marker(
         }
         assert bumps == above
     assert {f["kind"] for f in findings} == {"EPOCH_BUMP"}
+
+
+def test_kafkas_dump_log_segments_reads_the_v2_markers_as_our_decoders_do(v2_log: V2Dump) -> None:
+    """The markers one epoch up are what Kafka's own tool prints too, field by field."""
+    files = [p for topic in (TOPIC, COPY) for p in dumped_files(v2_log.log_dir / f"{topic}-0")]
+    seen = cross_check(files)
+    assert seen["control:COMMIT"] >= 20 and seen["control:ABORT"] >= 4, seen
