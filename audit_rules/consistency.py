@@ -266,9 +266,12 @@ def snapshot_mismatch(
 
 
 def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
-    """REPLICA_DIVERGENCE: logs of one partition (replicas, dumps) hold different batches at the same offset
-    below both bounds."""
-    part = Window.partitionBy("topic", "partition").orderBy("dump_id", F.coalesce("replica", F.lit("")))
+    """REPLICA_DIVERGENCE: logs of one partition (replicas, dumps) and topic incarnation (`logs.log_bounds`:
+    a topic deleted and created again is another topic) hold different batches at the same offset below
+    both bounds."""
+    part = Window.partitionBy("topic", "partition", "incarnation").orderBy(
+        "dump_id", F.coalesce("replica", F.lit(""))
+    )
     ranked = (
         # Each replica's cleaner compacts on its own schedule: compacted logs differ without loss.
         logs.where(~F.col("compacted") & F.col("cleaned_to").isNull())
@@ -278,6 +281,7 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
     ref = ranked.where(F.col("_rank") == 1).select(
         "topic",
         "partition",
+        "incarnation",
         F.col("log_key").alias("ref_key"),
         F.col("dump_id").alias("ref_dump_id"),
         F.col("replica").alias("ref_replica"),
@@ -286,7 +290,7 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
     )
     pairs = (
         ranked.where(F.col("_rank") > 1)
-        .join(ref, ["topic", "partition"], "inner")
+        .join(ref, ["topic", "partition", "incarnation"], "inner")
         .select(
             "log_key",
             "dump_id",

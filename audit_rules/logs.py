@@ -138,7 +138,8 @@ def log_bounds(
     segments: DataFrame, files: DataFrame, partition_state: DataFrame, profile: Profile
 ) -> DataFrame:
     """One row per log: log_start_offset (+ source), log_end_offset, high_watermark, capture time, counts
-    (the producer count comes from the history: `pipeline.partition_summary`), and its `log_id`.
+    (the producer count comes from the history: `pipeline.partition_summary`), its `topic_id` and
+    `incarnation` (below), and its `log_id`.
 
     `segments` is `segment_files` of the batches. The facts of the three tables are unioned and
     aggregated once per log: one shuffle, where a join per table would cost two each.
@@ -154,8 +155,12 @@ def log_bounds(
         "cleaner_offset": F.max,
     }
 
-    def facts(df: DataFrame, **values: Column) -> DataFrame:
-        return df.select(*LOG_KEY, *[values.get(name, nothing).cast("long").alias(name) for name in measures])
+    def facts(df: DataFrame, topic_id: Column = nothing, **values: Column) -> DataFrame:
+        return df.select(
+            *LOG_KEY,
+            *[values.get(name, nothing).cast("long").alias(name) for name in measures],
+            topic_id.cast("string").alias("topic_id"),
+        )
 
     from_batches = facts(segments, **{name: F.col(name) for name in _BATCH_FACTS})
     live_segment = (F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull()
@@ -171,14 +176,23 @@ def log_bounds(
         checkpoint_log_start=F.when(F.col("state") == "log_start_offset", F.col("offset")),
         high_watermark=F.when(F.col("state") == "high_watermark", F.col("offset")),
         cleaner_offset=F.when(F.col("state") == "cleaner_offset", F.col("offset")),
+        topic_id=F.when(F.col("state") == "topic_id", F.col("topic_id")),
     )
     per_log = (
         from_batches.unionByName(from_files)
         .unionByName(from_state)
         .groupBy(*LOG_KEY)
-        .agg(*[agg(name).alias(name) for name, agg in measures.items()])
+        .agg(*[agg(name).alias(name) for name, agg in measures.items()], F.max("topic_id").alias("topic_id"))
     )
     capture = Window.partitionBy("dump_id", "replica")
+    # A topic deleted and created again under its name between two dumps is another topic with a
+    # topic id of its own (partition.metadata, KIP-516), its offsets again from 0: logs of different
+    # incarnations are never compared. Where a partition's logs name one topic id (or none: older
+    # brokers, dump-log text) they are all one incarnation, "".
+    topic_ids = F.collect_set("topic_id").over(Window.partitionBy("topic", "partition"))
+    per_log = per_log.withColumn(
+        "incarnation", F.when(F.size(topic_ids) > 1, F.coalesce("topic_id", F.lit("?"))).otherwise(F.lit(""))
+    )
     logs = per_log.withColumn("capture_time_ms", F.max("mtime_ms").over(capture)).where(
         F.col("topic").isNotNull()
         & (F.col("batches").isNotNull() | F.col("first_segment_offset").isNotNull())
@@ -213,6 +227,8 @@ def log_bounds(
             F.greatest(F.col("cleaner_offset"), F.coalesce(F.col("last_segment_offset"), F.lit(0))),
         ).alias("cleaned_to"),
         F.col("topic").isin(*COORDINATOR_TOPICS).alias("coordinator_written"),
+        "topic_id",
+        "incarnation",
     ).withColumns(
         {
             "log_key": log_key(),

@@ -228,15 +228,24 @@ def audit(
         # What follows from the logs and files alone, asked at once: small jobs that wait on the driver
         # (planning, Delta's file listings) more than on the cores.
         checked = started(spark, lambda: check_ids(logs, files), background=background)
-        # Several logs of one partition (replicas, or dumps taken at different times) are evidence too.
-        several = logs.groupBy("topic", "partition").count().where(F.col("count") > 1)
-        has_several = started(spark, lambda: not several.isEmpty(), background=background)
+        # Several logs of one partition (replicas, or dumps taken at different times) are evidence too,
+        # and so is a partition whose dumps name two topic ids (the topic was deleted and created again).
+        several = (
+            logs.groupBy("topic", "partition")
+            .agg(F.count(F.lit(1)).alias("logs"), F.max(F.col("incarnation") != "").alias("recreated"))
+            .where(F.col("logs") > 1)
+            .agg(F.count(F.lit(1)).alias("partitions"), F.max("recreated").alias("recreated"))
+        )
+        has_several = started(spark, lambda: several.first(), background=background)
         summary = started(
             spark, lambda: keep(producer_summary(facts, logs), "producer summary"), background=background
         )
         overlaps = keep(consistency.offset_overlap(bronze.batches, logs, files), "offset overlap")
         checked()
-        present = {"several logs"} if has_several() else set()
+        counts = has_several()
+        present = {"several logs"} if counts is not None and counts["partitions"] else set()
+        if present and counts is not None and counts["recreated"]:
+            present.add("recreated topics")
         return (facts, segments, logs, files, summary(), overlaps), hot, present
 
     spark = bronze.batches.sparkSession
@@ -332,7 +341,15 @@ def audit(
         keys = "keyed acks" in present
         app = profile.app_sequence if "app acks" in present else None
         frames.append(
-            retention.acked_records(bronze.batches, bronze.acks, logs, bronze.records, keys=keys, app=app)
+            retention.acked_records(
+                bronze.batches,
+                bronze.acks,
+                logs,
+                bronze.records,
+                keys=keys,
+                app=app,
+                incarnations="recreated topics" in present,
+            )
         )
     if "quarantine" in present:
         frames.append(consistency.quarantined(bronze.quarantine, bronze.batches))

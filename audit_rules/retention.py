@@ -84,8 +84,11 @@ def snapshot_producers(producers: DataFrame, snapshots: DataFrame, logs: DataFra
 
 
 def previous_dumps(logs: DataFrame) -> DataFrame:
-    """Each log with the log of the same (replica, topic, partition) in the dump captured just before it."""
-    w = Window.partitionBy("replica", "topic", "partition").orderBy("capture_time_ms", "dump_id")
+    """Each log with the log of the same (replica, topic, partition) and topic incarnation
+    (`logs.log_bounds`) in the dump captured just before it."""
+    w = Window.partitionBy("replica", "topic", "partition", "incarnation").orderBy(
+        "capture_time_ms", "dump_id"
+    )
     return logs.select(
         "log_key",
         *LOG_KEY,
@@ -163,12 +166,18 @@ def acked_records(
     *,
     keys: bool = False,
     app: AppSequenceSpec | None = None,
+    incarnations: bool = False,
 ) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
     checked against the newest dump of each replica. With `records` (record-level mode), an ack that
     names its record's key (`keys`) or app producer and sequence (`app`: the extractor) must also
-    find them in the record at its offset (`_rewritten`)."""
-    newest = Window.partitionBy("replica", "topic", "partition").orderBy(
+    find them in the record at its offset (`_rewritten`).
+
+    With `incarnations` (some partition's dumps name two topic ids: the topic was deleted and created
+    again, `logs.log_bounds`), each ack is checked against the newest dump of each replica in each
+    incarnation, and belongs to the incarnation whose log holds it: the others do not judge it. (An
+    ack that names neither producer, key nor app sequence is held by any batch at its offset.)"""
+    newest = Window.partitionBy("replica", "topic", "partition", "incarnation").orderBy(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
     )
     targets = (
@@ -258,8 +267,13 @@ def acked_records(
     )
     checked = located.withColumn("_outcome", outcome)
     judged = checked.where(F.col("_outcome") != "ok")
+    held = checked.where(F.col("_outcome") == "ok")
     if records is not None and (keys or app is not None):
-        judged = judged.unionByName(_rewritten(checked, records, acked, keys, app))
+        rewritten = _rewritten(checked, records, acked, keys, app)
+        judged = judged.unionByName(rewritten)
+        held = _without(held, rewritten, ("log_key", *_ACK_IDENTITY))
+    if incarnations:
+        judged = _without(judged, held, ("replica", "topic", "partition", *_ACK_IDENTITY))
     # Consecutive offsets with one outcome and producer are one finding (offset minus rank is constant
     # along a run; a dense rank, since two acks with different keys may name one offset).
     run = Window.partitionBy("log_key", "_outcome", "ack_producer_id").orderBy("at")
@@ -346,6 +360,16 @@ def _app_identity(producer: Column, sequence: Column) -> Column:
     """An app producer and sequence as one comparable value (null unless both are known)."""
     known = producer.isNotNull() & sequence.isNotNull()
     return F.when(known, F.concat_ws("\u0001", producer, sequence.cast("long").cast("string")))
+
+
+# What tells one ack from another at one offset.
+_ACK_IDENTITY = ("at", "ack_producer_id", "ack_producer_epoch", "ack_sequence", "ack_key", "ack_app")
+
+
+def _without(rows: DataFrame, other: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+    """`rows` but those equal to a row of `other` on `columns` (nulls equal)."""
+    keys = other.select(*[F.col(c).alias(f"_w_{c}") for c in columns]).distinct()
+    return rows.join(keys, [F.col(c).eqNullSafe(F.col(f"_w_{c}")) for c in columns], "left_anti")
 
 
 def _rewritten(
