@@ -286,7 +286,13 @@ class KafkaBroker(_Started):
                     return
                 last_error = "no nodes in the cluster description"
             except Exception as exc:  # KafkaException or a timeout while the broker boots
-                last_error = exc
+                last_error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, TimeoutError):
+                    # No answer at all, not even an error. Once (test_replicated_cluster.py, a
+                    # broker-only node restarting on a new port beside a killed node), a client
+                    # waited 120 s on a broker that had been up for 115 of them: start afresh.
+                    self._admin = None
+                    admin = self.admin()
             time.sleep(0.25)
 
     def admin(self) -> AdminClient:
