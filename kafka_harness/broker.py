@@ -26,7 +26,7 @@ from typing import IO, Any, Self
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_harness.jars import HarnessError, java_executable, kafka_classpath
+from kafka_harness.jars import HarnessError, java_executable, kafka_classpath, run_tool
 
 log = logging.getLogger(__name__)
 
@@ -245,12 +245,7 @@ class KafkaBroker(_Started):
             "-c",
             str(self.properties_file),
         ]
-        try:
-            done = subprocess.run(
-                cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=FORMAT_TIMEOUT_S
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise HarnessError(f"kafka-storage format did not finish in {FORMAT_TIMEOUT_S:.0f} s") from exc
+        done = run_tool(cmd, "kafka-storage format", FORMAT_TIMEOUT_S)
         if done.returncode != 0:
             raise HarnessError(
                 f"kafka-storage format failed (exit {done.returncode}): "

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from kafka_harness.jars import HarnessError, java_executable, kafka_classpath, tools_log4j2_config
+from kafka_harness.jars import HarnessError, java_executable, kafka_classpath, run_tool, tools_log4j2_config
 
 # Since Kafka 4.3 the tool is Java code in kafka-tools (KAFKA-14579); before, kafka.tools.DumpLogSegments.
 DUMP_LOG_SEGMENTS_CLASS = "org.apache.kafka.tools.DumpLogSegments"
@@ -42,12 +41,7 @@ def run_dump_log_segments(
     if deep_iteration:
         cmd.append("--deep-iteration")
     cmd.extend(extra_args)
-    try:
-        done = subprocess.run(
-            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise DumpLogSegmentsError(f"DumpLogSegments did not finish in {DUMP_TIMEOUT_S} s") from exc
+    done = run_tool(cmd, "DumpLogSegments", DUMP_TIMEOUT_S, DumpLogSegmentsError)
     if done.returncode != 0:
         raise DumpLogSegmentsError(
             f"DumpLogSegments failed (exit {done.returncode}) on {', '.join(map(str, files))}: "

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 # Keep in step with <kafka.version> in pom.xml.
@@ -38,6 +39,19 @@ rootLogger.appenderRef.stderr.ref = STDERR
 
 class HarnessError(RuntimeError):
     """A missing tool, a failed download or a broker that would not start: one line for the user."""
+
+
+def run_tool(
+    cmd: Sequence[str], what: str, timeout_s: float, error: type[HarnessError] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a tool to its end, its output captured as text; `error` (a HarnessError) names `what` when
+    it outlasts `timeout_s`. The caller judges the exit status."""
+    try:
+        return subprocess.run(
+            list(cmd), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise (error or HarnessError)(f"{what} did not finish in {timeout_s:.0f} s") from exc
 
 
 def cache_root() -> Path:
@@ -115,12 +129,7 @@ def ensure_kafka_jars() -> Path:
             "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
         ]
-        try:
-            done = subprocess.run(
-                cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=MVN_TIMEOUT_S
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise HarnessError(f"mvn did not finish fetching the Kafka jars in {MVN_TIMEOUT_S} s") from exc
+        done = run_tool(cmd, "mvn, fetching the Kafka jars,", MVN_TIMEOUT_S)
         if done.returncode != 0:
             raise HarnessError(
                 f"mvn failed to fetch the Kafka {KAFKA_VERSION} jars (exit {done.returncode}): "

@@ -4,10 +4,9 @@ so the only way to get a broker to write a V2 transaction's markers."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from kafka_harness.jars import HarnessError, java_executable, kafka_classpath, tools_log4j2_config
+from kafka_harness.jars import HarnessError, java_executable, kafka_classpath, run_tool, tools_log4j2_config
 
 SOURCE = Path(__file__).parent / "java" / "TransactionalProducer.java"
 JVM_OPTS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
@@ -34,12 +33,7 @@ def command(bootstrap: str, topic: str, transactional_id: str, mode: str, *args:
 def run(bootstrap: str, topic: str, transactional_id: str, mode: str, *args: str) -> list[str]:
     """Run the producer to its end; its stdout lines, or a HarnessError with its stderr's tail."""
     cmd = command(bootstrap, topic, transactional_id, mode, *args)
-    try:
-        done = subprocess.run(
-            cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise HarnessError(f"the Java producer ({mode}) did not finish in {RUN_TIMEOUT_S} s") from exc
+    done = run_tool(cmd, f"the Java producer ({mode})", RUN_TIMEOUT_S)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
         raise HarnessError(f"the Java producer ({mode}) exited with status {done.returncode}:\n{tail}")
