@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.kinds import KINDS
-from audit_rules.logs import join_log, with_log_id, with_log_key
+from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
 from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
 
 
@@ -269,9 +269,7 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
     """REPLICA_DIVERGENCE: logs of one partition (replicas, dumps) and topic incarnation (`logs.log_bounds`:
     a topic deleted and created again is another topic) hold different batches at the same offset below
     both bounds."""
-    part = Window.partitionBy("topic", "partition", "incarnation").orderBy(
-        "dump_id", F.coalesce("replica", F.lit(""))
-    )
+    part = Window.partitionBy(*PARTITION_OF_LOG).orderBy("dump_id", F.coalesce("replica", F.lit("")))
     ranked = (
         # Each replica's cleaner compacts on its own schedule: compacted logs differ without loss.
         logs.where(~F.col("compacted") & F.col("cleaned_to").isNull())
@@ -279,9 +277,7 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
         .withColumn("_bound", F.coalesce("high_watermark", "log_end_offset"))
     )
     ref = ranked.where(F.col("_rank") == 1).select(
-        "topic",
-        "partition",
-        "incarnation",
+        *PARTITION_OF_LOG,
         F.col("log_key").alias("ref_key"),
         F.col("dump_id").alias("ref_dump_id"),
         F.col("replica").alias("ref_replica"),
@@ -290,7 +286,7 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
     )
     pairs = (
         ranked.where(F.col("_rank") > 1)
-        .join(ref, ["topic", "partition", "incarnation"], "inner")
+        .join(ref, list(PARTITION_OF_LOG), "inner")
         .select(
             "log_key",
             "dump_id",

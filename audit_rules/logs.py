@@ -13,6 +13,10 @@ from pyspark.sql import functions as F
 from audit_rules.profile import Profile
 from schemas.tables import LOG_KEY
 
+# What makes logs the same partition, for the rules that compare logs (replicas, dumps over time,
+# acks): its topic, partition and topic incarnation (`log_bounds`).
+PARTITION_OF_LOG = ("topic", "partition", "incarnation")
+
 
 def log_key(prefix: str = "") -> Column:
     """One non-null string per log, so joins treat a null replica as a value (null-safe keys)."""

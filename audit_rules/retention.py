@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from audit_rules import ordering
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import SEQUENCE_MODULUS
-from audit_rules.logs import compaction_may_have_removed, join_log, with_log_key
+from audit_rules.logs import PARTITION_OF_LOG, compaction_may_have_removed, join_log, with_log_key
 from audit_rules.profile import AppSequenceSpec
 from schemas.tables import LOG_KEY
 
@@ -86,9 +86,7 @@ def snapshot_producers(producers: DataFrame, snapshots: DataFrame, logs: DataFra
 def previous_dumps(logs: DataFrame) -> DataFrame:
     """Each log with the log of the same (replica, topic, partition) and topic incarnation
     (`logs.log_bounds`) in the dump captured just before it."""
-    w = Window.partitionBy("replica", "topic", "partition", "incarnation").orderBy(
-        "capture_time_ms", "dump_id"
-    )
+    w = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy("capture_time_ms", "dump_id")
     return logs.select(
         "log_key",
         *LOG_KEY,
@@ -177,7 +175,7 @@ def acked_records(
     again, `logs.log_bounds`), each ack is checked against the newest dump of each replica in each
     incarnation, and belongs to the incarnation whose log holds it: the others do not judge it. (An
     ack that names neither producer, key nor app sequence is held by any batch at its offset.)"""
-    newest = Window.partitionBy("replica", "topic", "partition", "incarnation").orderBy(
+    newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
     )
     targets = (
@@ -267,12 +265,15 @@ def acked_records(
     )
     checked = located.withColumn("_outcome", outcome)
     judged = checked.where(F.col("_outcome") != "ok")
-    held = checked.where(F.col("_outcome") == "ok")
+    rewritten = None
     if records is not None and (keys or app is not None):
         rewritten = _rewritten(checked, records, acked, keys, app)
         judged = judged.unionByName(rewritten)
-        held = _without(held, rewritten, ("log_key", *_ACK_IDENTITY))
     if incarnations:
+        # The acks some incarnation's log holds: judged nowhere else.
+        held = checked.where(F.col("_outcome") == "ok")
+        if rewritten is not None:
+            held = _without(held, rewritten, ("log_key", *_ACK_IDENTITY))
         judged = _without(judged, held, ("replica", "topic", "partition", *_ACK_IDENTITY))
     # Consecutive offsets with one outcome and producer are one finding (offset minus rank is constant
     # along a run; a dense rank, since two acks with different keys may name one offset).
