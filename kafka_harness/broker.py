@@ -194,7 +194,7 @@ class KafkaBroker(_Started):
         if self.process is not None and self.process.poll() is None:
             raise HarnessError("the broker was already started")
         java = java_executable()
-        classpath = kafka_classpath()
+        classpath = self._classpath()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         if self.controller is not None and not self.controller.controller_port:
             raise HarnessError("the controller node must be started before a broker joins it")
@@ -211,8 +211,7 @@ class KafkaBroker(_Started):
         log4j2 = self.work_dir / "log4j2.properties"
         log4j2.write_text(BROKER_LOG4J2.format(log_file=self.server_log))
         system_props = [f"-Dlog4j2.configurationFile={log4j2}", f"-Dkafka.logs.dir={self.work_dir}"]
-        if not restart:
-            self._format_storage(java, classpath, system_props)
+        self._prepare(java, classpath, system_props, restart)
         self._stdout = open(self.stdout_log, "ab")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             [java, *JVM_OPTS, *system_props, "-cp", classpath, "kafka.Kafka", str(self.properties_file)],
@@ -229,6 +228,14 @@ class KafkaBroker(_Started):
             raise
         log.info("Kafka broker ready at %s (data in %s)", self.bootstrap, self.log_dir)
         return self
+
+    def _classpath(self) -> str:
+        return kafka_classpath()
+
+    def _prepare(self, java: str, classpath: str, system_props: list[str], restart: bool) -> None:
+        """What must be done before `kafka.Kafka` starts: a KRaft node formats its storage once."""
+        if not restart:
+            self._format_storage(java, classpath, system_props)
 
     def _format_storage(self, java: str, classpath: str, system_props: list[str]) -> None:
         cmd = [
@@ -354,14 +361,7 @@ class KafkaBroker(_Started):
         if process is None:
             return None
         try:
-            if process.poll() is None:
-                _signal_group(process, signal.SIGTERM)
-                try:
-                    process.wait(timeout=STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    log.warning("Kafka broker did not stop in %.0f s; killing it", STOP_TIMEOUT_S)
-                    _signal_group(process, signal.SIGKILL)
-                    process.wait(timeout=STOP_TIMEOUT_S)
+            terminate(process, "Kafka broker")
         finally:
             if self._stdout is not None:
                 self._stdout.close()
@@ -425,6 +425,18 @@ class KafkaCluster(_Started):
         for broker in self.brokers.values():
             broker.stop()
         self.controller.stop()
+
+
+def terminate(process: subprocess.Popen[bytes], what: str) -> None:
+    """SIGTERM a process started with `start_new_session`, and its group; SIGKILL it after 60 s."""
+    if process.poll() is None:
+        _signal_group(process, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop in %.0f s; killing it", what, STOP_TIMEOUT_S)
+            _signal_group(process, signal.SIGKILL)
+            process.wait(timeout=STOP_TIMEOUT_S)
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:

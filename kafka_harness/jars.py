@@ -17,9 +17,17 @@ from pathlib import Path
 
 # Keep in step with <kafka.version> in pom.xml.
 KAFKA_VERSION = "4.3.1"
+# The last line with ZooKeeper mode, whose brokers still write the legacy message formats v0 and v1
+# (`log.message.format.version` below 3.0; KIP-724 dropped them in 4.0). Keep in step with pom-zk.xml.
+ZK_KAFKA_VERSION = "3.9.1"
 POM = Path(__file__).with_name("pom.xml")
-# Jars whose presence proves the copy finished (besides the stamp): the broker and the tools.
-REQUIRED_JARS = (f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-tools-{KAFKA_VERSION}.jar")
+POMS = {KAFKA_VERSION: POM, ZK_KAFKA_VERSION: Path(__file__).with_name("pom-zk.xml")}
+# Jars whose presence proves the copy finished (besides the stamp): the broker and the tools, or
+# the broker and ZooKeeper.
+REQUIRED_JARS = {
+    KAFKA_VERSION: (f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-tools-{KAFKA_VERSION}.jar"),
+    ZK_KAFKA_VERSION: (f"kafka_2.13-{ZK_KAFKA_VERSION}.jar", "zookeeper-3.8.4.jar"),
+}
 STAMP_NAME = ".copied"
 MVN_TIMEOUT_S = 900
 
@@ -59,12 +67,12 @@ def cache_root() -> Path:
     return Path(os.environ.get("KRA_CACHE") or "~/.cache/kafka-replay-audit").expanduser()
 
 
-def kafka_home() -> Path:
-    return cache_root() / f"kafka-{KAFKA_VERSION}"
+def kafka_home(version: str = KAFKA_VERSION) -> Path:
+    return cache_root() / f"kafka-{version}"
 
 
-def kafka_lib_dir() -> Path:
-    return kafka_home() / "lib"
+def kafka_lib_dir(version: str = KAFKA_VERSION) -> Path:
+    return kafka_home(version) / "lib"
 
 
 def require_executable(name: str, why: str) -> str:
@@ -81,16 +89,16 @@ def java_executable() -> str:
     return require_executable("java", "the Kafka broker needs a JDK 17+ (install openjdk-17-jdk-headless)")
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
+def _pom_digest(version: str) -> str:
+    return hashlib.sha256(POMS[version].read_bytes()).hexdigest()
 
 
-def _is_complete(lib: Path, digest: str) -> bool:
+def _is_complete(lib: Path, digest: str, version: str) -> bool:
     stamp = lib / STAMP_NAME
     return (
         stamp.is_file()
         and stamp.read_text().strip() == digest
-        and all((lib / jar).is_file() for jar in REQUIRED_JARS)
+        and all((lib / jar).is_file() for jar in REQUIRED_JARS[version])
     )
 
 
@@ -104,15 +112,18 @@ def _mvn_failure_line(output: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def ensure_kafka_jars() -> Path:
-    """The directory holding the Kafka runtime classpath, copied there by Maven on first use.
+def ensure_kafka_jars(version: str = KAFKA_VERSION) -> Path:
+    """The directory holding the runtime classpath of Kafka `version` (`KAFKA_VERSION` or
+    `ZK_KAFKA_VERSION`), copied there by Maven on first use.
 
     Idempotent: a stamp holding the pom's digest marks a finished copy. Copies go to a temporary
     directory first and are renamed into place, so concurrent callers never see half a classpath.
     """
-    lib = kafka_lib_dir()
-    digest = _pom_digest()
-    if _is_complete(lib, digest):
+    if version not in POMS:
+        raise HarnessError(f"no pom for Kafka {version}; the harness has {', '.join(POMS)}")
+    lib = kafka_lib_dir(version)
+    digest = _pom_digest(version)
+    if _is_complete(lib, digest, version):
         return lib
     mvn = require_executable("mvn", "install Maven (apt-get install maven) to fetch the Kafka jars")
     lib.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +135,7 @@ def ensure_kafka_jars() -> Path:
             "-B",
             "-Dstyle.color=never",
             "-f",
-            str(POM),
+            str(POMS[version]),
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
@@ -132,21 +143,21 @@ def ensure_kafka_jars() -> Path:
         done = run_tool(cmd, "mvn, fetching the Kafka jars,", MVN_TIMEOUT_S)
         if done.returncode != 0:
             raise HarnessError(
-                f"mvn failed to fetch the Kafka {KAFKA_VERSION} jars (exit {done.returncode}): "
+                f"mvn failed to fetch the Kafka {version} jars (exit {done.returncode}): "
                 + _mvn_failure_line(done.stdout + "\n" + done.stderr)
             )
-        missing = [jar for jar in REQUIRED_JARS if not (staging / jar).is_file()]
+        missing = [jar for jar in REQUIRED_JARS[version] if not (staging / jar).is_file()]
         if missing:
             raise HarnessError(f"mvn finished but did not copy {', '.join(missing)} into {staging}")
         (staging / STAMP_NAME).write_text(digest + "\n")
-        if _is_complete(lib, digest):  # another process finished first
+        if _is_complete(lib, digest, version):  # another process finished first
             return lib
         if lib.exists():
             shutil.rmtree(lib)
         try:
             staging.rename(lib)
         except OSError:
-            if not _is_complete(lib, digest):
+            if not _is_complete(lib, digest, version):
                 raise
         return lib
     finally:
@@ -154,9 +165,9 @@ def ensure_kafka_jars() -> Path:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def kafka_classpath() -> str:
+def kafka_classpath(version: str = KAFKA_VERSION) -> str:
     """A `java -cp` value for every Kafka runtime jar (fetching them first if needed)."""
-    return f"{ensure_kafka_jars()}/*"
+    return f"{ensure_kafka_jars(version)}/*"
 
 
 def tools_log4j2_config() -> Path:
@@ -172,7 +183,8 @@ def tools_log4j2_config() -> Path:
 
 def main() -> int:
     try:
-        print(ensure_kafka_jars())
+        for version in POMS:
+            print(ensure_kafka_jars(version))
     except HarnessError as exc:
         print(f"kafka_harness.jars: error: {exc}", file=sys.stderr)
         return 1
