@@ -110,7 +110,9 @@ def file_producers(batches: DataFrame) -> DataFrame:
         # A corrupt batch's timestamp cannot be trusted.
         "max_timestamp": F.when(F.col("crc_valid"), F.col("max_timestamp")),
         "batches": F.lit(1),
-        "records": F.when(F.col("magic") >= 2, F.col("count")).otherwise(1),
+        # A legacy (magic 0/1) entry's count is its messages: one, or a compressed wrapper's inner
+        # messages (the decoders open every wrapper; a shallow dump-log text gives 1).
+        "records": F.col("count"),
         "bytes": F.col("size_bytes"),
     }
     per_producer = {
