@@ -5,10 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from kafka_harness.jars import HarnessError, java_executable, kafka_classpath, run_tool, tools_log4j2_config
+from kafka_harness.jars import (
+    KAFKA_VERSION,
+    ZK_KAFKA_VERSION,
+    HarnessError,
+    java_executable,
+    kafka_classpath,
+    run_tool,
+    tools_log4j2_config,
+)
 
-# Since Kafka 4.3 the tool is Java code in kafka-tools (KAFKA-14579); before, kafka.tools.DumpLogSegments.
-DUMP_LOG_SEGMENTS_CLASS = "org.apache.kafka.tools.DumpLogSegments"
+# Since Kafka 4.3 the tool is Java code in kafka-tools (KAFKA-14579); before, kafka.tools.DumpLogSegments
+# (Scala, in the broker's jar), whose text differs in details.
+DUMP_LOG_SEGMENTS_CLASSES = {
+    KAFKA_VERSION: "org.apache.kafka.tools.DumpLogSegments",
+    ZK_KAFKA_VERSION: "kafka.tools.DumpLogSegments",
+}
 TOOL_JVM_OPTS = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 DUMP_TIMEOUT_S = 600
 
@@ -21,10 +33,12 @@ def run_dump_log_segments(
     files: Sequence[Path | str],
     deep_iteration: bool = True,
     extra_args: Iterable[str] = (),
+    version: str = KAFKA_VERSION,
 ) -> str:
     """DumpLogSegments' stdout for `.log`, `.index`, `.timeindex`, `.snapshot` or `.txnindex` files.
 
-    `extra_args` go through as-is (e.g. `--print-data-log`, `--verify-index-only`).
+    `extra_args` go through as-is (e.g. `--print-data-log`, `--verify-index-only`). `version`: the
+    Kafka whose tool runs (`KAFKA_VERSION`, or `ZK_KAFKA_VERSION` for the 3.x tool).
     """
     if not files:
         raise ValueError("run_dump_log_segments needs at least one file")
@@ -33,8 +47,8 @@ def run_dump_log_segments(
         *TOOL_JVM_OPTS,
         f"-Dlog4j2.configurationFile={tools_log4j2_config()}",
         "-cp",
-        kafka_classpath(),
-        DUMP_LOG_SEGMENTS_CLASS,
+        kafka_classpath(version),
+        DUMP_LOG_SEGMENTS_CLASSES[version],
         "--files",
         ",".join(str(Path(f)) for f in files),
     ]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kafka_harness.dump_log_segments import run_dump_log_segments
-from kafka_harness.jars import ensure_kafka_jars
+from kafka_harness.jars import KAFKA_VERSION, ensure_kafka_jars
 from kafka_log_decoder.constants import KRAFT_SNAPSHOT_SUFFIX
 from kafka_log_decoder.dump import iter_file_items
 from kafka_log_decoder.dump_log_text import fields_in_text, parse_dump_log_text
@@ -48,10 +48,13 @@ def binary_rows(path: Path) -> list[Any]:
     return list(iter_file_items(path, records=True))
 
 
-def text_rows_by_file(files: list[Path]) -> tuple[dict[str, list[Any]], list[DecodeError]]:
-    """DumpLogSegments' rows per dumped file, and the lines the parser could not read."""
-    ensure_kafka_jars()
-    text = run_dump_log_segments(files, deep_iteration=True)
+def text_rows_by_file(
+    files: list[Path], version: str = KAFKA_VERSION
+) -> tuple[dict[str, list[Any]], list[DecodeError]]:
+    """DumpLogSegments' rows per dumped file (the tool of Kafka `version`), and the lines the parser could
+    not read."""
+    ensure_kafka_jars(version)
+    text = run_dump_log_segments(files, deep_iteration=True, version=version)
     assert text.count("\nDumping ") + text.startswith("Dumping ") == len(files), text[:2000]
     by_file: dict[str, list[Any]] = defaultdict(list)
     unreadable: list[DecodeError] = []
@@ -79,10 +82,11 @@ def differences(text: list[Any], binary: list[Any]) -> list[str]:
     return out
 
 
-def cross_check(files: Iterable[Path]) -> Counter[str]:
-    """Assert that the tool and the binary decoders give the same rows for every file; count them."""
+def cross_check(files: Iterable[Path], version: str = KAFKA_VERSION) -> Counter[str]:
+    """Assert that the tool (of Kafka `version`) and the binary decoders give the same rows for every
+    file; count them."""
     files = list(files)
-    by_file, unreadable = text_rows_by_file(files)
+    by_file, unreadable = text_rows_by_file(files, version)
     assert unreadable == [], "DumpLogSegments printed lines the parser cannot read:\n" + "\n".join(
         map(str, unreadable[:10])
     )

@@ -29,6 +29,7 @@ from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
+from kafka_harness.jars import ZK_KAFKA_VERSION
 from kafka_harness.zk_broker import ZooKeeperKafkaBroker
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
@@ -213,6 +214,15 @@ def test_kafkas_dump_log_segments_reads_the_legacy_entries_as_our_decoders_do(le
     assert {f"codec:{c}" for c in ("none", "gzip", "snappy", "lz4", "zstd")} <= set(seen), seen
     assert seen["Record"] == sum(len(values) for values in legacy_log.acked.values())
     assert seen["IndexEntry"] and seen["TimeIndexEntry"] and seen["SnapshotEntry"], seen
+
+
+def test_kafka_3_9s_dump_log_segments_text_reads_as_our_decoders_do(legacy_log: LegacyLog) -> None:
+    """The text operators of 3.x clusters have: the Scala tool of Kafka 3.9.1 (`kafka-dump-log.sh` before
+    4.3), whose lines differ in details (a legacy record line ends `crc: N}`), goes through the text
+    parser to the same rows as the binary decoders, legacy entries and v2 batches alike."""
+    seen = cross_check(dumped_files(legacy_log.log_dir), ZK_KAFKA_VERSION)
+    assert seen["Record"] == sum(len(values) for values in legacy_log.acked.values())
+    assert {"codec:gzip", "codec:lz4", "codec:snappy", "codec:zstd"} <= set(seen), seen
 
 
 def test_the_partition_summary_counts_every_message_of_a_legacy_wrapper(
