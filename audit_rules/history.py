@@ -145,8 +145,8 @@ def derived(b: DataFrame) -> DataFrame:
 
 def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
     """History rows (`derived`) with their log's key columns, `log_key`, `log_start_offset`, `compacted`,
-    `cleaned_to`, `coordinator_written` and `log_max_timestamp`, and their `file` (broadcast joins on the
-    log and file ids of `logs` and `files`: the history is stored without them)."""
+    `cleaned_to`, `coordinator_written`, `remote_log_start` and `log_max_timestamp`, and their `file`
+    (broadcast joins on the log and file ids of `logs` and `files`: the history is stored without them)."""
     per_log = logs.select(
         "log_id",
         *LOG_KEY,
@@ -155,6 +155,7 @@ def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> D
         "compacted",
         "cleaned_to",
         "coordinator_written",
+        "remote_log_start",
         F.col("max_timestamp").alias("log_max_timestamp"),
     )
     paths = files.select("file_id", "file")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from audit_rules.findings import fmt
 from audit_rules.profile import Profile
 from schemas.tables import LOG_KEY
 
@@ -159,6 +160,7 @@ def log_bounds(
         "checkpoint_log_start": F.max,
         "high_watermark": F.max,
         "cleaner_offset": F.max,
+        "remote_trace": F.max,
     }
 
     def facts(df: DataFrame, topic_id: Column = nothing, **values: Column) -> DataFrame:
@@ -176,6 +178,7 @@ def log_bounds(
         last_segment_offset=F.when(live_segment, F.col("base_offset")),
         # The capture time of a (dump, replica): its newest file, in or outside a partition.
         mtime_ms=F.col("mtime_ms"),
+        remote_trace=F.when(_remote_tier_trace(), F.lit(1)),
     )
     from_state = facts(
         partition_state,
@@ -199,7 +202,12 @@ def log_bounds(
     per_log = per_log.withColumn(
         "incarnation", F.when(F.size(topic_ids) > 1, F.coalesce("topic_id", F.lit("?"))).otherwise(F.lit(""))
     )
-    logs = per_log.withColumn("capture_time_ms", F.max("mtime_ms").over(capture)).where(
+    logs = per_log.withColumns(
+        {
+            "capture_time_ms": F.max("mtime_ms").over(capture),
+            "_remote_tier": F.max("remote_trace").over(capture).isNotNull(),
+        }
+    ).where(
         F.col("topic").isNotNull()
         & (F.col("batches").isNotNull() | F.col("first_segment_offset").isNotNull())
     )
@@ -235,6 +243,13 @@ def log_bounds(
         F.col("topic").isin(*COORDINATOR_TOPICS).alias("coordinator_written"),
         "topic_id",
         "incarnation",
+        # Tiered storage (KIP-405): the broker's log start offset (the log-start-offset checkpoint keeps
+        # it for every log with remote storage) lies below the first local segment, and the log directory
+        # shows a remote tier. Offsets from it up to the local start are in remote storage.
+        F.when(
+            F.col("_remote_tier") & (F.col("checkpoint_log_start") < F.col("first_segment_offset")),
+            F.col("checkpoint_log_start"),
+        ).alias("remote_log_start"),
     ).withColumns(
         {
             "log_key": log_key(),
@@ -287,6 +302,38 @@ def check_ids(logs: DataFrame, files: DataFrame) -> None:
             raise ValueError(
                 f"two of the {row['n']} audited {what} share a 64-bit {key}: audit them in separate runs"
             )
+
+
+def _remote_tier_trace() -> Column:
+    """A `files` row that shows its log directory has a remote tier: the remote log manager's index cache
+    (`remote-log-index-cache`, made when `remote.log.storage.system.enable` is on) or a partition of the
+    topic-based remote log metadata manager's `__remote_log_metadata`."""
+    return ((F.col("kind") == "directory") & F.col("file").endswith("/remote-log-index-cache")) | (
+        F.col("topic") == "__remote_log_metadata"
+    )
+
+
+def below_start_cause(lowest: Column | None = None) -> Column:
+    """Why a log's dump lacks offsets below its start (from `lowest`, when known), for a message: deleted by
+    retention or, on a log with a remote tier (`remote_log_start`), in remote storage."""
+    remote = F.col("remote_log_start")
+    from_offset = fmt(
+        "in remote storage from offset %s and deleted by retention below it (tiered storage, KIP-405: this "
+        "dump holds only the local log)",
+        remote,
+    )
+    return (
+        F.when(remote.isNull(), F.lit("deleted by retention"))
+        .when(
+            remote <= (lowest if lowest is not None else F.lit(0)),
+            fmt(
+                "in remote storage (tiered storage, KIP-405: local retention removed the local copies; the "
+                "broker's log start offset is %s, and this dump holds only the local log)",
+                remote,
+            ),
+        )
+        .otherwise(from_offset)
+    )
 
 
 def join_log(df: DataFrame, logs: DataFrame, *columns: str | Column) -> DataFrame:

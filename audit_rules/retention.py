@@ -15,7 +15,13 @@ from pyspark.sql import functions as F
 from audit_rules import ordering
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import SEQUENCE_MODULUS
-from audit_rules.logs import PARTITION_OF_LOG, compaction_may_have_removed, join_log, with_log_key
+from audit_rules.logs import (
+    PARTITION_OF_LOG,
+    below_start_cause,
+    compaction_may_have_removed,
+    join_log,
+    with_log_key,
+)
 from audit_rules.profile import AppSequenceSpec
 from schemas.tables import LOG_KEY
 
@@ -36,21 +42,21 @@ def snapshot_producers(producers: DataFrame, snapshots: DataFrame, logs: DataFra
     retained batch (`producers`: `history.producer_summary`)."""
     entries = latest_snapshot_entries(snapshots)
     absent = entries.join(producers, ["log_key", "producer_id"], "left_anti")
-    absent = join_log(absent, logs, "log_start_offset")
+    absent = join_log(absent, logs, "log_start_offset", "remote_log_start")
     retained = to_findings(
         absent.where(F.col("last_offset") < F.col("log_start_offset")),
         "PRODUCER_STATE_RETAINED",
         fmt(
             "The producer snapshot at offset %s still lists producer %s epoch %s (last offset %s, sequence "
-            "%s), whose "
-            "batches all lie below the log start offset %s: state kept after retention (Kafka >= 2.5), not "
-            "loss.",
+            "%s), whose batches all lie below the log start offset %s (%s): state kept after retention "
+            "(Kafka >= 2.5), not loss.",
             "snapshot_offset",
             "producer_id",
             "producer_epoch",
             "last_offset",
             "last_sequence",
             "log_start_offset",
+            below_start_cause(),
         ),
         producer_id="producer_id",
         producer_epoch="producer_epoch",
@@ -91,6 +97,7 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
         "log_key",
         *LOG_KEY,
         "log_start_offset",
+        "remote_log_start",
         "compacted",
         "cleaned_to",
         "capture_time_ms",
@@ -119,12 +126,13 @@ def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
         "UNKNOWN_PRODUCER_RETENTION",
         fmt(
             "Producer %s, last seen at offset %s in dump %s, is absent from this dump because the log "
-            "start offset "
-            "moved to %s (retention): the broker may answer it with UNKNOWN_PRODUCER_ID, nothing is lost.",
+            "start offset moved to %s (its batches: %s): the broker may answer it with UNKNOWN_PRODUCER_ID, "
+            "nothing is lost.",
             "producer_id",
             "retained_last_offset",
             "previous_dump_id",
             "log_start_offset",
+            below_start_cause(),
         ),
         explained_by=F.lit("retention"),
         **common,
@@ -153,7 +161,7 @@ def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
 
 # What an acknowledged offset is judged against: its log, where the log starts, and whether the cleaner
 # may have removed batches there.
-_ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "compacted", "cleaned_to")
+_ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "remote_log_start", "compacted", "cleaned_to")
 
 
 def acked_records(
@@ -220,6 +228,7 @@ def acked_records(
         "topic",
         "partition",
         F.lit(None).cast("long").alias("log_start_offset"),
+        F.lit(None).cast("long").alias("remote_log_start"),
         F.lit(None).cast("boolean").alias("compacted"),
         F.lit(None).cast("long").alias("cleaned_to"),
         F.col("base_offset").alias("at"),
@@ -286,6 +295,7 @@ def acked_records(
         F.max("at").alias("last"),
         F.count(F.lit(1)).alias("n"),
         F.first("log_start_offset").alias("log_start_offset"),
+        F.first("remote_log_start").alias("remote_log_start"),
         F.min_by("cover", "at").alias("cover"),
     )
     # " (producer N)" when the ledger names the producer.
@@ -295,13 +305,12 @@ def acked_records(
         ranges.where(F.col("_outcome") == "retention"),
         "ACKED_RECORD_RETENTION",
         fmt(
-            "%s acknowledged record(s) at offsets %s-%s lie below the log start offset %s: deleted by "
-            "retention, "
-            "not lost.",
+            "%s acknowledged record(s) at offsets %s-%s lie below the log start offset %s: %s, not lost.",
             "n",
             "first",
             "last",
             "log_start_offset",
+            below_start_cause(F.col("first")),
         ),
         producer_id="ack_producer_id",
         first_offset="first",

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.history import ROW_KEY, state_expired
-from audit_rules.logs import compaction_evidence, compaction_may_have_removed
+from audit_rules.logs import below_start_cause, compaction_evidence, compaction_may_have_removed
 from audit_rules.profile import Profile
 
 
@@ -55,13 +55,13 @@ def history_start(history: DataFrame) -> DataFrame:
             F.col("log_start_offset") > 0,
             fmt(
                 "Producer %s epoch %s starts at sequence %s at offset %s because its earlier batches lie "
-                "below the "
-                "log start offset %s (deleted by retention); nothing is lost.",
+                "below the log start offset %s (%s); nothing is lost.",
                 "producer_id",
                 "producer_epoch",
                 "base_sequence",
                 "base_offset",
                 "log_start_offset",
+                below_start_cause(),
             ),
         ).otherwise(
             fmt(

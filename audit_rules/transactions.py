@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import coordinator_epoch_before
+from audit_rules.logs import below_start_cause
 from audit_rules.profile import Profile
 from audit_rules.retention import latest_snapshot_entries
 
@@ -72,6 +73,7 @@ def hanging_transactions_in_snapshots(
     context = logs.select(
         "log_key",
         "log_start_offset",
+        "remote_log_start",
         F.coalesce(F.col("max_timestamp"), F.col("capture_time_ms")).alias("_now"),
     )
     j = entries.join(seen, ["log_key", "producer_id"], "left").join(F.broadcast(context), "log_key", "left")
@@ -82,7 +84,8 @@ def hanging_transactions_in_snapshots(
         & ((F.col("_now") - F.col("timestamp")) > profile.transaction_max_timeout_ms)
     )
     where = F.when(
-        first < F.col("log_start_offset"), F.lit("below the log start offset, deleted by retention")
+        first < F.col("log_start_offset"),
+        F.concat(F.lit("below the log start offset, "), below_start_cause(first)),
     ).otherwise(F.lit("missing from the log although at or above the log start offset"))
     return to_findings(
         open_txn,

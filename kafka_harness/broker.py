@@ -73,6 +73,28 @@ logger.coordinator.level = warn
 """
 
 
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+
+
+def tiered_storage_properties(remote_dir: Path | str) -> dict[str, str]:
+    """Server properties for tiered storage (KIP-405) on the file system: Kafka's own `LocalTieredStorage`
+    plugin (from the kafka-storage test jar) copies closed segments under `remote_dir`, the
+    topic-based metadata manager records them in `__remote_log_metadata` (one partition here), and
+    the remote log manager and retention run every 500 ms. A topic opts in with
+    `remote.storage.enable=true`; `local.retention.bytes`/`local.retention.ms` then bound what stays
+    in the log directory."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": LOCAL_TIERED_STORAGE,
+        "rsm.config.dir": str(remote_dir),
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "500",
+    }
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

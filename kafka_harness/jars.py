@@ -22,10 +22,14 @@ KAFKA_VERSION = "4.3.1"
 ZK_KAFKA_VERSION = "3.9.1"
 POM = Path(__file__).with_name("pom.xml")
 POMS = {KAFKA_VERSION: POM, ZK_KAFKA_VERSION: Path(__file__).with_name("pom-zk.xml")}
-# Jars whose presence proves the copy finished (besides the stamp): the broker and the tools, or
-# the broker and ZooKeeper.
+# Jars whose presence proves the copy finished (besides the stamp): the broker, the tools and the
+# tiered-storage test plugin, or the broker and ZooKeeper.
 REQUIRED_JARS = {
-    KAFKA_VERSION: (f"kafka_2.13-{KAFKA_VERSION}.jar", f"kafka-tools-{KAFKA_VERSION}.jar"),
+    KAFKA_VERSION: (
+        f"kafka_2.13-{KAFKA_VERSION}.jar",
+        f"kafka-tools-{KAFKA_VERSION}.jar",
+        f"kafka-storage-{KAFKA_VERSION}-test.jar",
+    ),
     ZK_KAFKA_VERSION: (f"kafka_2.13-{ZK_KAFKA_VERSION}.jar", "zookeeper-3.8.4.jar"),
 }
 STAMP_NAME = ".copied"

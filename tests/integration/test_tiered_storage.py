@@ -1,0 +1,186 @@
+"""Tiered storage (KIP-405) on a real Kafka 4.3.1 broker: the log directory holds only the newest
+segments, and the offsets below them are in remote storage, not deleted.
+
+The broker runs Kafka's own `LocalTieredStorage` plugin (the remote tier is a directory here, a bucket
+in production): each closed segment is copied there, then deleted locally once past
+`local.retention.bytes`. The partition's log start offset stays 0 (the log-start-offset checkpoint
+keeps it for every log with remote storage), while its first local segment starts thousands of
+offsets later. A dump of the log directory is what an operator has; read as a log on its own, every
+producer's history starts mid-sequence and every early ack lies below the log start. That is
+explained, never loss, and the audit says where the data is: in remote storage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from confluent_kafka import Producer
+
+from audit_rules.kinds import KINDS, Severity
+from audit_rules.pipeline import audit
+from jobs.audit import read_bronze
+from jobs.ingest import IngestOptions, LabeledPath, run_ingest
+from jobs.profiles import load_profile
+from kafka_harness.broker import KafkaBroker, tiered_storage_properties
+from kafka_harness.jars import HarnessError
+from kafka_log_decoder.checkpoints import decode_offset_checkpoint
+from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.segment import read_log_segment
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "tiered"
+PARTITIONS = 2
+WAVES, PER_WAVE = 12, 500
+# LocalTieredStorage names a remote segment `<base offset, 20 digits>-<segment id>.log`.
+REMOTE_SEGMENT = re.compile(r"^(\d{20})-[A-Za-z0-9_-]{22}\.log$")
+
+
+class TieredLog(NamedTuple):
+    log_dir: Path
+    remote_dir: Path
+    acks: Path
+
+
+def local_start(log_dir: Path, partition: int) -> int:
+    return min(int(p.stem) for p in (log_dir / f"{TOPIC}-{partition}").glob("*.log"))
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredLog:
+    work = tmp_path_factory.mktemp("tiered-broker")
+    remote = work / "remote"
+    remote.mkdir()
+    acks: list[dict[str, Any]] = []
+    with KafkaBroker(work, **tiered_storage_properties(remote)) as broker:
+        broker.create_topic(
+            TOPIC,
+            PARTITIONS,
+            # A segment per second of writes (segment.bytes may not go below 1 MiB), each copied to the
+            # remote tier when closed and then deleted locally.
+            config={
+                "remote.storage.enable": True,
+                "segment.ms": 1000,
+                "local.retention.bytes": 1,
+                "retention.ms": -1,
+            },
+        )
+        producer = Producer(
+            {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        )
+
+        def acked(err: Any, msg: Any) -> None:
+            assert err is None, err
+            acks.append(
+                {
+                    "topic": TOPIC,
+                    "partition": msg.partition(),
+                    "offset": msg.offset(),
+                    "key": msg.key().decode(),
+                }
+            )
+
+        for wave in range(WAVES):
+            for i in range(wave * PER_WAVE, (wave + 1) * PER_WAVE):
+                producer.produce(
+                    TOPIC, key=f"k{i}".encode(), value=b"v" * 60, partition=i % PARTITIONS, on_delivery=acked
+                )
+                producer.poll(0)
+            assert producer.flush(60) == 0
+            time.sleep(1.1)
+        # Wait until the remote log manager has copied the closed segments and retention has deleted
+        # them locally: only the active segment is left.
+        deadline = time.monotonic() + 90
+        while not all(
+            local_start(broker.log_dir, p) > 0
+            and len(list((broker.log_dir / f"{TOPIC}-{p}").glob("*.log"))) == 1
+            for p in range(PARTITIONS)
+        ):
+            if time.monotonic() > deadline:
+                raise HarnessError(f"the tiered topic's segments were not moved to {remote} in 90 s")
+            time.sleep(0.5)
+    ledger = work / "acks.jsonl"
+    ledger.write_text("".join(json.dumps(a) + "\n" for a in acks))
+    return TieredLog(broker.log_dir, remote, ledger)
+
+
+def remote_segments(remote: Path, partition: int) -> list[Path]:
+    (directory,) = remote.glob(f"kafka-tiered-storage/{TOPIC}-{partition}-*")
+    return sorted(p for p in directory.iterdir() if REMOTE_SEGMENT.match(p.name))
+
+
+_AUDITS: dict[str, list[dict[str, Any]]] = {}
+
+
+def findings(spark: Any, log_dir: Path, acks: Path, out: Path) -> list[dict[str, Any]]:
+    if str(log_dir) not in _AUDITS:
+        run_ingest(
+            spark,
+            IngestOptions(
+                inputs=[LabeledPath("tiered", str(log_dir))],
+                output=str(out),
+                acks=[LabeledPath(None, str(acks))],
+            ),
+        )
+        found = audit(read_bronze(spark, str(out)), load_profile()).findings.where(f"topic = '{TOPIC}'")
+        _AUDITS[str(log_dir)] = [r.asDict() for r in found.collect()]
+    return _AUDITS[str(log_dir)]
+
+
+def test_the_log_directory_holds_only_the_newest_segment_and_the_rest_is_remote(tiered: TieredLog) -> None:
+    """The precondition: the log start offset checkpoint says 0, the local log starts far above it, and
+    the remote tier holds real segments (our decoder reads them) with every offset in between."""
+    path = tiered.log_dir / "log-start-offset-checkpoint"
+    entries, errors = decode_offset_checkpoint(path.read_bytes(), str(path))
+    assert errors == []
+    checkpoint = {(e.topic, e.partition): e.offset for e in entries}
+    for partition in range(PARTITIONS):
+        start = local_start(tiered.log_dir, partition)
+        assert checkpoint[(TOPIC, partition)] == 0 and start > 1000
+        offsets = [
+            offset
+            for segment in remote_segments(tiered.remote_dir, partition)
+            for b in read_log_segment(segment)
+            if isinstance(b, BatchHeader)
+            for offset in range(b.base_offset, b.last_offset + 1)
+        ]
+        assert offsets[:start] == list(range(start))
+
+
+def test_offsets_in_remote_storage_are_explained_and_said_to_be_there(
+    spark: Any, tiered: TieredLog, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    found = findings(spark, tiered.log_dir, tiered.acks, tmp_path_factory.mktemp("tiered-audit"))
+    assert Counter(f["kind"] for f in found if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
+    by_kind = Counter((f["kind"], f["partition"]) for f in found)
+    for partition in range(PARTITIONS):
+        assert by_kind[("HISTORY_TRUNCATED_BY_RETENTION", partition)] == 1
+        assert by_kind[("ACKED_RECORD_RETENTION", partition)] == 1
+    for f in found:
+        assert "in remote storage (tiered storage" in f["message"], f["message"]
+        assert "deleted by retention" not in f["message"], f["message"]
+
+
+def test_without_evidence_of_a_remote_tier_the_same_gap_is_retention(
+    spark: Any, tiered: TieredLog, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The wording follows the evidence: the same partitions without the log directory's remote-storage
+    traces (the remote log manager's index cache, `__remote_log_metadata`) read as retention."""
+    plain = tmp_path_factory.mktemp("tiered-plain") / "data"
+    shutil.copytree(
+        tiered.log_dir,
+        plain,
+        ignore=shutil.ignore_patterns("remote-log-index-cache", "__remote_log_metadata-*"),
+    )
+    found = findings(spark, plain, tiered.acks, tmp_path_factory.mktemp("tiered-plain-audit"))
+    assert Counter(f["kind"] for f in found if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
+    assert found and all(
+        "deleted by retention" in f["message"] and "remote" not in f["message"] for f in found
+    )
