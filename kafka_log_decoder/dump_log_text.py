@@ -15,7 +15,10 @@ What the text does not carry is filled in the same way for every variant:
   and payload are free text: `keySize`/`valueSize` choose where one ends, and a payload shorter
   than its size continues on the next lines (it held a newline) unless they are tool lines.
 * A legacy (magic 0/1) entry line only gives its last offset: `base_offset` and `count` come
-  from its record lines in deep mode, else they are the last offset and 1.
+  from its record lines in deep mode. In a shallow dump a compressed wrapper starts after the
+  previous entry of its file (the first one at the file's base offset), as the offsets of a segment
+  do until the log cleaner removes some (a compacted wrapper's count is then too high); an
+  uncompressed entry is one message at its offset.
 * A ≤ 2.1 deep-mode dump has no batch lines. One `BatchHeader` is made per distinct `position:`
   of its record lines: offsets, count, sequences and max timestamp from those records,
   `size_bytes` from the next batch's position (-1 for the last batch of a file),
@@ -515,6 +518,9 @@ class _DumpLogTextParser:
         self.in_skipped_content = False
         # The end of the last batch of the current file (position + size), for TRUNCATED_TAIL.
         self.end_of_batches = 0
+        # The offset after the last batch of the current file (at first the file's base offset): where a
+        # shallow legacy wrapper, whose line names only its last offset, starts.
+        self.next_offset = -1
 
     def feed(self, raw: str) -> list[DumpLogItem]:
         self.line_number += 1
@@ -561,7 +567,7 @@ class _DumpLogTextParser:
             self._end_file(out)
             self.file = line[len("Dumping ") :]
             stem = Path(self.file).name.split(".", 1)[0]
-            self.snapshot_offset = int(stem) if stem.isdigit() else -1
+            self.snapshot_offset = self.next_offset = int(stem) if stem.isdigit() else -1
             return
         if not line.strip() or _STARTING_OFFSET.match(line) or _TOOL_NOTES.match(line):
             return
@@ -726,6 +732,19 @@ class _DumpLogTextParser:
     def _flush_batch(self, out: list[DumpLogItem]) -> None:
         self.pending = None
         if self.batch is not None:
+            header = self.batch.header
+            if (
+                header.magic < MAGIC_VALUE_V2
+                and header.compression != "none"
+                and self.batch.records == 0
+                and 0 <= self.next_offset < header.last_offset
+            ):
+                # A shallow line of a compressed legacy wrapper names its last offset only; its messages
+                # follow the previous entry's (a segment's offsets are contiguous until the cleaner
+                # removes some: then this overstates the count of a compacted wrapper).
+                header.base_offset = self.next_offset
+                header.count = header.last_offset - header.base_offset + 1
+            self.next_offset = header.last_offset + 1
             out.extend(self.batch.rows())
             self.batch = None
 

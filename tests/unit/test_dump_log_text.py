@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_log_decoder.constants import CONTROL_FLAG_MASK, MAGIC_VALUE_V2
+from kafka_log_decoder.constants import CONTROL_FLAG_MASK
 from kafka_log_decoder.dump import iter_file_items
 from kafka_log_decoder.dump_log_text import (
     DumpLogItem,
@@ -139,16 +139,6 @@ def without_control_types(rows: Rows) -> Rows:
     ]
 
 
-def legacy_first_offset_unknown(rows: Rows) -> Rows:
-    """A legacy entry line names its last offset only; the first and the count need its records."""
-    return [
-        dataclasses.replace(r, base_offset=r.last_offset, count=1)
-        if _is_batch(r) and r.magic < MAGIC_VALUE_V2
-        else r
-        for r in rows
-    ]
-
-
 def without_is_control(rows: Rows) -> Rows:
     """Batch lines before 2.1 have no isControl."""
     return [
@@ -187,7 +177,9 @@ def _is_batch(row: Any) -> bool:
     return isinstance(row, BatchHeader)
 
 
-SHALLOW = (without_records, without_control_types, legacy_first_offset_unknown)
+# A shallow line of a legacy wrapper names its last offset only; on these uncompacted segments its first
+# offset and count follow from the previous entry's, as the binary decoders read them.
+SHALLOW = (without_records, without_control_types)
 WHAT_EACH_VARIANT_CANNOT_KNOW: dict[str, tuple[Callable[[Rows], Rows], ...]] = {
     "kafka-0.11-shallow": (*SHALLOW, without_is_control),
     "kafka-2.0-shallow": (*SHALLOW, without_is_control),
@@ -347,18 +339,30 @@ def test_legacy_entry_takes_its_first_offset_and_count_from_its_records() -> Non
     assert [r.sequence for r in of_type(items, Record)] == [-1, -1]
 
 
-def test_shallow_legacy_entry_has_its_last_offset_as_first_and_count_one() -> None:
-    (header,) = log_dump(
-        "offset: 3 position: 67 LogAppendTime: 1500000000101 size: 97 magic: 1 compresscodec: GZIP "
-        "crc: 1861557996 isvalid: true"
+def test_shallow_legacy_wrapper_starts_after_the_previous_entry_of_its_file() -> None:
+    """A shallow legacy line names the entry's last offset only. A compressed wrapper's messages follow
+    the previous entry's (the file's base offset for the first); an uncompressed entry is one message,
+    whatever lies before it (here a gap, as the log cleaner leaves)."""
+    lines = (
+        "offset: 12 position: 0 CreateTime: 1500000000100 size: 97 magic: 1 compresscodec: gzip "
+        "crc: 1861557996 isvalid: true",
+        "offset: 13 position: 97 CreateTime: 1500000000100 size: 50 magic: 1 compresscodec: none "
+        "crc: 1861557996 isvalid: true",
+        "offset: 16 position: 147 LogAppendTime: 1500000000101 size: 97 magic: 1 compresscodec: GZIP "
+        "crc: 1861557996 isvalid: true",
+        "offset: 20 position: 244 NoTimestampType: -1 size: 40 magic: 0 compresscodec: none "
+        "crc: 1861557996 isvalid: true",
     )
-    assert (header.base_offset, header.count, header.producer_id, header.partition_leader_epoch) == (
-        3,
-        1,
-        -1,
-        -1,
-    )
-    assert (header.timestamp_type, header.attributes, header.compression) == ("LogAppendTime", 0x09, "gzip")
+    headers = parse("Dumping orders-3/00000000000000000010.log", "Log starting offset: 10", *lines)
+    assert [(h.base_offset, h.last_offset, h.count) for h in headers] == [
+        (10, 12, 3),
+        (13, 13, 1),
+        (14, 16, 3),
+        (20, 20, 1),
+    ]
+    third = headers[2]
+    assert (third.producer_id, third.partition_leader_epoch) == (-1, -1)
+    assert (third.timestamp_type, third.attributes, third.compression) == ("LogAppendTime", 0x09, "gzip")
 
 
 def test_pre_2_2_deep_lines_make_one_batch_per_position() -> None:
