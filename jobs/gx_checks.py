@@ -220,6 +220,12 @@ def partition_summary_suite() -> list[gxe.Expectation]:
             "the log start offset is not above the log end offset",
             skip_nulls=True,
         ),
+        _not_below(
+            "log_start_offset",
+            "remote_log_start",
+            "a tiered-storage log's remote start is not above its local start",
+            skip_nulls=True,
+        ),
         gxe.ExpectCompoundColumnsToBeUnique(
             column_list=list(LOG_KEY), description="one row per (dump_id, replica, topic, partition)"
         ),

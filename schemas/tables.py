@@ -355,10 +355,15 @@ PARTITION_SUMMARY = TableSpec(
             _f("replica", StringType()),
             _f("topic", StringType()),
             _f("partition", IntegerType()),
+            # The topic id of the log's partition.metadata (KIP-516; null for older brokers and text).
+            _f("topic_id", StringType()),
             _f("capture_time_ms", LongType()),
             _f("log_start_offset", LongType()),
             # checkpoint | first_segment | first_batch
             _f("log_start_source", StringType()),
+            # Tiered storage (KIP-405): the broker's log start offset, below the local log's, where the dump
+            # shows a remote tier; the offsets from it up to log_start_offset are in remote storage.
+            _f("remote_log_start", LongType()),
             _f("log_end_offset", LongType()),
             _f("high_watermark", LongType()),
             _f("batches", LongType(), False),

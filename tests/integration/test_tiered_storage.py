@@ -12,9 +12,9 @@ explained, never loss, and the audit says where the data is: in remote storage.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,9 +22,10 @@ from typing import Any, NamedTuple
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql import functions as F
 
 from audit_rules.kinds import KINDS, Severity
-from audit_rules.pipeline import audit
+from audit_rules.pipeline import Bronze, audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
@@ -116,22 +117,30 @@ def remote_segments(remote: Path, partition: int) -> list[Path]:
     return sorted(p for p in directory.iterdir() if REMOTE_SEGMENT.match(p.name))
 
 
-_AUDITS: dict[str, list[dict[str, Any]]] = {}
+class Audited(NamedTuple):
+    findings: list[dict[str, Any]]
+    summary: dict[int, dict[str, Any]]  # partition -> its partition_summary row
 
 
-def findings(spark: Any, log_dir: Path, acks: Path, out: Path) -> list[dict[str, Any]]:
-    if str(log_dir) not in _AUDITS:
-        run_ingest(
-            spark,
-            IngestOptions(
-                inputs=[LabeledPath("tiered", str(log_dir))],
-                output=str(out),
-                acks=[LabeledPath(None, str(acks))],
-            ),
-        )
-        found = audit(read_bronze(spark, str(out)), load_profile()).findings.where(f"topic = '{TOPIC}'")
-        _AUDITS[str(log_dir)] = [r.asDict() for r in found.collect()]
-    return _AUDITS[str(log_dir)]
+def audited(bronze: Bronze) -> Audited:
+    result = audit(bronze, load_profile())
+    stored = result.findings.where(f"topic = '{TOPIC}'").localCheckpoint()
+    summary = result.summary_of(stored).where(f"topic = '{TOPIC}'").collect()
+    return Audited([r.asDict() for r in stored.collect()], {r["partition"]: r.asDict() for r in summary})
+
+
+@pytest.fixture(scope="module")
+def bronze(spark: Any, tiered: TieredLog, tmp_path_factory: pytest.TempPathFactory) -> Bronze:
+    out = tmp_path_factory.mktemp("tiered-audit")
+    run_ingest(
+        spark,
+        IngestOptions(
+            inputs=[LabeledPath("tiered", str(tiered.log_dir))],
+            output=str(out),
+            acks=[LabeledPath(None, str(tiered.acks))],
+        ),
+    )
+    return read_bronze(spark, str(out))
 
 
 def test_the_log_directory_holds_only_the_newest_segment_and_the_rest_is_remote(tiered: TieredLog) -> None:
@@ -155,9 +164,9 @@ def test_the_log_directory_holds_only_the_newest_segment_and_the_rest_is_remote(
 
 
 def test_offsets_in_remote_storage_are_explained_and_said_to_be_there(
-    spark: Any, tiered: TieredLog, tmp_path_factory: pytest.TempPathFactory
+    tiered: TieredLog, bronze: Bronze
 ) -> None:
-    found = findings(spark, tiered.log_dir, tiered.acks, tmp_path_factory.mktemp("tiered-audit"))
+    found, summary = audited(bronze)
     assert Counter(f["kind"] for f in found if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
     by_kind = Counter((f["kind"], f["partition"]) for f in found)
     for partition in range(PARTITIONS):
@@ -166,20 +175,28 @@ def test_offsets_in_remote_storage_are_explained_and_said_to_be_there(
     for f in found:
         assert "in remote storage (tiered storage" in f["message"], f["message"]
         assert "deleted by retention" not in f["message"], f["message"]
+    # The partition summary: the local log's start, the broker's (remote) one, the topic id.
+    topic_id = (
+        (tiered.log_dir / f"{TOPIC}-0" / "partition.metadata").read_text().split("topic_id:")[1].strip()
+    )
+    for partition in range(PARTITIONS):
+        row = summary[partition]
+        assert row["log_start_offset"] == local_start(tiered.log_dir, partition)
+        assert (row["remote_log_start"], row["topic_id"], row["verdict"]) == (0, topic_id, "info")
 
 
-def test_without_evidence_of_a_remote_tier_the_same_gap_is_retention(
-    spark: Any, tiered: TieredLog, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_without_evidence_of_a_remote_tier_the_same_gap_is_retention(bronze: Bronze) -> None:
     """The wording follows the evidence: the same partitions without the log directory's remote-storage
     traces (the remote log manager's index cache, `__remote_log_metadata`) read as retention."""
-    plain = tmp_path_factory.mktemp("tiered-plain") / "data"
-    shutil.copytree(
-        tiered.log_dir,
-        plain,
-        ignore=shutil.ignore_patterns("remote-log-index-cache", "__remote_log_metadata-*"),
+    traces = (F.col("topic") == "__remote_log_metadata") | F.col("file").endswith("/remote-log-index-cache")
+    plain = dataclasses.replace(
+        bronze,
+        files=bronze.files.where(~traces),
+        batches=bronze.batches.where(~traces),
+        partition_state=bronze.partition_state.where(~traces),
     )
-    found = findings(spark, plain, tiered.acks, tmp_path_factory.mktemp("tiered-plain-audit"))
+    found, summary = audited(plain)
+    assert [summary[p]["remote_log_start"] for p in range(PARTITIONS)] == [None] * PARTITIONS
     assert Counter(f["kind"] for f in found if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
     assert found and all(
         "deleted by retention" in f["message"] and "remote" not in f["message"] for f in found
