@@ -112,7 +112,8 @@ def file_producers(batches: DataFrame) -> DataFrame:
         "max_timestamp": F.when(F.col("crc_valid"), F.col("max_timestamp")),
         "batches": F.lit(1),
         # A legacy (magic 0/1) entry's count is its messages: one, or a compressed wrapper's inner
-        # messages (the decoders open every wrapper; a shallow dump-log text gives 1).
+        # messages (the binary decoders open every wrapper; a shallow dump-log text counts from the
+        # previous entry's last offset).
         "records": F.col("count"),
         "bytes": F.col("size_bytes"),
     }
