@@ -161,7 +161,7 @@ def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
 
 # What an acknowledged offset is judged against: its log, where the log starts, and whether the cleaner
 # may have removed batches there.
-_ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "remote_log_start", "compacted", "cleaned_to")
+_ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "compacted", "cleaned_to")
 
 
 def acked_records(
@@ -228,7 +228,6 @@ def acked_records(
         "topic",
         "partition",
         F.lit(None).cast("long").alias("log_start_offset"),
-        F.lit(None).cast("long").alias("remote_log_start"),
         F.lit(None).cast("boolean").alias("compacted"),
         F.lit(None).cast("long").alias("cleaned_to"),
         F.col("base_offset").alias("at"),
@@ -295,14 +294,14 @@ def acked_records(
         F.max("at").alias("last"),
         F.count(F.lit(1)).alias("n"),
         F.first("log_start_offset").alias("log_start_offset"),
-        F.first("remote_log_start").alias("remote_log_start"),
         F.min_by("cover", "at").alias("cover"),
     )
     # " (producer N)" when the ledger names the producer.
     who = F.format_string(" (producer %s)", F.col("ack_producer_id").cast("string"))
     ranges = ranges.withColumn("_who", F.when(F.col("ack_producer_id").isNotNull(), who).otherwise(""))
     retention = to_findings(
-        ranges.where(F.col("_outcome") == "retention"),
+        # Where the log's older segments are (`below_start_cause`): read for these ranges only.
+        join_log(ranges.where(F.col("_outcome") == "retention"), logs, "remote_log_start"),
         "ACKED_RECORD_RETENTION",
         fmt(
             "%s acknowledged record(s) at offsets %s-%s lie below the log start offset %s: %s, not lost.",
