@@ -61,6 +61,13 @@ LOCAL_CONF: dict[str, str] = {
     ),
     # Keep Python workers alive between tasks: each decode task would otherwise pay an import.
     "spark.python.worker.reuse": "true",
+    # PySpark 4 wraps every Column function (`F.col`, `cast`, `alias`, ...) to send its Python call
+    # site to the JVM for error messages: a stack walk and about five Py4J round trips per call. An
+    # audit builds its plans from ~8,000 such calls (~27,000 round trips in all); without the call
+    # sites (an analysis error still names the column and the plan, not the line of audit_rules), a
+    # warm audit of one small partition took 9.4-10.2 s to plan against 10.5-13.4 s, and a first one
+    # 18.4 s against 25.7 s (2026-11-27, test session, one run each).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     # With the UI off, the status listeners still keep the last 1000 SQL executions (each with its
     # plan's text and graph), jobs and stages, and 100,000 tasks, on the driver's heap, for no reader.
     # An audit runs about a hundred queries with plans of hundreds of columns; a test worker's session
