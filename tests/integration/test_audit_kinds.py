@@ -1,7 +1,10 @@
 """Finding kinds the fault corpus does not reach, on logs written by an independent encoder
 (kafka-python's batch builder) or on real broker files moved where they disagree.
 
-Each test writes one partition directory, ingests it with Spark into Delta and audits it.
+Each scenario is a topic of its own. They are written side by side and audited together, one ingest
+and audit per mode (record-level and batch-level; the split test has its own ingest, since its split
+size applies to every file); each test reads its topic's findings, and no finding may fall outside the
+scenarios' topics.
 """
 
 from __future__ import annotations
@@ -12,32 +15,45 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from audit_rules.kinds import Severity
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.faults import apply_fault
-from kafka_harness.scenarios import TRANSACTIONAL_TOPIC
+from kafka_harness.scenarios import SEGMENTED_TOPIC, TRANSACTIONAL_TOPIC
 from schemas.tables import WALK_FIRST
 from tests.builders import V2Batch, build_v2, producer_snapshot, segment
 
+Findings = list[dict[str, Any]]
 
-def write_partition(root: Path, batches: list[V2Batch], name: str = "orders-0") -> Path:
+
+def write_partition(root: Path, batches: list[V2Batch], name: str) -> Path:
     part = root / "dump" / name
     part.mkdir(parents=True)
     (part / "00000000000000000000.log").write_bytes(segment(*[build_v2(b) for b in batches]))
-    return root / "dump"
+    return part
 
 
-def audit_dir(spark: Any, log_dir: Path, out: Path, *, records: bool = False) -> list[dict[str, Any]]:
+def audited(spark: Any, inputs: dict[str, Path], out: Path, *, records: bool = False) -> Findings:
     run_ingest(
-        spark, IngestOptions(inputs=[LabeledPath("d", str(log_dir))], output=str(out), records=records)
+        spark,
+        IngestOptions(
+            inputs=[LabeledPath(label, str(path)) for label, path in inputs.items()],
+            output=str(out),
+            records=records,
+        ),
     )
     return [r.asDict() for r in audit(read_bronze(spark, str(out)), load_profile()).findings.collect()]
 
 
-def kinds(found: list[dict[str, Any]]) -> list[tuple[str, int | None]]:
+def of_topic(found: Findings, topic: str) -> Findings:
+    return [f for f in found if f["topic"] == topic]
+
+
+def kinds(found: Findings) -> list[tuple[str, int | None]]:
     return sorted(
         (f["kind"], f["first_offset"]) for f in found if Severity.parse(f["severity"]) > Severity.INFO
     )
@@ -59,11 +75,60 @@ def batches_of(
     ]
 
 
-def test_records_resent_under_a_new_epoch_are_duplicates_by_content(spark: Any, tmp_path: Path) -> None:
+def a_day_later(path: Path) -> None:
+    stat = path.stat()
+    os.utime(path, (stat.st_atime, stat.st_mtime + 86_400))
+
+
+# --- record-level mode -----------------------------------------------------------------------------
+
+RECORD_TOPICS = ("resent-epoch", "resent-pid")
+
+
+@pytest.fixture(scope="module")
+def record_level(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Findings:
+    root = tmp_path_factory.mktemp("kinds-records")
     # librdkafka #4953 / KAFKA-14034: in-flight v4, v5 re-sent after the bump, sequences restarted at 0.
-    first = batches_of(7, 0, [b"v1", b"v2", b"v3", b"v4", b"v5"], start_offset=0, start_seq=0)
-    resent = batches_of(7, 1, [b"v4", b"v5", b"v6"], start_offset=5, start_seq=0)
-    found = audit_dir(spark, write_partition(tmp_path, first + resent), tmp_path / "out", records=True)
+    write_partition(
+        root,
+        batches_of(7, 0, [b"v1", b"v2", b"v3", b"v4", b"v5"], start_offset=0, start_seq=0)
+        + batches_of(7, 1, [b"v4", b"v5", b"v6"], start_offset=5, start_seq=0),
+        "resent-epoch-0",
+    )
+    # Pre-KIP-360 clients reset their idempotent session under a new producer id and re-send the
+    # in-flight batches. Only the hand-over shape counts: the old pid stopped before the new one
+    # began, and the new pid's first batch is a copy.
+    # resent-pid-0: pid 7 wrote v1..v5; pid 8 opens with v4, v5 again, then v6.
+    write_partition(
+        root,
+        batches_of(7, 0, [b"v1", b"v2", b"v3", b"v4", b"v5"], start_offset=0, start_seq=0)
+        + batches_of(8, 0, [b"v4", b"v5", b"v6"], start_offset=5, start_seq=0),
+        "resent-pid-0",
+    )
+    # resent-pid-1: the same payload from two producers writing at the same time is no re-send.
+    write_partition(
+        root,
+        batches_of(7, 0, [b"v1", b"v2"], start_offset=0, start_seq=0)
+        + batches_of(8, 0, [b"v1"], start_offset=2, start_seq=0)
+        + batches_of(7, 0, [b"v3"], start_offset=3, start_seq=2),
+        "resent-pid-1",
+    )
+    # resent-pid-2: pid 8 opens with a record of its own: no re-send either.
+    write_partition(
+        root,
+        batches_of(7, 0, [b"v1", b"v2", b"v3"], start_offset=0, start_seq=0)
+        + batches_of(8, 0, [b"w1", b"v3"], start_offset=3, start_seq=0),
+        "resent-pid-2",
+    )
+    return audited(spark, {"d": root / "dump"}, root / "out", records=True)
+
+
+def test_record_level_findings_are_all_in_the_scenarios_topics(record_level: Findings) -> None:
+    assert record_level and {f["topic"] for f in record_level} <= set(RECORD_TOPICS)
+
+
+def test_records_resent_under_a_new_epoch_are_duplicates_by_content(record_level: Findings) -> None:
+    found = of_topic(record_level, "resent-epoch")
     dups = [f for f in found if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"]
     assert sorted((f["first_offset"], f["related_offset"], f["producer_epoch"]) for f in dups) == [
         (5, 3, 1),
@@ -71,6 +136,213 @@ def test_records_resent_under_a_new_epoch_are_duplicates_by_content(spark: Any, 
     ]
     assert kinds(found) == [("DUPLICATE_RECORDS_NEW_EPOCH", 5), ("DUPLICATE_RECORDS_NEW_EPOCH", 6)]
     assert any(f["kind"] == "EPOCH_BUMP" and f["first_offset"] == 5 for f in found)
+
+
+def test_records_resent_under_a_new_producer_id_are_duplicates_by_content(record_level: Findings) -> None:
+    found = of_topic(record_level, "resent-pid")
+    dups = [f for f in found if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"]
+    assert sorted(
+        (f["partition"], f["producer_id"], f["first_offset"], f["related_offset"]) for f in dups
+    ) == [(0, 8, 5, 3), (0, 8, 6, 4)]
+    assert all("producer 7" in f["message"] for f in dups), dups
+    assert kinds(found) == [("DUPLICATE_RECORDS_NEW_EPOCH", 5), ("DUPLICATE_RECORDS_NEW_EPOCH", 6)]
+
+
+# --- batch-level mode ------------------------------------------------------------------------------
+
+T0 = 1_700_000_000_000
+HOUR_MS = 3_600_000
+ABORTED_TXN = struct.Struct(">hqqqq")  # TransactionIndex entry: version, pid, first, last, LSO (formats §3.5)
+MISMATCHED = SEGMENTED_TOPIC.name  # a real broker partition whose newest snapshot is replaced
+TXN_INDEXED = TRANSACTIONAL_TOPIC.name  # a real broker partition whose .txnindex is edited
+BATCH_TOPICS = ("mid-sequence", "new-epoch", MISMATCHED, "gone", "retained", "hanging", TXN_INDEXED)
+
+
+def snapshot_partition(root: Path, name: str, log: list[V2Batch], entries: list[tuple[int, ...]]) -> None:
+    """A partition whose first live segment starts at 20 (retention took 0-19), with a snapshot there."""
+    part = root / "dump" / name
+    part.mkdir(parents=True)
+    (part / "00000000000000000020.log").write_bytes(segment(*[build_v2(b) for b in log]))
+    (part / "00000000000000000020.snapshot").write_bytes(producer_snapshot(entries))
+
+
+class BatchLevel:
+    """The batch-level audit's findings, and what the scenarios that edit real broker files changed."""
+
+    def __init__(
+        self, found: Findings, newest_snapshot: int, dropped: tuple[int, ...], stray: tuple[int, ...]
+    ):
+        self.found, self.newest_snapshot, self.dropped, self.stray = found, newest_snapshot, dropped, stray
+
+
+@pytest.fixture(scope="module")
+def batch_level(spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathFactory) -> BatchLevel:
+    root = tmp_path_factory.mktemp("kinds")
+    # mid-sequence: producer 9 starts at sequence 4 in a log that starts at offset 0.
+    write_partition(
+        root,
+        batches_of(3, 0, [b"a", b"b"], start_offset=0, start_seq=0)
+        + batches_of(9, 0, [b"x", b"y"], start_offset=2, start_seq=4),
+        "mid-sequence-0",
+    )
+    # new-epoch: producer 4's epoch 1 starts at sequence 7; producer 5 writes a negative sequence.
+    epochs = batches_of(4, 0, [b"a", b"b"], start_offset=0, start_seq=0)
+    epochs += batches_of(4, 1, [b"c"], start_offset=2, start_seq=7)
+    epochs.append(
+        V2Batch(
+            base_offset=3,
+            records=((None, b"d"), (None, b"e")),
+            producer_id=5,
+            producer_epoch=0,
+            base_sequence=-3,
+        )
+    )
+    write_partition(root, epochs, "new-epoch-0")
+    # A real broker snapshot renamed to a later offset: the state it holds is no longer the log's there.
+    part = root / "dump" / f"{MISMATCHED}-0"
+    shutil.copytree(broker_dump.log_dir / f"{MISMATCHED}-0", part)
+    snapshots = sorted(part.glob("*.snapshot"))
+    assert len(snapshots) >= 2, [p.name for p in snapshots]
+    oldest, newest = snapshots[0], snapshots[-1]
+    newest.unlink()
+    shutil.copy(oldest, newest)
+    # hanging: the newest snapshot says producer 11 opened a transaction at offset 15; retention deleted
+    # 0-19 and no marker follows. Only the snapshot still knows the transaction (KIP-664's hanging
+    # transaction, invisible in the data).
+    live = [
+        V2Batch(base_offset=20 + i, producer_id=3, producer_epoch=0, base_sequence=i, base_timestamp=T0 + i)
+        for i in range(3)
+    ]
+    # (pid, epoch, lastSeq, lastOffset, offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset)
+    hanging = (11, 2, 4, 17, 0, T0 - 2 * HOUR_MS, 0, 15)
+    snapshot_partition(root, "hanging-0", live, [hanging])
+    # Idle for a minute only: the coordinator may still close it.
+    snapshot_partition(root, "hanging-1", live, [(11, 2, 4, 17, 0, T0 - 60_000, 0, 15)])
+    # Its transaction goes on in the retained log: the data rule judges it (recent: nothing).
+    resumed = V2Batch(
+        base_offset=23,
+        producer_id=11,
+        producer_epoch=2,
+        base_sequence=5,
+        transactional=True,
+        base_timestamp=T0 + 3,
+    )
+    snapshot_partition(root, "hanging-2", [*live, resumed], [hanging])
+    # A real broker partition with aborted transactions: one entry dropped from its `.txnindex` and one
+    # added that no ABORT marker closes.
+    part = root / "dump" / f"{TXN_INDEXED}-0"
+    shutil.copytree(broker_dump.log_dir / f"{TXN_INDEXED}-0", part)
+    index = next(p for p in sorted(part.glob("*.txnindex")) if p.stat().st_size >= ABORTED_TXN.size)
+    raw = index.read_bytes()
+    entries = [ABORTED_TXN.unpack_from(raw, at) for at in range(0, len(raw), ABORTED_TXN.size)]
+    dropped, kept = entries[0], entries[1:]
+    stray = (0, dropped[1], 1_000_000, 1_000_005, 1_000_006)
+    index.write_bytes(b"".join(ABORTED_TXN.pack(*e) for e in [*kept, stray]))
+
+    # Two dumps a day apart.
+    monday, tuesday = root / "monday", root / "tuesday"
+    # gone: producer 2 is in Monday's dump and not in Tuesday's, whose log still starts at 0.
+    keep = batches_of(1, 0, [b"a", b"b"], start_offset=0, start_seq=0)
+    gone = batches_of(2, 0, [b"x", b"y"], start_offset=2, start_seq=0)
+    tail = batches_of(1, 0, [b"c"], start_offset=4, start_seq=2)
+    write_partition(monday, keep + gone + tail, "gone-0")
+    a_day_later(write_partition(tuesday, keep + tail, "gone-0") / "00000000000000000000.log")
+    # retained: Monday's dump has two segments; by Tuesday retention deleted the first (the fault
+    # tool's delete_head_segment: log start offset advanced, checkpoint rewritten) and producer 2 with it.
+    part = monday / "dump" / "retained-0"
+    part.mkdir(parents=True)
+    old = batches_of(2, 0, [b"x", b"y"], start_offset=0, start_seq=0)
+    new = batches_of(1, 0, [b"a", b"b"], start_offset=2, start_seq=0)
+    (part / "00000000000000000000.log").write_bytes(segment(*[build_v2(b) for b in old]))
+    (part / "00000000000000000002.log").write_bytes(segment(*[build_v2(b) for b in new]))
+    expected = apply_fault("delete_head_segment", part, tuesday / "dump" / "retained-0", segments=1)
+    assert expected.params["log_start_offset"] == 2
+    for path in (tuesday / "dump" / "retained-0").iterdir():
+        a_day_later(path)
+
+    found = audited(
+        spark,
+        {"d": root / "dump", "monday": monday / "dump", "tuesday": tuesday / "dump"},
+        root / "out",
+    )
+    return BatchLevel(found, int(newest.stem), dropped, stray)
+
+
+def test_batch_level_findings_are_all_in_the_scenarios_topics(batch_level: BatchLevel) -> None:
+    assert batch_level.found and {f["topic"] for f in batch_level.found} <= set(BATCH_TOPICS)
+
+
+def test_a_producer_starting_mid_sequence_in_a_complete_log_is_missing_history(
+    batch_level: BatchLevel,
+) -> None:
+    found = of_topic(batch_level.found, "mid-sequence")
+    (missing,) = [f for f in found if f["kind"] == "HISTORY_START_MISSING"]
+    assert (missing["producer_id"], missing["first_offset"], missing["missing_records"]) == (9, 2, 4)
+    assert kinds(found) == [("HISTORY_START_MISSING", 2)]
+
+
+def test_new_epoch_not_starting_at_zero_and_invalid_sequence_ranges(batch_level: BatchLevel) -> None:
+    found = of_topic(batch_level.found, "new-epoch")
+    assert kinds(found) == [("INVALID_SEQUENCE", 3), ("NEW_EPOCH_NONZERO_SEQUENCE", 2)]
+
+
+def test_snapshot_that_disagrees_with_the_log_is_a_mismatch(batch_level: BatchLevel) -> None:
+    found = of_topic(batch_level.found, MISMATCHED)
+    mismatch = [f for f in found if f["kind"] == "SNAPSHOT_MISMATCH"]
+    assert mismatch and all(f["related_offset"] == batch_level.newest_snapshot for f in mismatch), found
+    assert {f["kind"] for f in found if Severity.parse(f["severity"]) > Severity.INFO} == {
+        "SNAPSHOT_MISMATCH"
+    }
+
+
+def test_a_producer_gone_from_a_later_dump_above_the_log_start_is_lost(batch_level: BatchLevel) -> None:
+    found = of_topic(batch_level.found, "gone")
+    lost = [
+        (f["kind"], f["dump_id"], f["producer_id"], f["related_offset"])
+        for f in found
+        if "UNKNOWN" in f["kind"]
+    ]
+    assert lost == [("UNKNOWN_PRODUCER_LOSS", "tuesday", 2, 3)]
+    # The same offsets now hold other batches: the dumps diverge.
+    assert [f["kind"] for f in found if f["kind"] == "REPLICA_DIVERGENCE"] == ["REPLICA_DIVERGENCE"]
+
+
+def test_a_producer_deleted_by_retention_between_dumps_is_retention_not_loss(batch_level: BatchLevel) -> None:
+    found = of_topic(batch_level.found, "retained")
+    unknown = [
+        (f["kind"], f["dump_id"], f["producer_id"], f["related_offset"])
+        for f in found
+        if "UNKNOWN" in f["kind"]
+    ]
+    assert unknown == [("UNKNOWN_PRODUCER_RETENTION", "tuesday", 2, 1)]
+    assert kinds(found) == []
+
+
+def test_a_transaction_left_open_in_the_snapshot_whose_data_is_gone_is_hanging(
+    batch_level: BatchLevel,
+) -> None:
+    found = of_topic(batch_level.found, "hanging")
+    (finding,) = [f for f in found if f["kind"] == "HANGING_TRANSACTION"]
+    assert (finding["partition"], finding["producer_id"], finding["producer_epoch"]) == (0, 11, 2)
+    assert (finding["first_offset"], finding["related_offset"]) == (15, 20)
+    assert "below the log start offset" in finding["message"], finding["message"]
+    assert kinds(found) == [("HANGING_TRANSACTION", 15)]
+
+
+def test_txnindex_entries_must_match_the_abort_markers_one_to_one(batch_level: BatchLevel) -> None:
+    """Each edit of the real `.txnindex` (an entry dropped, one added that no ABORT marker closes) is
+    an INDEX_MISMATCH."""
+    found = of_topic(batch_level.found, TXN_INDEXED)
+    mismatches = sorted(
+        (f["producer_id"], f["first_offset"], f["last_offset"])
+        for f in found
+        if f["kind"] == "INDEX_MISMATCH"
+    )
+    assert mismatches == sorted([batch_level.dropped[1:4], batch_level.stray[1:4]])
+    assert {f["kind"] for f in found if Severity.parse(f["severity"]) > Severity.INFO} == {"INDEX_MISMATCH"}
+
+
+# --- a split segment (its own ingest) ----------------------------------------------------------------
 
 
 def test_offsets_that_go_back_are_overlaps_inside_a_walk_at_a_split_and_across_files(
@@ -111,226 +383,3 @@ def test_offsets_that_go_back_are_overlaps_inside_a_walk_at_a_split_and_across_f
     assert kinds(found) == [("OFFSET_OVERLAP", 3), ("OFFSET_OVERLAP", 6), ("OFFSET_OVERLAP", 11)]
     related = sorted((f["first_offset"], f["related_offset"]) for f in found if f["kind"] == "OFFSET_OVERLAP")
     assert related == [(3, 3), (6, 7), (11, 11)]
-
-
-def test_a_producer_starting_mid_sequence_in_a_complete_log_is_missing_history(
-    spark: Any, tmp_path: Path
-) -> None:
-    log = batches_of(3, 0, [b"a", b"b"], start_offset=0, start_seq=0) + batches_of(
-        9, 0, [b"x", b"y"], start_offset=2, start_seq=4
-    )
-    found = audit_dir(spark, write_partition(tmp_path, log), tmp_path / "out")
-    (missing,) = [f for f in found if f["kind"] == "HISTORY_START_MISSING"]
-    assert (missing["producer_id"], missing["first_offset"], missing["missing_records"]) == (9, 2, 4)
-    assert kinds(found) == [("HISTORY_START_MISSING", 2)]
-
-
-def test_new_epoch_not_starting_at_zero_and_invalid_sequence_ranges(spark: Any, tmp_path: Path) -> None:
-    log = batches_of(4, 0, [b"a", b"b"], start_offset=0, start_seq=0)
-    log += batches_of(4, 1, [b"c"], start_offset=2, start_seq=7)  # new epoch at 7
-    log.append(
-        V2Batch(
-            base_offset=3,
-            records=((None, b"d"), (None, b"e")),
-            producer_id=5,
-            producer_epoch=0,
-            base_sequence=-3,
-        )
-    )
-    found = audit_dir(spark, write_partition(tmp_path, log), tmp_path / "out")
-    assert kinds(found) == [("INVALID_SEQUENCE", 3), ("NEW_EPOCH_NONZERO_SEQUENCE", 2)]
-
-
-def test_snapshot_that_disagrees_with_the_log_is_a_mismatch(
-    spark: Any, broker_dump: Any, tmp_path: Path
-) -> None:
-    """A real broker snapshot renamed to a later offset: the state it holds is no longer the log's there."""
-    source = broker_dump.log_dir / "idempotent-segments-0"
-    part = tmp_path / "dump" / "idempotent-segments-0"
-    shutil.copytree(source, part)
-    snapshots = sorted(part.glob("*.snapshot"))
-    assert len(snapshots) >= 2, [p.name for p in snapshots]
-    oldest, newest = snapshots[0], snapshots[-1]
-    newest.unlink()
-    shutil.copy(oldest, newest)
-    found = audit_dir(spark, tmp_path / "dump", tmp_path / "out")
-    mismatch = [f for f in found if f["kind"] == "SNAPSHOT_MISMATCH"]
-    assert mismatch and all(f["related_offset"] == int(newest.stem) for f in mismatch), found
-    assert {f["kind"] for f in found if Severity.parse(f["severity"]) > Severity.INFO} == {
-        "SNAPSHOT_MISMATCH"
-    }
-
-
-def test_a_producer_gone_from_a_later_dump_above_the_log_start_is_lost(spark: Any, tmp_path: Path) -> None:
-    keep = batches_of(1, 0, [b"a", b"b"], start_offset=0, start_seq=0)
-    gone = batches_of(2, 0, [b"x", b"y"], start_offset=2, start_seq=0)
-    tail = batches_of(1, 0, [b"c"], start_offset=4, start_seq=2)
-    earlier = write_partition(tmp_path / "monday", keep + gone + tail)
-    later = write_partition(tmp_path / "tuesday", keep + tail)
-    segment_file = later / "orders-0" / "00000000000000000000.log"
-    stat = segment_file.stat()
-    os.utime(segment_file, (stat.st_atime, stat.st_mtime + 86_400))  # captured a day later
-    run_ingest(
-        spark,
-        IngestOptions(
-            inputs=[LabeledPath("monday", str(earlier)), LabeledPath("tuesday", str(later))],
-            output=str(tmp_path / "out"),
-        ),
-    )
-    found = [
-        r.asDict()
-        for r in audit(read_bronze(spark, str(tmp_path / "out")), load_profile()).findings.collect()
-    ]
-    lost = [
-        (f["kind"], f["dump_id"], f["producer_id"], f["related_offset"])
-        for f in found
-        if "UNKNOWN" in f["kind"]
-    ]
-    assert lost == [("UNKNOWN_PRODUCER_LOSS", "tuesday", 2, 3)]
-    # The same offsets now hold other batches: the dumps diverge.
-    assert [f["kind"] for f in found if f["kind"] == "REPLICA_DIVERGENCE"] == ["REPLICA_DIVERGENCE"]
-
-
-def test_a_producer_deleted_by_retention_between_dumps_is_retention_not_loss(
-    spark: Any, tmp_path: Path
-) -> None:
-    """Monday's dump has two segments; by Tuesday retention deleted the first (the fault tool's
-    delete_head_segment: log start offset advanced, checkpoint rewritten) and producer 2 with it."""
-    old = batches_of(2, 0, [b"x", b"y"], start_offset=0, start_seq=0)
-    new = batches_of(1, 0, [b"a", b"b"], start_offset=2, start_seq=0)
-    monday = tmp_path / "monday" / "dump"
-    part = monday / "orders-0"
-    part.mkdir(parents=True)
-    (part / "00000000000000000000.log").write_bytes(segment(*[build_v2(b) for b in old]))
-    (part / "00000000000000000002.log").write_bytes(segment(*[build_v2(b) for b in new]))
-    tuesday = tmp_path / "tuesday" / "dump"
-    expected = apply_fault("delete_head_segment", part, tuesday / "orders-0", segments=1)
-    assert expected.params["log_start_offset"] == 2
-    for path in (tuesday / "orders-0").iterdir():
-        stat = path.stat()
-        os.utime(path, (stat.st_atime, stat.st_mtime + 86_400))  # captured a day later
-    run_ingest(
-        spark,
-        IngestOptions(
-            inputs=[LabeledPath("monday", str(monday)), LabeledPath("tuesday", str(tuesday))],
-            output=str(tmp_path / "out"),
-        ),
-    )
-    found = [
-        r.asDict()
-        for r in audit(read_bronze(spark, str(tmp_path / "out")), load_profile()).findings.collect()
-    ]
-    unknown = [
-        (f["kind"], f["dump_id"], f["producer_id"], f["related_offset"])
-        for f in found
-        if "UNKNOWN" in f["kind"]
-    ]
-    assert unknown == [("UNKNOWN_PRODUCER_RETENTION", "tuesday", 2, 1)]
-    assert kinds(found) == []
-
-
-def test_records_resent_under_a_new_producer_id_are_duplicates_by_content(spark: Any, tmp_path: Path) -> None:
-    """Pre-KIP-360 clients reset their idempotent session under a new producer id and re-send the
-    in-flight batches. Only the hand-over shape counts: the old pid stopped before the new one began,
-    and the new pid's first batch is a copy."""
-    dump = tmp_path / "dump"
-    # orders-0: pid 7 wrote v1..v5; pid 8 opens with v4, v5 again, then v6.
-    write_partition(
-        tmp_path,
-        batches_of(7, 0, [b"v1", b"v2", b"v3", b"v4", b"v5"], start_offset=0, start_seq=0)
-        + batches_of(8, 0, [b"v4", b"v5", b"v6"], start_offset=5, start_seq=0),
-    )
-    # orders-1: the same payload from two producers writing at the same time is no re-send.
-    write_partition(
-        tmp_path,
-        batches_of(7, 0, [b"v1", b"v2"], start_offset=0, start_seq=0)
-        + batches_of(8, 0, [b"v1"], start_offset=2, start_seq=0)
-        + batches_of(7, 0, [b"v3"], start_offset=3, start_seq=2),
-        name="orders-1",
-    )
-    # orders-2: pid 8 opens with a record of its own: no re-send either.
-    write_partition(
-        tmp_path,
-        batches_of(7, 0, [b"v1", b"v2", b"v3"], start_offset=0, start_seq=0)
-        + batches_of(8, 0, [b"w1", b"v3"], start_offset=3, start_seq=0),
-        name="orders-2",
-    )
-    found = audit_dir(spark, dump, tmp_path / "out", records=True)
-    dups = [f for f in found if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"]
-    assert sorted(
-        (f["partition"], f["producer_id"], f["first_offset"], f["related_offset"]) for f in dups
-    ) == [(0, 8, 5, 3), (0, 8, 6, 4)]
-    assert all("producer 7" in f["message"] for f in dups), dups
-    assert kinds(found) == [("DUPLICATE_RECORDS_NEW_EPOCH", 5), ("DUPLICATE_RECORDS_NEW_EPOCH", 6)]
-
-
-T0 = 1_700_000_000_000
-HOUR_MS = 3_600_000
-
-
-def snapshot_partition(root: Path, name: str, log: list[V2Batch], entries: list[tuple[int, ...]]) -> None:
-    """A partition whose first live segment starts at 20 (retention took 0-19), with a snapshot there."""
-    part = root / "dump" / name
-    part.mkdir(parents=True)
-    (part / "00000000000000000020.log").write_bytes(segment(*[build_v2(b) for b in log]))
-    (part / "00000000000000000020.snapshot").write_bytes(producer_snapshot(entries))
-
-
-def test_a_transaction_left_open_in_the_snapshot_whose_data_is_gone_is_hanging(
-    spark: Any, tmp_path: Path
-) -> None:
-    """The newest snapshot says producer 11 opened a transaction at offset 15; retention deleted 0-19
-    and no marker follows. Only the snapshot still knows the transaction (KIP-664's hanging
-    transaction, invisible in the data)."""
-    live = [
-        V2Batch(base_offset=20 + i, producer_id=3, producer_epoch=0, base_sequence=i, base_timestamp=T0 + i)
-        for i in range(3)
-    ]
-    # (pid, epoch, lastSeq, lastOffset, offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset)
-    hanging = (11, 2, 4, 17, 0, T0 - 2 * HOUR_MS, 0, 15)
-    snapshot_partition(tmp_path, "orders-0", live, [hanging])
-    # Idle for a minute only: the coordinator may still close it.
-    snapshot_partition(tmp_path, "orders-1", live, [(11, 2, 4, 17, 0, T0 - 60_000, 0, 15)])
-    # Its transaction goes on in the retained log: the data rule judges it (recent: nothing).
-    resumed = V2Batch(
-        base_offset=23,
-        producer_id=11,
-        producer_epoch=2,
-        base_sequence=5,
-        transactional=True,
-        base_timestamp=T0 + 3,
-    )
-    snapshot_partition(tmp_path, "orders-2", [*live, resumed], [hanging])
-    found = audit_dir(spark, tmp_path / "dump", tmp_path / "out")
-    (finding,) = [f for f in found if f["kind"] == "HANGING_TRANSACTION"]
-    assert (finding["partition"], finding["producer_id"], finding["producer_epoch"]) == (0, 11, 2)
-    assert (finding["first_offset"], finding["related_offset"]) == (15, 20)
-    assert "below the log start offset" in finding["message"], finding["message"]
-    assert kinds(found) == [("HANGING_TRANSACTION", 15)]
-
-
-ABORTED_TXN = struct.Struct(">hqqqq")  # TransactionIndex entry: version, pid, first, last, LSO (formats §3.5)
-
-
-def test_txnindex_entries_must_match_the_abort_markers_one_to_one(
-    spark: Any, broker_dump: Any, tmp_path: Path
-) -> None:
-    """A real broker partition with aborted transactions: one entry dropped from its `.txnindex` and
-    one added that no ABORT marker closes; each is an INDEX_MISMATCH."""
-    name = f"{TRANSACTIONAL_TOPIC.name}-0"
-    part = tmp_path / "dump" / name
-    shutil.copytree(broker_dump.log_dir / name, part)
-    index = next(p for p in sorted(part.glob("*.txnindex")) if p.stat().st_size >= ABORTED_TXN.size)
-    raw = index.read_bytes()
-    entries = [ABORTED_TXN.unpack_from(raw, at) for at in range(0, len(raw), ABORTED_TXN.size)]
-    dropped, kept = entries[0], entries[1:]
-    stray = (0, dropped[1], 1_000_000, 1_000_005, 1_000_006)
-    index.write_bytes(b"".join(ABORTED_TXN.pack(*e) for e in [*kept, stray]))
-    found = audit_dir(spark, tmp_path / "dump", tmp_path / "out")
-    mismatches = sorted(
-        (f["producer_id"], f["first_offset"], f["last_offset"])
-        for f in found
-        if f["kind"] == "INDEX_MISMATCH"
-    )
-    assert mismatches == sorted([dropped[1:4], stray[1:4]])
-    assert {f["kind"] for f in found if Severity.parse(f["severity"]) > Severity.INFO} == {"INDEX_MISMATCH"}
