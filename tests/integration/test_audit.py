@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -169,40 +169,57 @@ def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_st
     assert spread == kept
 
 
-def test_acked_offsets_missing_from_the_log_are_reported_as_one_range(
-    spark: Any, broker_dump: Any, tmp_path: Path
-) -> None:
-    ledger = acks_ledger(
-        broker_dump.manifest,
-        tmp_path / "acks.jsonl",
-        extra=[{"topic": "plain", "partition": 0, "offset": o} for o in (1000, 1001, 1002, 1005)],
-    )
-    ingest(spark, tmp_path / "out", f"broker={broker_dump.log_dir}", acks=(ledger,))
-    missing = sorted(
-        (f["first_offset"], f["last_offset"], f["missing_records"])
-        for f in findings_of(spark, tmp_path / "out")
-        if f["kind"] == "ACKED_RECORD_MISSING"
-    )
-    assert missing == [(1000, 1002, 3), (1005, 1005, 1)]
+class WrongAcks(NamedTuple):
+    missing: list[dict[str, Any]]  # the ACKED_RECORD_MISSING findings
+    wrong_sequence_offset: int
 
 
-def test_an_ack_naming_another_producer_or_sequence_is_missing(
-    spark: Any, broker_dump: Any, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def wrong_acks(spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathFactory) -> WrongAcks:
+    """The broker's ledger (`acks_ledger`) with two kinds of wrong acks added, audited once: offsets
+    past the end of `plain-0`, and an ack of a record of `idempotent-segments-0` under the next
+    sequence."""
+    out = tmp_path_factory.mktemp("audit-wrong-acks")
     runs = [r for r in broker_dump.manifest.partitions["idempotent-segments-0"] if r.records]
     run, record = runs[0], runs[0].records[3]
-    wrong = {
+    wrong_sequence = {
         "topic": run.topic,
         "partition": run.partition,
         "offset": record.offset,
         "producer_id": run.producer_id,
         "sequence": record.sequence + 1,
     }
-    ledger = tmp_path / "acks.jsonl"
-    ledger.write_text(json.dumps(wrong) + "\n")
-    ingest(spark, tmp_path / "out", f"broker={broker_dump.log_dir}", acks=(ledger,))
-    found = [f for f in findings_of(spark, tmp_path / "out") if f["kind"] == "ACKED_RECORD_MISSING"]
-    assert [(f["first_offset"], f["related_offset"] is not None) for f in found] == [(record.offset, True)]
+    past_end = [{"topic": "plain", "partition": 0, "offset": o} for o in (1000, 1001, 1002, 1005)]
+    ledger = acks_ledger(
+        broker_dump.manifest, out.parent / "wrong-acks.jsonl", extra=[*past_end, wrong_sequence]
+    )
+    ingest(spark, out, f"broker={broker_dump.log_dir}", acks=(ledger,))
+    missing = [f for f in findings_of(spark, out) if f["kind"] == "ACKED_RECORD_MISSING"]
+    return WrongAcks(missing, record.offset)
+
+
+def test_only_the_wrong_acks_are_missing(wrong_acks: WrongAcks) -> None:
+    assert sorted((f["topic"], f["partition"]) for f in wrong_acks.missing) == [
+        ("idempotent-segments", 0),
+        ("plain", 0),
+        ("plain", 0),
+    ]
+
+
+def test_acked_offsets_missing_from_the_log_are_reported_as_one_range(wrong_acks: WrongAcks) -> None:
+    missing = sorted(
+        (f["first_offset"], f["last_offset"], f["missing_records"])
+        for f in wrong_acks.missing
+        if f["topic"] == "plain"
+    )
+    assert missing == [(1000, 1002, 3), (1005, 1005, 1)]
+
+
+def test_an_ack_naming_another_producer_or_sequence_is_missing(wrong_acks: WrongAcks) -> None:
+    found = [f for f in wrong_acks.missing if f["topic"] == "idempotent-segments"]
+    assert [(f["first_offset"], f["related_offset"] is not None) for f in found] == [
+        (wrong_acks.wrong_sequence_offset, True)
+    ]
 
 
 def test_ack_keys_are_compared_where_the_ledger_writes_keys_as_the_records_have_them(

@@ -30,11 +30,12 @@ from tests.builders import V2Batch, build_v2, producer_snapshot, segment
 Findings = list[dict[str, Any]]
 
 
-def write_partition(root: Path, batches: list[V2Batch], name: str) -> Path:
+def write_partition(root: Path, batches: list[V2Batch], name: str = "orders-0") -> Path:
+    """`root/dump/<name>/` with one segment of `batches`; returns the dump, `root/dump`."""
     part = root / "dump" / name
     part.mkdir(parents=True)
     (part / "00000000000000000000.log").write_bytes(segment(*[build_v2(b) for b in batches]))
-    return part
+    return root / "dump"
 
 
 def audited(spark: Any, inputs: dict[str, Path], out: Path, *, records: bool = False) -> Findings:
@@ -246,7 +247,7 @@ def batch_level(spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathF
     gone = batches_of(2, 0, [b"x", b"y"], start_offset=2, start_seq=0)
     tail = batches_of(1, 0, [b"c"], start_offset=4, start_seq=2)
     write_partition(monday, keep + gone + tail, "gone-0")
-    a_day_later(write_partition(tuesday, keep + tail, "gone-0") / "00000000000000000000.log")
+    a_day_later(write_partition(tuesday, keep + tail, "gone-0") / "gone-0" / "00000000000000000000.log")
     # retained: Monday's dump has two segments; by Tuesday retention deleted the first (the fault
     # tool's delete_head_segment: log start offset advanced, checkpoint rewritten) and producer 2 with it.
     part = monday / "dump" / "retained-0"
