@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Producer
 
 from audit_rules.kinds import KINDS, Severity
-from audit_rules.pipeline import audit
+from audit_rules.pipeline import Bronze, audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
@@ -96,7 +96,7 @@ def compacted(tmp_path_factory: pytest.TempPathFactory) -> CompactedDump:
     return CompactedDump(broker.log_dir, ledger, len(acks))
 
 
-def audited(spark: Any, out: Path, log_dir: Path, acks: Path, **profile: Any) -> list[dict[str, Any]]:
+def ingested(spark: Any, out: Path, log_dir: Path, acks: Path) -> Bronze:
     run_ingest(
         spark,
         IngestOptions(
@@ -105,8 +105,16 @@ def audited(spark: Any, out: Path, log_dir: Path, acks: Path, **profile: Any) ->
             acks=[LabeledPath(None, str(acks))],
         ),
     )
-    found = audit(read_bronze(spark, str(out)), load_profile(**profile)).findings.where(f"topic = '{TOPIC}'")
+    return read_bronze(spark, str(out))
+
+
+def findings_of(bronze: Bronze, **profile: Any) -> list[dict[str, Any]]:
+    found = audit(bronze, load_profile(**profile)).findings.where(f"topic = '{TOPIC}'")
     return [r.asDict() for r in found.collect()]
+
+
+def audited(spark: Any, out: Path, log_dir: Path, acks: Path) -> list[dict[str, Any]]:
+    return findings_of(ingested(spark, out, log_dir, acks))
 
 
 def above_info(findings: list[dict[str, Any]]) -> Counter[str]:
@@ -146,13 +154,14 @@ def test_without_the_cleaners_checkpoint_the_same_bytes_read_as_loss(
     bare = tmp_path / "dump"
     shutil.copytree(compacted.log_dir, bare)
     (bare / "cleaner-offset-checkpoint").unlink()
-    loss = above_info(audited(spark, tmp_path / "bare", bare, compacted.acks))
+    bronze = ingested(spark, tmp_path / "bare", bare, compacted.acks)
+    loss = above_info(findings_of(bronze))
     assert (
         loss["HISTORY_START_MISSING"] == 1 and loss["SEQUENCE_GAP"] >= 5 and loss["ACKED_RECORD_MISSING"] >= 5
     )
     config = tmp_path / "compacted.yaml"
     config.write_text(f"compacted_topics: ['{TOPIC}']\n")
-    named = audited(spark, tmp_path / "named", bare, compacted.acks, config=str(config))
+    named = findings_of(bronze, config=str(config))
     assert above_info(named) == Counter()
 
 
