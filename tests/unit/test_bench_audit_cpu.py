@@ -52,7 +52,10 @@ def test_each_process_counts_what_it_used_between_start_and_stop() -> None:
         watch = CpuWatch(os.getpid(), interval=0.05).start()
         child.stdin.write(b"\n")
         child.stdin.flush()
-        time.sleep(0.5)  # it burns its second 0.3 s and ends (not yet reaped: sampled as a zombie)
+        # It burns its second 0.3 s and ends (not yet reaped: sampled as a zombie). Its output closes
+        # when it ends, however long a busy machine takes to give it that CPU time.
+        assert child.stdout.read() == b""
+        time.sleep(0.3)  # the watch samples the zombie
         totals = watch.stop()
     finally:
         child.kill()
