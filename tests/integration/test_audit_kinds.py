@@ -296,13 +296,18 @@ def test_snapshot_that_disagrees_with_the_log_is_a_mismatch(batch_level: BatchLe
     }
 
 
-def test_a_producer_gone_from_a_later_dump_above_the_log_start_is_lost(batch_level: BatchLevel) -> None:
-    found = of_topic(batch_level.found, "gone")
-    lost = [
+def unknown_producers(found: Findings) -> list[tuple[Any, ...]]:
+    """(kind, dump, producer, related offset) of the UNKNOWN_PRODUCER_* findings."""
+    return [
         (f["kind"], f["dump_id"], f["producer_id"], f["related_offset"])
         for f in found
         if "UNKNOWN" in f["kind"]
     ]
+
+
+def test_a_producer_gone_from_a_later_dump_above_the_log_start_is_lost(batch_level: BatchLevel) -> None:
+    found = of_topic(batch_level.found, "gone")
+    lost = unknown_producers(found)
     assert lost == [("UNKNOWN_PRODUCER_LOSS", "tuesday", 2, 3)]
     # The same offsets now hold other batches: the dumps diverge.
     assert [f["kind"] for f in found if f["kind"] == "REPLICA_DIVERGENCE"] == ["REPLICA_DIVERGENCE"]
@@ -310,11 +315,7 @@ def test_a_producer_gone_from_a_later_dump_above_the_log_start_is_lost(batch_lev
 
 def test_a_producer_deleted_by_retention_between_dumps_is_retention_not_loss(batch_level: BatchLevel) -> None:
     found = of_topic(batch_level.found, "retained")
-    unknown = [
-        (f["kind"], f["dump_id"], f["producer_id"], f["related_offset"])
-        for f in found
-        if "UNKNOWN" in f["kind"]
-    ]
+    unknown = unknown_producers(found)
     assert unknown == [("UNKNOWN_PRODUCER_RETENTION", "tuesday", 2, 1)]
     assert kinds(found) == []
 
