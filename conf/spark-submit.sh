@@ -19,7 +19,11 @@
 #     --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
 #     --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
 #     --conf spark.pyspark.python=.venv/bin/python --conf spark.pyspark.driver.python=.venv/bin/python \
+#     --conf spark.python.sql.dataFrameDebugging.enabled=false \
 #     jobs/run.py "$@"
+# (plus the UI and time-zone settings below). The debugging switch is LOCAL_CONF's: without it
+# PySpark sends the Python call site of every Column call to the JVM (about 27,000 Py4J round
+# trips to plan one audit); an analysis error still names the column and the plan.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,5 +61,6 @@ exec "$submit" \
     --conf spark.driver.bindAddress=127.0.0.1 \
     --conf spark.driver.host=127.0.0.1 \
     --conf spark.sql.session.timeZone=UTC \
+    --conf spark.python.sql.dataFrameDebugging.enabled=false \
     ${KRA_SUBMIT_ARGS:-} \
     "$root/jobs/run.py" "$@"

@@ -26,6 +26,7 @@ from kafka_log_decoder.segment import read_log_segment
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "broker-4.3.1"
 SUBMIT = ROOT / "conf" / "spark-submit.sh"
+DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 # Set in the parent only when a session (or platform) exists: the child must decide for itself.
 PLATFORM_ENV = (
     "PYSPARK_GATEWAY_PORT",
@@ -98,6 +99,8 @@ def test_spark_submit_ingest_uses_the_submitted_session(tmp_path: Path) -> None:
     ivy = spark_session.cache_dir() / "ivy"
     assert properties["spark.jars.ivy"] == str(ivy)
     assert properties["spark.jars.ivySettings"] == str(ivy / "ivysettings.xml")
+    # The script passes LOCAL_CONF's Python debugging switch (no call site per Column call).
+    assert properties[DEBUGGING] == spark_session.LOCAL_CONF[DEBUGGING] == "false"
 
     # Every batch of every segment of the sample, as the decoder yields it, is a row of `batches`.
     logs = sorted(SAMPLE.rglob("*.log"))
@@ -148,6 +151,12 @@ def test_bundle_jobs_validate_and_run_a_real_console_script() -> None:
             job: Any = Job.from_dict(spec)  # raises on unknown keys and missing required fields
             for name in re.findall(r"\$\{var\.(\w+)\}", json.dumps(spec)):
                 assert name in variables, f"{key}: undefined bundle variable {name}"
+            # Every job cluster carries LOCAL_CONF's Python debugging switch.
+            assert job.job_clusters
+            for cluster in job.job_clusters:
+                spark_conf = dict(cluster.new_cluster.spark_conf or {})
+                expected = spark_session.LOCAL_CONF[DEBUGGING]
+                assert spark_conf.get(DEBUGGING) == expected, cluster.job_cluster_key
             for task in job.tasks:
                 wheel = task.python_wheel_task
                 if wheel is None:
