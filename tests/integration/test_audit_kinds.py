@@ -13,7 +13,7 @@ import os
 import shutil
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -167,13 +167,13 @@ def snapshot_partition(root: Path, name: str, log: list[V2Batch], entries: list[
     (part / "00000000000000000020.snapshot").write_bytes(producer_snapshot(entries))
 
 
-class BatchLevel:
+class BatchLevel(NamedTuple):
     """The batch-level audit's findings, and what the scenarios that edit real broker files changed."""
 
-    def __init__(
-        self, found: Findings, newest_snapshot: int, dropped: tuple[int, ...], stray: tuple[int, ...]
-    ):
-        self.found, self.newest_snapshot, self.dropped, self.stray = found, newest_snapshot, dropped, stray
+    found: Findings
+    newest_snapshot: int
+    dropped: tuple[int, ...]
+    stray: tuple[int, ...]
 
 
 @pytest.fixture(scope="module")
