@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
+from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
     BatchHeader,
     CheckpointEntry,
@@ -30,6 +31,8 @@ OFFSET_CHECKPOINTS = frozenset(
         "cleaner-offset-checkpoint",
     }
 )
+# The partition directories of tiered storage's metadata topic (KIP-405): `__remote_log_metadata-<n>`.
+REMOTE_LOG_METADATA_DIR = "__remote_log_metadata-"
 # Severity of each corruption kind (audit-contract §4); errors and worse make `dump` exit 1.
 FAILING_KINDS = frozenset(
     {
@@ -178,7 +181,7 @@ def item_to_json(item: Any) -> dict[str, Any]:
             del out["control_type"], out["coordinator_epoch"]
         return out
     if isinstance(item, Record):
-        return {
+        record: dict[str, Any] = {
             "type": "record",
             "file": item.file,
             "offset": item.offset,
@@ -188,6 +191,13 @@ def item_to_json(item: Any) -> dict[str, Any]:
             "value_size": item.value_size,
             "headers": list(item.header_keys),
         }
+        if item.value is not None and Path(item.file).parent.name.startswith(REMOTE_LOG_METADATA_DIR):
+            # Tiered storage's remote segment events, as kafka-dump-log.sh --remote-log-metadata-decoder.
+            try:
+                record["remote_log_metadata"] = decode_remote_log_metadata(item.value)
+            except RemoteLogMetadataError as exc:
+                record["remote_log_metadata_error"] = str(exc)
+        return record
     if isinstance(item, DecodeError):
         return {
             "type": "error",

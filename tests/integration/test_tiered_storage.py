@@ -13,6 +13,7 @@ explained, never loss, and the audit says where the data is: in remote storage.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
 import time
@@ -30,9 +31,12 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaBroker, tiered_storage_properties
+from kafka_harness.dump_log_segments import run_dump_log_segments
 from kafka_harness.jars import HarnessError
 from kafka_log_decoder.checkpoints import decode_offset_checkpoint
-from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.dump import run_dump
+from kafka_log_decoder.remote_log_metadata import decode_remote_log_metadata
+from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
 
 pytestmark = pytest.mark.integration
@@ -42,6 +46,14 @@ PARTITIONS = 2
 WAVES, PER_WAVE = 12, 500
 # LocalTieredStorage names a remote segment `<base offset, 20 digits>-<segment id>.log`.
 REMOTE_SEGMENT = re.compile(r"^(\d{20})-[A-Za-z0-9_-]{22}\.log$")
+# A record of `kafka-dump-log.sh --remote-log-metadata-decoder`: its offset and the event's toString().
+DUMPED_EVENT = re.compile(
+    r"^\| offset: (?P<offset>\d+) .* payload: (?P<event>RemoteLogSegmentMetadata(?:Update)?)\{"
+    r"remoteLogSegmentId=RemoteLogSegmentId\{"
+    r"topicIdPartition=(?P<topic_id>[^:]+):(?P<topic>.+)-(?P<partition>\d+), "
+    r"id=(?P<segment_id>[^}]+)\}, (?P<fields>.*)\}$",
+    re.MULTILINE,
+)
 
 
 class TieredLog(NamedTuple):
@@ -201,3 +213,74 @@ def test_without_evidence_of_a_remote_tier_the_same_gap_is_retention(bronze: Bro
     assert found and all(
         "deleted by retention" in f["message"] and "remote" not in f["message"] for f in found
     )
+
+
+def test_the_remote_log_metadata_decodes_as_kafka_dump_log_reads_it(tiered: TieredLog) -> None:
+    """`replay-audit dump --records` decodes `__remote_log_metadata` values (kafka_log_decoder.
+    remote_log_metadata): each event equals what Kafka's own tool prints for it, and the events name
+    every segment the remote tier holds, at its base offset, copied to the end."""
+    segments = sorted(tiered.log_dir.glob("__remote_log_metadata-*/*.log"))
+    assert segments
+    ours = {
+        item.offset: decode_remote_log_metadata(item.value or b"")
+        for segment in segments
+        for item in read_log_segment(segment, records=True)
+        if isinstance(item, Record)
+    }
+    text = run_dump_log_segments(segments, extra_args=["--remote-log-metadata-decoder"])
+    theirs = {int(m["offset"]): m for m in DUMPED_EVENT.finditer(text)}
+    assert ours and sorted(ours) == sorted(theirs)
+    for offset, event in ours.items():
+        line = theirs[offset]
+        fields = dict(re.findall(r"(\w+)=(\{[^}]*\}|[^,]+)", line["fields"]))
+        assert (
+            line["event"]
+            == {"segment": "RemoteLogSegmentMetadata", "segment_update": "RemoteLogSegmentMetadataUpdate"}[
+                event["event"]
+            ]
+        )
+        assert (event["topic_id"], event["topic"], event["partition"], event["segment_id"]) == (
+            line["topic_id"],
+            line["topic"],
+            int(line["partition"]),
+            line["segment_id"],
+        )
+        assert (event["state"], event["broker_id"], event["event_timestamp_ms"]) == (
+            fields["state"],
+            int(fields["brokerId"]),
+            int(fields["eventTimestampMs"]),
+        )
+        if event["event"] == "segment":
+            epochs = [[int(e), int(o)] for e, o in re.findall(r"(\d+)=(\d+)", fields["segmentLeaderEpochs"])]
+            assert (
+                event["start_offset"],
+                event["end_offset"],
+                event["max_timestamp_ms"],
+                event["segment_size_bytes"],
+                event["segment_leader_epochs"],
+            ) == (
+                int(fields["startOffset"]),
+                int(fields["endOffset"]),
+                int(fields["maxTimestampMs"]),
+                int(fields["segmentSizeInBytes"]),
+                epochs,
+            )
+    # `replay-audit dump --records` prints each event on its record's line.
+    out = io.StringIO()
+    assert run_dump([str(s) for s in segments], records=True, summary=False, out=out) == 0
+    dumped = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {r["offset"]: r["remote_log_metadata"] for r in dumped if r["type"] == "record"} == ours
+    started = {e["segment_id"]: e for e in ours.values() if e["event"] == "segment"}
+    finished = {e["segment_id"] for e in ours.values() if e["state"] == "COPY_SEGMENT_FINISHED"}
+    for partition in range(PARTITIONS):
+        held = remote_segments(tiered.remote_dir, partition)
+        assert held
+        for path in held:
+            base_offset, segment_id = path.stem.split("-", 1)
+            announced = started[segment_id]
+            assert (announced["topic"], announced["partition"], announced["start_offset"]) == (
+                TOPIC,
+                partition,
+                int(base_offset),
+            )
+            assert segment_id in finished
