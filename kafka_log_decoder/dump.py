@@ -172,8 +172,9 @@ def _live_files(found: Any) -> Iterator[Path]:
         yield Path(found.path)
 
 
-def item_to_json(item: Any) -> dict[str, Any]:
-    """The contract §5 object for one row."""
+def item_to_json(item: Any, *, remote_log_metadata: bool = False) -> dict[str, Any]:
+    """The contract §5 object for one row; `remote_log_metadata`: the row is of a
+    `__remote_log_metadata-<n>` file, whose record values are decoded."""
     if isinstance(item, BatchHeader):
         out: dict[str, Any] = {"type": "batch"}
         out.update(item.to_dict())
@@ -191,7 +192,7 @@ def item_to_json(item: Any) -> dict[str, Any]:
             "value_size": item.value_size,
             "headers": list(item.header_keys),
         }
-        if item.value is not None and Path(item.file).parent.name.startswith(REMOTE_LOG_METADATA_DIR):
+        if remote_log_metadata and item.value is not None:
             # Tiered storage's remote segment events, as kafka-dump-log.sh --remote-log-metadata-decoder.
             try:
                 record["remote_log_metadata"] = decode_remote_log_metadata(item.value)
@@ -276,13 +277,15 @@ def run_dump(paths: list[str], *, records: bool, summary: bool, out: TextIO) -> 
     failing = False
     for path in expand_paths(paths):
         file_summary = FileSummary(str(path))
+        remote_log_metadata = path.parent.name.startswith(REMOTE_LOG_METADATA_DIR)
         for item in iter_file_items(path, records=records):
             if isinstance(item, DecodeError) and item.kind in FAILING_KINDS:
                 failing = True
             if summary:
                 file_summary.add(item, records_mode=records)
             else:
-                out.write(json.dumps(item_to_json(item), separators=(",", ":")) + "\n")
+                row = item_to_json(item, remote_log_metadata=remote_log_metadata)
+                out.write(json.dumps(row, separators=(",", ":")) + "\n")
         if summary:
             out.write(json.dumps(file_summary.to_json(), separators=(",", ":")) + "\n")
     return 1 if failing else 0

@@ -94,20 +94,22 @@ class _Reader:
         n = self.uvarint(what) - 1
         return None if n < 0 else self.take(n, what)
 
-    def tagged_fields(self, what: str) -> dict[int, bytes]:
-        fields: dict[int, bytes] = {}
+    def tagged_fields(self, what: str) -> dict[int, tuple[int, bytes]]:
+        """Each tag's (position of its value in the message, value bytes)."""
+        fields: dict[int, tuple[int, bytes]] = {}
         for _ in range(self.uvarint(f"{what} tagged field count")):
             tag = self.uvarint(f"{what} tag")
-            fields[tag] = self.take(self.uvarint(f"{what} tag {tag} size"), f"{what} tag {tag}")
+            size = self.uvarint(f"{what} tag {tag} size")
+            fields[tag] = (self.pos, self.take(size, f"{what} tag {tag}"))
         return fields
 
 
-def _tagged_int(fields: dict[int, bytes], tag: int, fmt: str) -> int | None:
-    raw = fields.get(tag)
-    if raw is None:
+def _tagged_int(fields: dict[int, tuple[int, bytes]], tag: int, fmt: str) -> int | None:
+    if tag not in fields:
         return None
+    position, raw = fields[tag]
     if len(raw) != struct.calcsize(fmt):
-        raise RemoteLogMetadataError(0, f"tagged field {tag} has {len(raw)} bytes")
+        raise RemoteLogMetadataError(position, f"tagged field {tag} has {len(raw)} bytes")
     return int(struct.unpack(fmt, raw)[0])
 
 

@@ -76,3 +76,13 @@ def test_other_bytes_are_refused_with_the_reason() -> None:
     assert SEGMENT[state_at] == 0
     with pytest.raises(RemoteLogMetadataError, match=rf"^byte {state_at} of the value: unknown state id 9$"):
         decode_remote_log_metadata(SEGMENT[:state_at] + b"\x09" + SEGMENT[state_at + 1 :])
+
+
+def test_a_tagged_field_of_the_wrong_size_names_where_its_value_starts() -> None:
+    # TxnIndexEmpty (tag 0) is one byte; the broker's value ends with it: count 1, tag 0, size 1, true.
+    assert SEGMENT[-4:] == bytes([1, 0, 1, 1])
+    wrong = SEGMENT[:-2] + bytes([2, 1, 1])
+    with pytest.raises(
+        RemoteLogMetadataError, match=rf"^byte {len(SEGMENT) - 1} of the value: tagged field 0 has 2"
+    ):
+        decode_remote_log_metadata(wrong)
