@@ -45,7 +45,7 @@ demo: setup
 	    --output $(DEMO_OUT) 2> $(DEMO_OUT).spark.log || (tail -20 $(DEMO_OUT).spark.log; exit 1)
 	@grep '^replay-audit:' $(DEMO_OUT).spark.log
 	$(PY) -m bench.table_counts $(DEMO_OUT) files batches records producer_snapshots partition_state \
-	    txn_index quarantine acks sequence_history findings partition_summary runs
+	    txn_index remote_log_metadata quarantine acks sequence_history findings partition_summary runs
 	@echo "report: $(DEMO_OUT)/report/index.html, $(DEMO_OUT)/report/findings.json, $(DEMO_OUT)/report/gx/"
 
 bench: setup kafka-jars

@@ -36,6 +36,9 @@ BRONZE_REQUIRED = (
     "quarantine",
     "acks",
 )
+# Not written by every ingest: `records` (record-level mode; older ingests wrote it only then) and
+# `remote_log_metadata` (ingests before it existed).
+BRONZE_OPTIONAL = ("records", "remote_log_metadata")
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,10 @@ class AuditResult:
 def read_bronze(spark: SparkSession, output: str) -> Bronze:
     """The ingest stage's tables under `output`; a usage error if it holds none."""
     frames: dict[str, DataFrame] = {}
-    for name in (*BRONZE_REQUIRED, "records"):
+    for name in (*BRONZE_REQUIRED, *BRONZE_OPTIONAL):
         path = _table_location(output, name)
         if not _is_delta(path):
-            if name == "records":
+            if name in BRONZE_OPTIONAL:
                 continue
             raise UsageError(f"{output}: no Delta table {name!r}: run `replay-audit ingest` first")
         frames[name] = spark.read.format("delta").load(path)

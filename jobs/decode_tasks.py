@@ -14,6 +14,7 @@ control type, ...) are computed with numpy over whole columns.
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
 import os
@@ -49,6 +50,7 @@ from kafka_log_decoder.constants import (
     TXN_INDEX_ENTRY_SIZE,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
     BatchHeader,
     CheckpointEntry,
@@ -58,7 +60,7 @@ from kafka_log_decoder.rows import (
     TxnIndexEntry,
 )
 from kafka_log_decoder.segment import BatchRun, RecordRun, crc_mismatch, iter_segment_runs
-from schemas.tables import WALK_BEFORE_OVERLAP, WALK_FIRST, WALK_LAST, WALK_OVERLAP
+from schemas.tables import RECORDS, WALK_BEFORE_OVERLAP, WALK_FIRST, WALK_LAST, WALK_OVERLAP
 
 # Unit kinds (files of `schemas.tables.FILES.kind` that carry rows).
 LOG = "log"
@@ -72,7 +74,8 @@ ACKS_LEDGER = "acks"
 
 # The tables each unit kind feeds, besides `quarantine` (which every kind feeds).
 TABLES_OF_KIND: dict[str, frozenset[str]] = {
-    LOG: frozenset({"batches", "records"}),
+    # `remote_log_metadata` from the segments of `__remote_log_metadata` only (`feeds`).
+    LOG: frozenset({"batches", "records", "remote_log_metadata"}),
     DUMP_LOG_TEXT: frozenset({"batches", "records", "producer_snapshots"}),
     SNAPSHOT: frozenset({"producer_snapshots"}),
     TXNINDEX: frozenset({"txn_index"}),
@@ -81,6 +84,17 @@ TABLES_OF_KIND: dict[str, frozenset[str]] = {
     PARTITION_METADATA: frozenset({"partition_state"}),
     ACKS_LEDGER: frozenset({"acks"}),
 }
+
+# Tiered storage's (KIP-405) metadata topic: its records are the remote log metadata manager's events.
+REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
+
+
+def feeds(unit: WorkUnit, table: str) -> bool:
+    """Whether `unit` has rows for `table`."""
+    if table == "remote_log_metadata":
+        return unit.kind == LOG and unit.topic == REMOTE_LOG_METADATA_TOPIC
+    return table in TABLES_OF_KIND[unit.kind]
+
 
 # `partition_state.state` of each offset checkpoint file (replication-offset = the high watermark).
 CHECKPOINT_STATES = {
@@ -270,7 +284,7 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
     if table == "quarantine" and index_error is not None:
         yield _rows_to_batch([_error_row(ctx, index_error)], schema)
     # Headers alone for `batches`: the walker never touches record bytes then.
-    decode_records = table == "records" or (table == "quarantine" and records)
+    decode_records = table in ("records", "remote_log_metadata") or (table == "quarantine" and records)
     marks = WalkMarks()
     for run in segment_runs(unit, start, records=decode_records):
         if isinstance(run, BatchRun):
@@ -283,13 +297,31 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
                 for record_batch in record_runs_to_arrow(run, ctx, schema, unit.start, unit.end):
                     if record_batch.num_rows:
                         yield record_batch
+            elif table == "remote_log_metadata":
+                rows = [
+                    _remote_log_metadata_row(ctx, run.file, position, offset, value)
+                    for record_batch in record_runs_to_arrow(run, ctx, _records_arrow(), unit.start, unit.end)
+                    for position, offset, value in zip(
+                        *(record_batch.column(c).to_pylist() for c in ("batch_position", "offset", "value")),
+                        strict=True,
+                    )
+                ]
+                if rows:
+                    yield _rows_to_batch(rows, schema)
             elif table == "quarantine":
                 rows = [_error_row(ctx, e) for e in batch_run_errors(run) if _in_range(e.position, unit)]
                 if rows:
                     yield _rows_to_batch(rows, schema)
         else:
             corrupt = corrupt or any(isinstance(item, DecodeError) for item in run)
-            rows = [r for r in _item_rows(run, ctx, table) if _in_range(_row_position(r), unit)]
+            if table == "remote_log_metadata":
+                rows = [
+                    _remote_log_metadata_row(ctx, r.file, r.batch_position, r.offset, r.value)
+                    for r in run
+                    if isinstance(r, Record) and _in_range(r.batch_position, unit)
+                ]
+            else:
+                rows = [r for r in _item_rows(run, ctx, table) if _in_range(_row_position(r), unit)]
             for batch in _rows_to_batches(rows, schema):
                 yield from marks.add(batch) if table == "batches" else (batch,)
     yield from marks.finish()
@@ -685,6 +717,39 @@ def _record_row(ctx: _Provenance, r: Record) -> dict[str, Any]:
         header_keys=list(r.header_keys),
         header_values=None if r.header_values is None else list(r.header_values),
     )
+
+
+@functools.cache
+def _records_arrow() -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(RECORDS.schema)
+
+
+def _remote_log_metadata_row(
+    ctx: _Provenance, file: str, batch_position: int, offset: int, value: bytes | None
+) -> dict[str, Any]:
+    """A `remote_log_metadata` row: the event a `__remote_log_metadata` record's value holds, or why
+    it holds none."""
+    row = ctx.row(file=file, batch_position=batch_position, offset=offset)
+    try:
+        event = decode_remote_log_metadata(value if value is not None else b"")
+    except RemoteLogMetadataError as exc:
+        return {**row, "error": f"{file}: record at offset {offset} (batch at byte {batch_position}): {exc}"}
+    return {
+        **row,
+        "event": event["event"],
+        "segment_topic": event["topic"],
+        "segment_partition": event["partition"],
+        "topic_id": event["topic_id"],
+        "segment_id": event.get("segment_id"),
+        "start_offset": event.get("start_offset"),
+        "end_offset": event.get("end_offset"),
+        "state": event["state"],
+        "broker_id": event["broker_id"],
+        "event_timestamp_ms": event["event_timestamp_ms"],
+        "segment_size_bytes": event.get("segment_size_bytes"),
+    }
 
 
 def _error_row(ctx: _Provenance, e: DecodeError) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from schemas.tables import (
     PRODUCER_SNAPSHOTS,
     QUARANTINE,
     RECORDS,
+    REMOTE_LOG_METADATA,
     TABLES,
     TXN_INDEX,
     TableSpec,
@@ -68,10 +69,17 @@ DATA_TABLES: tuple[TableSpec, ...] = (
     PRODUCER_SNAPSHOTS,
     PARTITION_STATE,
     TXN_INDEX,
+    REMOTE_LOG_METADATA,
     QUARANTINE,
     ACKS,
 )
-INDEPENDENT_TABLES: tuple[TableSpec, ...] = (PRODUCER_SNAPSHOTS, PARTITION_STATE, TXN_INDEX, ACKS)
+INDEPENDENT_TABLES: tuple[TableSpec, ...] = (
+    PRODUCER_SNAPSHOTS,
+    PARTITION_STATE,
+    TXN_INDEX,
+    REMOTE_LOG_METADATA,
+    ACKS,
+)
 
 
 class UsageError(NotAKafkaArtifact):
@@ -434,7 +442,7 @@ def units_for(
             for i, u in enumerate(units)
             if corrupt_logs is None or u.kind != dt.LOG or i in corrupt_logs
         ]
-    return [(i, u) for i, u in enumerate(units) if table in dt.TABLES_OF_KIND[u.kind]]
+    return [(i, u) for i, u in enumerate(units) if dt.feeds(u, table)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -228,6 +228,41 @@ TXN_INDEX = TableSpec(
     doc="Aborted transactions of every `.txnindex` (AbortedTxn entries).",
 )
 
+REMOTE_LOG_METADATA = TableSpec(
+    name="remote_log_metadata",
+    schema=StructType(
+        [
+            # Where the event was read: a record of a `__remote_log_metadata-<n>` segment.
+            *_provenance(position="batch_position"),
+            _f("offset", LongType(), False),
+            # segment | segment_update | partition_delete (kafka_log_decoder.remote_log_metadata); null
+            # where the value is not an event (`error`).
+            _f("event", StringType()),
+            # The partition the event is about, its topic id, and the remote segment's id.
+            _f("segment_topic", StringType()),
+            _f("segment_partition", IntegerType()),
+            _f("topic_id", StringType()),
+            _f("segment_id", StringType()),
+            # The segment's offsets (a `segment` event only).
+            _f("start_offset", LongType()),
+            _f("end_offset", LongType()),
+            # RemoteLogSegmentState or RemotePartitionDeleteState, e.g. COPY_SEGMENT_FINISHED.
+            _f("state", StringType()),
+            _f("broker_id", IntegerType()),
+            _f("event_timestamp_ms", LongType()),
+            _f("segment_size_bytes", IntegerType()),
+            # Why the value is not an event, naming its byte.
+            _f("error", StringType()),
+        ]
+    ),
+    partition_by=REPLACE_KEY,
+    natural_key=("dump_id", "replica", "file", "batch_position", "offset"),
+    doc=(
+        "Tiered storage (KIP-405): one row per record of `__remote_log_metadata`, the remote log "
+        "metadata manager's events: a remote segment's offsets and each state it went through."
+    ),
+)
+
 QUARANTINE = TableSpec(
     name="quarantine",
     schema=StructType(
@@ -411,5 +446,15 @@ AUDIT_TABLES: dict[str, TableSpec] = {
 
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
-    for spec in (FILES, BATCHES, RECORDS, PRODUCER_SNAPSHOTS, PARTITION_STATE, TXN_INDEX, QUARANTINE, ACKS)
+    for spec in (
+        FILES,
+        BATCHES,
+        RECORDS,
+        PRODUCER_SNAPSHOTS,
+        PARTITION_STATE,
+        TXN_INDEX,
+        REMOTE_LOG_METADATA,
+        QUARANTINE,
+        ACKS,
+    )
 }

@@ -18,6 +18,7 @@ from schemas.tables import (
     BATCHES,
     QUARANTINE,
     RECORDS,
+    REMOTE_LOG_METADATA,
     WALK_BEFORE_OVERLAP,
     WALK_FIRST,
     WALK_LAST,
@@ -272,3 +273,56 @@ def test_marks_do_not_depend_on_how_the_walk_cuts_its_rows_into_arrow_batches(ro
     got = pa.Table.from_batches(out, schema=schema).sort_by("position")["walk_mark"].to_pylist()
     # The invalid rows (3 and 7) are skipped: 4-5 follows 2-3, and 12-13 overlaps the 12-13 before 7.
     assert got == [FIRST, BEFORE, OVERLAP, 0, 0, 0, BEFORE, 0, OVERLAP, LAST]
+
+
+def test_remote_log_metadata_rows_are_the_events_of_the_metadata_topic_only(tmp_path: Path) -> None:
+    """A `__remote_log_metadata` segment's records (values a real broker wrote, in batches of our
+    builder) give one row per record: the event, or the reason its value is none, naming the record's
+    offset and the byte of its value. A split unit gives the rows of the batches starting in its
+    range; a segment of another topic gives none."""
+    from tests.unit.test_remote_log_metadata import SEGMENT, UPDATE
+
+    schema = to_arrow_schema(REMOTE_LOG_METADATA.schema)
+    parts = [
+        build_v2(V2Batch(base_offset=0, records=[(None, SEGMENT)])),
+        build_v2(V2Batch(base_offset=1, records=[(None, UPDATE), (None, b"\x01\x07\x00")])),
+    ]
+    data = segment(*parts)
+    path = tmp_path / "__remote_log_metadata-0" / "00000000000000000000.log"
+    path.parent.mkdir()
+    path.write_bytes(data)
+    unit = dt.WorkUnit(dt.LOG, "d", "1", "__remote_log_metadata", 0, str(path), len(data))
+
+    def rows(u: dt.WorkUnit) -> list[dict[str, object]]:
+        return [
+            row
+            for batch in dt.decode_unit(u, REMOTE_LOG_METADATA.name, schema, records=False)
+            for row in batch.to_pylist()
+        ]
+
+    got = rows(unit)
+    assert [(r["offset"], r["batch_position"], r["event"], r["state"]) for r in got] == [
+        (0, 0, "segment", "COPY_SEGMENT_STARTED"),
+        (1, len(parts[0]), "segment_update", "COPY_SEGMENT_FINISHED"),
+        (2, len(parts[0]), None, None),
+    ]
+    assert (
+        got[0]["segment_topic"],
+        got[0]["segment_partition"],
+        got[0]["start_offset"],
+        got[0]["end_offset"],
+    ) == (
+        "tiered",
+        0,
+        0,
+        199,
+    )
+    assert got[1]["segment_id"] == got[0]["segment_id"] == "1xZtUGyfTtKVcNimRwysMg"
+    assert got[2]["error"] == (
+        f"{path}: record at offset 2 (batch at byte {len(parts[0])}): byte 1 of the value: "
+        "apiKey 7 is no remote log metadata event (0-2)"
+    )
+    assert [r["offset"] for r in rows(replace(unit, start=len(parts[0])))] == [1, 2]
+    assert [r["offset"] for r in rows(replace(unit, end=len(parts[0])))] == [0]
+    assert not dt.feeds(replace(unit, topic="t"), REMOTE_LOG_METADATA.name)
+    assert dt.feeds(unit, REMOTE_LOG_METADATA.name) and dt.feeds(unit, BATCHES.name)
