@@ -59,6 +59,8 @@ class Bronze:
     quarantine: DataFrame
     acks: DataFrame
     records: DataFrame | None = None
+    # Tiered storage's metadata events (ingests before it was read have no such table).
+    remote_log_metadata: DataFrame | None = None
 
     @classmethod
     def from_batches(cls, batches: DataFrame, *, log_start_offset: int = 0) -> Bronze:
@@ -202,6 +204,11 @@ def audit(
             "snapshots": bronze.producer_snapshots,
             "acks": bronze.acks,
             "quarantine": bronze.quarantine,
+            **(
+                {"remote segments": bronze.remote_log_metadata}
+                if bronze.remote_log_metadata is not None
+                else {}
+            ),
             # Acks to check against their records' keys and app sequences (record-level mode only).
             **(
                 {
@@ -349,6 +356,11 @@ def audit(
                 keys=keys,
                 app=app,
                 incarnations="recreated topics" in present,
+                remote=(
+                    retention.remote_segments(bronze.remote_log_metadata, bronze.quarantine)
+                    if bronze.remote_log_metadata is not None and "remote segments" in present
+                    else None
+                ),
             )
         )
     if "quarantine" in present:

@@ -159,6 +159,77 @@ def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
     return retention.unionByName(loss)
 
 
+REMOTE_METADATA_TOPIC = "__remote_log_metadata"
+_COPIED = "COPY_SEGMENT_FINISHED"
+
+
+def remote_segments(events: DataFrame, quarantine: DataFrame) -> DataFrame:
+    """The remote segments that tiered storage's metadata (`remote_log_metadata`, KIP-405) lists: one row
+    per (dump_id, topic, partition, topic_id, segment_id) with its offsets, its last state, `copied`
+    (the last state is COPY_SEGMENT_FINISHED: the remote tier holds its offsets) and `complete`.
+
+    A partition's events are all in one `__remote_log_metadata` partition, in the order the remote log
+    manager wrote them, so a segment's last state is its event at the highest offset there. The
+    replicas of a metadata partition hold the same records at the same offsets: each is read once.
+    `complete` says the events can prove an absence: the metadata partition's log holds its first
+    offset (the topic keeps every event by default, `retention.ms` -1), every value in it was an event
+    and none of its bytes were quarantined, every segment's first event is there, and the partition
+    was not being deleted (a RemotePartitionDeleteMetadataRecord)."""
+    meta = ("dump_id", "partition")
+    unique = events.dropDuplicates([*meta, "offset"])
+    damaged = quarantine.where(F.col("topic") == REMOTE_METADATA_TOPIC).select(*meta).distinct()
+    whole = (
+        unique.groupBy(*meta)
+        .agg(
+            (F.min("offset") == 0).alias("_starts"),
+            F.max(F.col("error").isNotNull()).alias("_unreadable"),
+        )
+        .join(damaged.withColumn("_damaged", F.lit(True)), list(meta), "left")
+        .select(
+            *meta,
+            (F.col("_starts") & ~F.col("_unreadable") & F.col("_damaged").isNull()).alias("_whole"),
+        )
+    )
+    partition = ("dump_id", "segment_topic", "segment_partition", "topic_id")
+    per_segment = (
+        unique.where(F.col("event").isin("segment", "segment_update"))
+        .groupBy(*meta, *partition, "segment_id")
+        .agg(
+            F.max("start_offset").alias("start_offset"),
+            F.max("end_offset").alias("end_offset"),
+            F.max_by("state", "offset").alias("state"),
+        )
+    )
+    deleting = (
+        unique.where(F.col("event") == "partition_delete")
+        .select(*partition)
+        .distinct()
+        .withColumn("_deleting", F.lit(True))
+    )
+    per_partition = Window.partitionBy(*partition)
+    return (
+        per_segment.join(whole, list(meta), "left")
+        .join(deleting, list(partition), "left")
+        .withColumn(
+            "complete",
+            F.min(F.col("_whole") & F.col("start_offset").isNotNull()).over(per_partition)
+            & F.col("_deleting").isNull(),
+        )
+        .select(
+            "dump_id",
+            F.col("segment_topic").alias("topic"),
+            F.col("segment_partition").alias("partition"),
+            "topic_id",
+            "segment_id",
+            "start_offset",
+            "end_offset",
+            "state",
+            (F.col("state") == _COPIED).alias("copied"),
+            "complete",
+        )
+    )
+
+
 # What an acknowledged offset is judged against: its log, where the log starts, and whether the cleaner
 # may have removed batches there.
 _ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "compacted", "cleaned_to")
@@ -173,11 +244,20 @@ def acked_records(
     keys: bool = False,
     app: AppSequenceSpec | None = None,
     incarnations: bool = False,
+    remote: DataFrame | None = None,
 ) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
     checked against the newest dump of each replica. With `records` (record-level mode), an ack that
     names its record's key (`keys`) or app producer and sequence (`app`: the extractor) must also
     find them in the record at its offset (`_rewritten`).
+
+    With `remote` (`remote_segments`: the dump holds tiered storage's metadata, KIP-405), an ack below
+    a log's local start is also judged against the remote segments its dump's metadata lists for the
+    partition (and topic id): in a copied segment it is in remote storage; below the first copied
+    segment, deleted from remote storage by retention; past the last, the metadata predates the log
+    (the broker deletes a local segment only once its copy finished). Between copied segments, in
+    none of them, and with metadata that can prove it (`complete`), it is lost from the remote tier:
+    ACKED_RECORD_MISSING, rule "KIP-405 remote log metadata".
 
     With `incarnations` (some partition's dumps name two topic ids: the topic was deleted and created
     again, `logs.log_bounds`), each ack is checked against the newest dump of each replica in each
@@ -187,7 +267,9 @@ def acked_records(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
     )
     targets = (
-        logs.withColumn("_rank", F.row_number().over(newest)).where(F.col("_rank") == 1).select(*_ACK_TARGET)
+        logs.withColumn("_rank", F.row_number().over(newest))
+        .where(F.col("_rank") == 1)
+        .select(*_ACK_TARGET, "topic_id", "remote_log_start")
     )
     ack_rows = acks.select(
         "topic",
@@ -241,9 +323,28 @@ def acked_records(
         .withColumn("ack_key", F.lit(None).cast("string"))
         .withColumn("ack_app", F.lit(None).cast("string"))
     )
+    tier = None if remote is None else _remote_tier(acked, remote)
+    if tier is not None:
+        events, tier_bounds = _with_remote_segments(events, tier)
     # The batch holding an offset is the last batch starting at or before it (one sort per partition).
     w = Window.partitionBy("log_key").orderBy("at", "_order").rowsBetween(Window.unboundedPreceding, 0)
-    located = events.withColumn("cover", F.last("b", ignorenulls=True).over(w)).where(F.col("_order") == 1)
+    located = events.withColumn("cover", F.last("b", ignorenulls=True).over(w))
+    if tier is not None:
+        # The remote segments starting at or before the offset, copied or not, whose end is highest: if
+        # any holds the offset, that one does.
+        located = located.withColumns({"copied": F.max("r").over(w), "other": F.max("d").over(w)})
+        located = located.where(F.col("_order") == 1).join(F.broadcast(tier_bounds), "log_key", "left")
+    else:
+        located = located.where(F.col("_order") == 1).withColumns(
+            {
+                "copied": F.lit(None).cast(_SEGMENT),
+                "other": F.lit(None).cast(_SEGMENT),
+                "remote_start": F.lit(None).cast("long"),
+                "remote_end": F.lit(None).cast("long"),
+                "remote_complete": F.lit(None).cast("boolean"),
+                "remote_log_start": F.lit(None).cast("long"),
+            }
+        )
     seq_at = F.pmod(
         F.col("cover.base_sequence").cast("long") + (F.col("at") - F.col("cover.base_offset")),
         F.lit(SEQUENCE_MODULUS),
@@ -262,8 +363,20 @@ def acked_records(
             | (F.col("ack_sequence") == seq_at)
         )
     )
+    below = F.col("at") < F.col("log_start_offset")
     outcome = (
-        F.when(F.col("at") < F.col("log_start_offset"), F.lit("retention"))
+        # Below the local start: deleted by retention, or (tiered storage) judged by the remote tier.
+        F.when(below & F.col("remote_complete").isNull(), F.lit("retention"))
+        # Below the broker's log start (the checkpoint of a log with remote storage): deleted.
+        .when(below & (F.col("at") < F.col("remote_log_start")), F.lit("retention"))
+        .when(below & (F.col("copied.end_offset") >= F.col("at")), F.lit("remote"))
+        .when(below & ~F.col("remote_complete"), F.lit("retention"))
+        .when(
+            below & (F.col("remote_start").isNull() | (F.col("at") < F.col("remote_start"))),
+            F.lit("remote_deleted"),
+        )
+        .when(below & (F.col("at") > F.col("remote_end")), F.lit("remote_pending"))
+        .when(below, F.lit("remote_absent"))
         .when(matches, F.lit("ok"))
         # The cleaner removes whole batches below its checkpoint (a compacted topic's records are
         # replaced by later ones of their key): an acknowledged offset there may be gone without loss.
@@ -295,30 +408,121 @@ def acked_records(
         F.count(F.lit(1)).alias("n"),
         F.first("log_start_offset").alias("log_start_offset"),
         F.min_by("cover", "at").alias("cover"),
+        F.min("copied.start_offset").alias("copied_from"),
+        F.max("copied.end_offset").alias("copied_to"),
+        F.count_distinct("copied.segment_id").alias("copied_segments"),
+        # A remote segment, not (or no longer) copied, that held the first such offset.
+        F.min(F.when(F.col("other.end_offset") >= F.col("at"), F.col("other"))).alias("gone"),
+        F.first("remote_start").alias("remote_start"),
+        F.first("remote_end").alias("remote_end"),
     )
     # " (producer N)" when the ledger names the producer.
     who = F.format_string(" (producer %s)", F.col("ack_producer_id").cast("string"))
     ranges = ranges.withColumn("_who", F.when(F.col("ack_producer_id").isNotNull(), who).otherwise(""))
+    explained = ("retention", "remote", "remote_deleted", "remote_pending")
     retention = to_findings(
         # Where the log's older segments are (`below_start_cause`): read for these ranges only.
-        join_log(ranges.where(F.col("_outcome") == "retention"), logs, "remote_log_start"),
+        join_log(ranges.where(F.col("_outcome").isin(*explained)), logs, "remote_log_start"),
         "ACKED_RECORD_RETENTION",
-        fmt(
-            "%s acknowledged record(s) at offsets %s-%s lie below the log start offset %s: %s, not lost.",
-            "n",
-            "first",
-            "last",
-            "log_start_offset",
-            below_start_cause(F.col("first")),
+        F.when(
+            F.col("_outcome") == "remote",
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s lie below the local log start offset %s: in "
+                "remote storage (tiered storage, KIP-405: %s remote segment(s) that __remote_log_metadata "
+                "lists as copied hold offsets %s-%s), not lost.",
+                "n",
+                "first",
+                "last",
+                "log_start_offset",
+                "copied_segments",
+                "copied_from",
+                "copied_to",
+            ),
+        )
+        .when(
+            F.col("_outcome") == "remote_deleted",
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s lie below the local log start offset %s and "
+                "below the remote tier (tiered storage, KIP-405: %s): deleted from remote storage by "
+                "retention, not lost.",
+                "n",
+                "first",
+                "last",
+                "log_start_offset",
+                F.coalesce(
+                    fmt(
+                        "the first remote segment __remote_log_metadata lists as copied starts at %s",
+                        "remote_start",
+                    ),
+                    F.lit("__remote_log_metadata lists no copied remote segment"),
+                ),
+            ),
+        )
+        .when(
+            F.col("_outcome") == "remote_pending",
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s lie below the local log start offset %s and past "
+                "the last remote segment __remote_log_metadata lists as copied (to offset %s): the broker "
+                "deletes a local segment only once its copy to remote storage finished (tiered storage, "
+                "KIP-405), so the dump's remote log metadata is older than its log; not lost.",
+                "n",
+                "first",
+                "last",
+                "log_start_offset",
+                "remote_end",
+            ),
+        )
+        .otherwise(
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s lie below the log start offset %s: %s, not lost.",
+                "n",
+                "first",
+                "last",
+                "log_start_offset",
+                below_start_cause(F.col("first")),
+            )
         ),
         producer_id="ack_producer_id",
         first_offset="first",
         last_offset="last",
         explained_by=F.lit("retention"),
     )
+    lost_remotely = to_findings(
+        ranges.where(F.col("_outcome") == "remote_absent"),
+        "ACKED_RECORD_MISSING",
+        fmt(
+            "%s acknowledged record(s) at offsets %s-%s%s lie below the local log start offset %s and in no "
+            "remote segment that __remote_log_metadata lists as copied, although copied segments hold "
+            "offsets %s-%s around them%s: acknowledged data was lost from the remote tier (tiered "
+            "storage, KIP-405).",
+            "n",
+            "first",
+            "last",
+            "_who",
+            "log_start_offset",
+            "remote_start",
+            "remote_end",
+            F.coalesce(
+                fmt(
+                    " (remote segment %s held offsets %s-%s and is %s)",
+                    "gone.segment_id",
+                    "gone.start_offset",
+                    "gone.end_offset",
+                    "gone.state",
+                ),
+                F.lit(""),
+            ),
+        ),
+        producer_id="ack_producer_id",
+        first_offset="first",
+        last_offset="last",
+        related_offset="gone.start_offset",
+        missing_records="n",
+        rule=F.lit("KIP-405 remote log metadata"),
+    )
     held_by = ("cover.producer_id", "cover.producer_epoch", "cover.base_offset")
     missing = to_findings(
-        ranges.where(F.col("_outcome") != "retention"),
+        ranges.where(~F.col("_outcome").isin(*explained, "remote_absent")),
         "ACKED_RECORD_MISSING",
         F.when(
             F.col("_outcome") == "absent",
@@ -362,7 +566,61 @@ def acked_records(
         related_offset=F.when(F.col("_outcome") != "absent", F.col("cover.base_offset")),
         missing_records="n",
     )
-    return retention.unionByName(missing)
+    return retention.unionByName(missing).unionByName(lost_remotely)
+
+
+# A remote segment as the ack check orders them: by end offset first.
+_SEGMENT = "struct<end_offset:bigint,start_offset:bigint,segment_id:string,state:string>"
+
+
+def _remote_tier(acked: DataFrame, remote: DataFrame) -> DataFrame:
+    """The remote segments (`remote_segments`) of each target log: its dump's, for its partition and, when
+    the log names one (partition.metadata), its topic id."""
+    logs = acked.select("log_key", *LOG_KEY, "remote_log_start", F.col("topic_id").alias("_log_topic_id"))
+    return (
+        logs.join(remote, ["dump_id", "topic", "partition"], "inner")
+        .where(F.col("_log_topic_id").isNull() | (F.col("_log_topic_id") == F.col("topic_id")))
+        .select(
+            "log_key",
+            "dump_id",
+            "replica",
+            "topic",
+            "partition",
+            "segment_id",
+            "start_offset",
+            "end_offset",
+            "state",
+            "copied",
+            "complete",
+            "remote_log_start",
+        )
+    )
+
+
+def _with_remote_segments(events: DataFrame, tier: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """`events` with a row per remote segment at its start offset (`r`: a copied one, `d`: another), and
+    the bounds of each log's remote tier: the first and last copied offsets, and `remote_complete`."""
+    segment = F.struct("end_offset", "start_offset", "segment_id", "state")
+    bounds = tier.groupBy("log_key").agg(
+        F.min(F.when(F.col("copied"), F.col("start_offset"))).alias("remote_start"),
+        F.max(F.when(F.col("copied"), F.col("end_offset"))).alias("remote_end"),
+        F.min("complete").alias("remote_complete"),
+        F.first("remote_log_start").alias("remote_log_start"),
+    )
+    nothing = F.lit(None).cast(_SEGMENT)
+    rows = tier.where(F.col("start_offset").isNotNull()).select(
+        "log_key",
+        "dump_id",
+        "replica",
+        "topic",
+        "partition",
+        F.col("start_offset").alias("at"),
+        F.lit(0).alias("_order"),
+        F.when(F.col("copied"), segment).cast(_SEGMENT).alias("r"),
+        F.when(~F.col("copied"), segment).cast(_SEGMENT).alias("d"),
+    )
+    events = events.withColumns({"r": nothing, "d": nothing}).unionByName(rows, allowMissingColumns=True)
+    return events, bounds
 
 
 def _app_identity(producer: Column, sequence: Column) -> Column:

@@ -8,6 +8,13 @@ keeps it for every log with remote storage), while its first local segment start
 offsets later. A dump of the log directory is what an operator has; read as a log on its own, every
 producer's history starts mid-sequence and every early ack lies below the log start. That is
 explained, never loss, and the audit says where the data is: in remote storage.
+
+The dump's `__remote_log_metadata` says which remote segments hold which offsets (the remote log
+metadata manager's events, KIP-405). On partition 1 the test deletes the records below
+`DELETED_BELOW` (DeleteRecords): the broker's log start moves there, the remote log manager deletes
+the remote segments wholly below it, and their events end in DELETE_SEGMENT_FINISHED. An ack below
+the local start is in remote storage when a copied remote segment holds it, and lost from the remote
+tier when none does although segments on both sides were copied.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from pyspark.sql import functions as F
 
 from audit_rules.kinds import KINDS, Severity
@@ -44,6 +51,9 @@ pytestmark = pytest.mark.integration
 TOPIC = "tiered"
 PARTITIONS = 2
 WAVES, PER_WAVE = 12, 500
+# Partition 1's records below this offset are deleted (DeleteRecords) once the remote tier holds them;
+# it lies inside a remote segment, which stays (segments of ~250 offsets: a second of writes each).
+DELETED_BELOW = 1100
 # LocalTieredStorage names a remote segment `<base offset, 20 digits>-<segment id>.log`.
 REMOTE_SEGMENT = re.compile(r"^(\d{20})-[A-Za-z0-9_-]{22}\.log$")
 # A record of `kafka-dump-log.sh --remote-log-metadata-decoder`: its offset and the event's toString().
@@ -72,7 +82,12 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredLog:
     remote = work / "remote"
     remote.mkdir()
     acks: list[dict[str, Any]] = []
-    with KafkaBroker(work, **tiered_storage_properties(remote)) as broker:
+    # The log start offset checkpoint written every second (default a minute) for the DeleteRecords below.
+    properties = {
+        **tiered_storage_properties(remote),
+        "log.flush.start.offset.checkpoint.interval.ms": "1000",
+    }
+    with KafkaBroker(work, **properties) as broker:
         broker.create_topic(
             TOPIC,
             PARTITIONS,
@@ -119,9 +134,45 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredLog:
             if time.monotonic() > deadline:
                 raise HarnessError(f"the tiered topic's segments were not moved to {remote} in 90 s")
             time.sleep(0.5)
+        # DeleteRecords on partition 1: the remote segments wholly below DELETED_BELOW are deleted from
+        # the remote tier (their events go to DELETE_SEGMENT_FINISHED) and the log start moves up.
+        (deleted,) = broker.admin().delete_records([TopicPartition(TOPIC, 1, DELETED_BELOW)]).values()
+        assert deleted.result(30).low_watermark == DELETED_BELOW
+        while not (
+            min(int(p.name[:20]) for p in remote_segments(remote, 1)) > 0
+            and _deletions_finished(broker.log_dir) == _deletions_started(broker.log_dir) > 0
+            and _checkpointed_start(broker.log_dir, 1) == DELETED_BELOW
+        ):
+            if time.monotonic() > deadline + 60:
+                raise HarnessError(f"partition 1's remote segments below {DELETED_BELOW} were not deleted")
+            time.sleep(0.5)
     ledger = work / "acks.jsonl"
     ledger.write_text("".join(json.dumps(a) + "\n" for a in acks))
     return TieredLog(broker.log_dir, remote, ledger)
+
+
+def _metadata_states(log_dir: Path) -> Counter[str]:
+    """The states the events of the broker's `__remote_log_metadata` segments (as written so far) record."""
+    return Counter(
+        decode_remote_log_metadata(item.value or b"")["state"]
+        for segment in sorted(log_dir.glob("__remote_log_metadata-*/*.log"))
+        for item in read_log_segment(segment, records=True)
+        if isinstance(item, Record)
+    )
+
+
+def _deletions_started(log_dir: Path) -> int:
+    return _metadata_states(log_dir)["DELETE_SEGMENT_STARTED"]
+
+
+def _deletions_finished(log_dir: Path) -> int:
+    return _metadata_states(log_dir)["DELETE_SEGMENT_FINISHED"]
+
+
+def _checkpointed_start(log_dir: Path, partition: int) -> int | None:
+    path = log_dir / "log-start-offset-checkpoint"
+    entries, _ = decode_offset_checkpoint(path.read_bytes(), str(path))
+    return next((e.offset for e in entries if (e.topic, e.partition) == (TOPIC, partition)), None)
 
 
 def remote_segments(remote: Path, partition: int) -> list[Path]:
@@ -156,15 +207,18 @@ def bronze(spark: Any, tiered: TieredLog, tmp_path_factory: pytest.TempPathFacto
 
 
 def test_the_log_directory_holds_only_the_newest_segment_and_the_rest_is_remote(tiered: TieredLog) -> None:
-    """The precondition: the log start offset checkpoint says 0, the local log starts far above it, and
-    the remote tier holds real segments (our decoder reads them) with every offset in between."""
+    """The precondition: the log start offset checkpoint says 0 (partition 1: DELETED_BELOW, after
+    DeleteRecords), the local log starts far above it, and the remote tier holds real segments (our
+    decoder reads them) with every offset in between (partition 1: from the segment holding
+    DELETED_BELOW)."""
     path = tiered.log_dir / "log-start-offset-checkpoint"
     entries, errors = decode_offset_checkpoint(path.read_bytes(), str(path))
     assert errors == []
     checkpoint = {(e.topic, e.partition): e.offset for e in entries}
+    assert [checkpoint[(TOPIC, p)] for p in range(PARTITIONS)] == [0, DELETED_BELOW]
     for partition in range(PARTITIONS):
         start = local_start(tiered.log_dir, partition)
-        assert checkpoint[(TOPIC, partition)] == 0 and start > 1000
+        assert start > DELETED_BELOW + 500
         offsets = [
             offset
             for segment in remote_segments(tiered.remote_dir, partition)
@@ -172,21 +226,60 @@ def test_the_log_directory_holds_only_the_newest_segment_and_the_rest_is_remote(
             if isinstance(b, BatchHeader)
             for offset in range(b.base_offset, b.last_offset + 1)
         ]
-        assert offsets[:start] == list(range(start))
+        first = offsets[0]
+        assert first == 0 if partition == 0 else 0 < first <= DELETED_BELOW
+        assert offsets[: start - first] == list(range(first, start))
 
 
 def test_offsets_in_remote_storage_are_explained_and_said_to_be_there(
     tiered: TieredLog, bronze: Bronze
 ) -> None:
+    """Every ack below the local start lies in a remote segment that `__remote_log_metadata` lists as
+    copied, and the finding says which offsets those segments hold; partition 1's acks below its
+    DeleteRecords offset were deleted (below the broker's log start), the rest are in remote storage."""
     found, summary = audited(bronze)
     assert Counter(f["kind"] for f in found if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
     by_kind = Counter((f["kind"], f["partition"]) for f in found)
-    for partition in range(PARTITIONS):
-        assert by_kind[("HISTORY_TRUNCATED_BY_RETENTION", partition)] == 1
-        assert by_kind[("ACKED_RECORD_RETENTION", partition)] == 1
+    assert by_kind == Counter(
+        {
+            ("HISTORY_TRUNCATED_BY_RETENTION", 0): 1,
+            ("HISTORY_TRUNCATED_BY_RETENTION", 1): 1,
+            ("ACKED_RECORD_RETENTION", 0): 1,
+            ("ACKED_RECORD_RETENTION", 1): 2,
+        }
+    )
+    acked = {
+        (f["partition"], f["first_offset"], f["last_offset"]): f["message"]
+        for f in found
+        if f["kind"] == "ACKED_RECORD_RETENTION"
+    }
+    starts = [local_start(tiered.log_dir, p) for p in range(PARTITIONS)]
+    # Partition 1's remote tier now starts at the segment holding DELETED_BELOW.
+    tier_start = [0, min(int(p.name[:20]) for p in remote_segments(tiered.remote_dir, 1))]
+    assert sorted(acked) == [
+        (0, 0, starts[0] - 1),
+        (1, 0, DELETED_BELOW - 1),
+        (1, DELETED_BELOW, starts[1] - 1),
+    ]
+    for (partition, first, _), message in acked.items():
+        if (partition, first) == (1, 0):
+            assert (
+                f"in remote storage from offset {DELETED_BELOW} and deleted by retention below it" in message
+            )
+            continue
+        held = re.search(
+            r"KIP-405: (\d+) remote segment\(s\) that __remote_log_metadata lists as copied hold "
+            r"offsets (\d+)-(\d+)\)",
+            message,
+        )
+        assert held and "in remote storage (tiered storage" in message, message
+        segments, low, high = map(int, held.groups())
+        assert low == tier_start[partition] and high >= starts[partition] - 1
+        assert segments == len(
+            [p for p in remote_segments(tiered.remote_dir, partition) if int(p.name[:20]) < starts[partition]]
+        )
     for f in found:
-        assert "in remote storage (tiered storage" in f["message"], f["message"]
-        assert "deleted by retention" not in f["message"], f["message"]
+        assert "remote storage" in f["message"], f["message"]
     # The partition summary: the local log's start, the broker's (remote) one, the topic id.
     topic_id = (
         (tiered.log_dir / f"{TOPIC}-0" / "partition.metadata").read_text().split("topic_id:")[1].strip()
@@ -194,7 +287,11 @@ def test_offsets_in_remote_storage_are_explained_and_said_to_be_there(
     for partition in range(PARTITIONS):
         row = summary[partition]
         assert row["log_start_offset"] == local_start(tiered.log_dir, partition)
-        assert (row["remote_log_start"], row["topic_id"], row["verdict"]) == (0, topic_id, "info")
+        assert (row["remote_log_start"], row["topic_id"], row["verdict"]) == (
+            [0, DELETED_BELOW][partition],
+            topic_id,
+            "info",
+        )
 
 
 def test_without_evidence_of_a_remote_tier_the_same_gap_is_retention(bronze: Bronze) -> None:
@@ -206,6 +303,7 @@ def test_without_evidence_of_a_remote_tier_the_same_gap_is_retention(bronze: Bro
         files=bronze.files.where(~traces),
         batches=bronze.batches.where(~traces),
         partition_state=bronze.partition_state.where(~traces),
+        remote_log_metadata=None,
     )
     found, summary = audited(plain)
     assert [summary[p]["remote_log_start"] for p in range(PARTITIONS)] == [None] * PARTITIONS
@@ -213,6 +311,171 @@ def test_without_evidence_of_a_remote_tier_the_same_gap_is_retention(bronze: Bro
     assert found and all(
         "deleted by retention" in f["message"] and "remote" not in f["message"] for f in found
     )
+
+
+def metadata_events(log_dir: Path) -> dict[int, dict[str, Any]]:
+    """The decoder's events of the `__remote_log_metadata` segments, by offset."""
+    return {
+        item.offset: decode_remote_log_metadata(item.value or b"")
+        for segment in sorted(log_dir.glob("__remote_log_metadata-*/*.log"))
+        for item in read_log_segment(segment, records=True)
+        if isinstance(item, Record)
+    }
+
+
+def test_ingest_writes_every_remote_log_metadata_event_and_the_deletions_are_real(
+    tiered: TieredLog, bronze: Bronze
+) -> None:
+    """The `remote_log_metadata` table holds one row per event, equal to the decoder's (which the test
+    below compares with Kafka's own tool); on partition 1 each remote segment wholly below
+    DELETED_BELOW ends DELETE_SEGMENT_FINISHED and its file is gone, and every other ends copied."""
+    assert bronze.remote_log_metadata is not None
+    rows = {r["offset"]: r.asDict() for r in bronze.remote_log_metadata.collect()}
+    events = metadata_events(tiered.log_dir)
+    assert sorted(rows) == sorted(events) and events
+    for offset, event in events.items():
+        row = rows[offset]
+        assert row["error"] is None and (row["topic"], row["partition"]) == ("__remote_log_metadata", 0)
+        assert row["file"].endswith(".log") and row["batch_position"] >= 0
+        assert (
+            row["event"],
+            row["segment_topic"],
+            row["segment_partition"],
+            row["topic_id"],
+            row["segment_id"],
+            row["start_offset"],
+            row["end_offset"],
+            row["state"],
+            row["broker_id"],
+            row["event_timestamp_ms"],
+            row["segment_size_bytes"],
+        ) == (
+            event["event"],
+            event["topic"],
+            event["partition"],
+            event["topic_id"],
+            event.get("segment_id"),
+            event.get("start_offset"),
+            event.get("end_offset"),
+            event["state"],
+            event["broker_id"],
+            event["event_timestamp_ms"],
+            event.get("segment_size_bytes"),
+        )
+    last_state = {}
+    offsets = {}
+    for offset in sorted(events):
+        event = events[offset]
+        last_state[(event["partition"], event["segment_id"])] = event["state"]
+        if event["event"] == "segment":
+            offsets[(event["partition"], event["segment_id"])] = (event["start_offset"], event["end_offset"])
+    on_disk = {
+        (p, path.stem.split("-", 1)[1])
+        for p in range(PARTITIONS)
+        for path in remote_segments(tiered.remote_dir, p)
+    }
+    deleted = {key for key, (_, end) in offsets.items() if key[0] == 1 and end < DELETED_BELOW}
+    assert len(deleted) >= 3
+    for key, state in last_state.items():
+        assert state == ("DELETE_SEGMENT_FINISHED" if key in deleted else "COPY_SEGMENT_FINISHED"), key
+        assert (key in on_disk) == (key not in deleted)
+
+
+def test_an_ack_in_no_copied_remote_segment_is_lost_from_the_remote_tier(
+    tiered: TieredLog, bronze: Bronze
+) -> None:
+    """Two faults in the dump's remote log metadata. On partition 0 a remote segment in the middle of
+    the tier ends DELETE_SEGMENT_FINISHED (an event appended after the others): its acks are in neither
+    the local log nor a copied segment while segments on both sides were copied, so they are lost
+    (ACKED_RECORD_MISSING, naming the segment). On partition 1 the events of the last copied segment
+    are left out, as in metadata dumped before that copy: its acks lie past the remote tier's end, which
+    the broker's rule explains (info)."""
+    assert bronze.remote_log_metadata is not None
+    events = metadata_events(tiered.log_dir)
+    copied = sorted(
+        (e["start_offset"], e["end_offset"], e["partition"], e["segment_id"])
+        for e in events.values()
+        if e["event"] == "segment"
+        and e["segment_id"]
+        in {u["segment_id"] for u in events.values() if u["state"] == "COPY_SEGMENT_FINISHED"}
+    )
+    starts = [local_start(tiered.log_dir, p) for p in range(PARTITIONS)]
+    tier0 = [c for c in copied if c[2] == 0 and c[1] < starts[0]]
+    hole_start, hole_end, _, hole_id = tier0[len(tier0) // 2]
+    last1 = max(c for c in copied if c[2] == 1)
+    assert last1[1] == starts[1] - 1
+    metadata = bronze.remote_log_metadata
+    template = metadata.where(F.col("segment_id") == hole_id).orderBy("offset").limit(1)
+    deleted = template.withColumns(
+        {
+            "event": F.lit("segment_update"),
+            "state": F.lit("DELETE_SEGMENT_FINISHED"),
+            "start_offset": F.lit(None).cast("long"),
+            "end_offset": F.lit(None).cast("long"),
+            "offset": F.lit(max(events) + 1).cast("long"),
+        }
+    )
+    faulty = dataclasses.replace(
+        bronze,
+        remote_log_metadata=metadata.where(F.col("segment_id") != last1[3]).unionByName(deleted),
+    )
+    found, summary = audited(faulty)
+    above_info = [f for f in found if KINDS[f["kind"]].severity > Severity.INFO]
+    assert [(f["kind"], f["partition"], f["first_offset"], f["last_offset"]) for f in above_info] == [
+        ("ACKED_RECORD_MISSING", 0, hole_start, hole_end)
+    ]
+    (lost,) = above_info
+    assert (lost["missing_records"], lost["related_offset"], lost["rule"]) == (
+        hole_end - hole_start + 1,
+        hole_start,
+        "KIP-405 remote log metadata",
+    )
+    assert (
+        f"remote segment {hole_id} held offsets {hole_start}-{hole_end} and is DELETE_SEGMENT_FINISHED"
+        in (lost["message"])
+    )
+    assert summary[0]["verdict"] == "critical" and summary[1]["verdict"] == "info"
+    pending = [
+        f
+        for f in found
+        if f["kind"] == "ACKED_RECORD_RETENTION" and f["partition"] == 1 and f["first_offset"] == last1[0]
+    ]
+    assert [
+        (f["last_offset"], "so the dump's remote log metadata is older than its log" in f["message"])
+        for f in pending
+    ] == [(last1[1], True)]
+
+
+def test_remote_log_metadata_proves_an_absence_only_when_whole(bronze: Bronze) -> None:
+    """`remote_segments` marks a partition's segments `complete` only if its metadata partition holds
+    its first event, every value was an event and none of its bytes were quarantined."""
+    from audit_rules.retention import remote_segments
+
+    metadata, quarantine = bronze.remote_log_metadata, bronze.quarantine
+    assert metadata is not None
+
+    def complete(events: Any, damaged: Any = quarantine) -> set[tuple[int, bool]]:
+        return {(r["partition"], r["complete"]) for r in remote_segments(events, damaged).collect()}
+
+    assert complete(metadata) == {(0, True), (1, True)}
+    assert complete(metadata.where(F.col("offset") > 0)) == {(0, False), (1, False)}
+    unreadable = (
+        metadata.orderBy("offset")
+        .limit(1)
+        .withColumns(
+            {
+                "offset": F.lit(10**6).cast("long"),
+                "event": F.lit(None).cast("string"),
+                "error": F.lit("byte 0 of the value: ..."),
+            }
+        )
+    )
+    assert complete(metadata.unionByName(unreadable)) == {(0, False), (1, False)}
+    region = quarantine.sparkSession.createDataFrame(
+        [("tiered", None, "__remote_log_metadata", 0, "x.log", 0, 1, "UNREADABLE_BATCH", "...")],
+        quarantine.schema,
+    )
+    assert complete(metadata, quarantine.unionByName(region)) == {(0, False), (1, False)}
 
 
 def test_the_remote_log_metadata_decodes_as_kafka_dump_log_reads_it(tiered: TieredLog) -> None:
