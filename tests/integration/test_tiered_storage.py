@@ -384,40 +384,51 @@ def test_ingest_writes_every_remote_log_metadata_event_and_the_deletions_are_rea
 def test_an_ack_in_no_copied_remote_segment_is_lost_from_the_remote_tier(
     tiered: TieredLog, bronze: Bronze
 ) -> None:
-    """Two faults in the dump's remote log metadata. On partition 0 a remote segment in the middle of
-    the tier ends DELETE_SEGMENT_FINISHED (an event appended after the others): its acks are in neither
-    the local log nor a copied segment while segments on both sides were copied, so they are lost
-    (ACKED_RECORD_MISSING, naming the segment). On partition 1 the events of the last copied segment
-    are left out, as in metadata dumped before that copy: its acks lie past the remote tier's end, which
-    the broker's rule explains (info)."""
+    """Faults in the dump's remote log metadata, audited at once. On partition 0 a remote segment in the
+    middle of the tier ends DELETE_SEGMENT_FINISHED (an event appended after the others): its acks are
+    in neither the local log nor a copied segment while segments on both sides were copied, so they are
+    lost (ACKED_RECORD_MISSING, naming the segment). On partition 1 the events of the last copied
+    segment are left out, as in metadata dumped before that copy: its acks lie past the remote tier's
+    end, which the broker's rule explains (info); and its first copied segment, the one holding the
+    broker's log start, goes to DELETE_SEGMENT_STARTED, as remote retention does before it moves the
+    log start on: its acks from the log start up were deleted from remote storage (info)."""
     assert bronze.remote_log_metadata is not None
     events = metadata_events(tiered.log_dir)
+    last_states = {events[o]["segment_id"]: events[o]["state"] for o in sorted(events)}
     copied = sorted(
         (e["start_offset"], e["end_offset"], e["partition"], e["segment_id"])
         for e in events.values()
-        if e["event"] == "segment"
-        and e["segment_id"]
-        in {u["segment_id"] for u in events.values() if u["state"] == "COPY_SEGMENT_FINISHED"}
+        if e["event"] == "segment" and last_states[e["segment_id"]] == "COPY_SEGMENT_FINISHED"
     )
     starts = [local_start(tiered.log_dir, p) for p in range(PARTITIONS)]
     tier0 = [c for c in copied if c[2] == 0 and c[1] < starts[0]]
     hole_start, hole_end, _, hole_id = tier0[len(tier0) // 2]
     last1 = max(c for c in copied if c[2] == 1)
-    assert last1[1] == starts[1] - 1
+    first1 = min(c for c in copied if c[2] == 1)
+    assert last1[1] == starts[1] - 1 and first1[0] < DELETED_BELOW <= first1[1]
     metadata = bronze.remote_log_metadata
-    template = metadata.where(F.col("segment_id") == hole_id).orderBy("offset").limit(1)
-    deleted = template.withColumns(
-        {
-            "event": F.lit("segment_update"),
-            "state": F.lit("DELETE_SEGMENT_FINISHED"),
-            "start_offset": F.lit(None).cast("long"),
-            "end_offset": F.lit(None).cast("long"),
-            "offset": F.lit(max(events) + 1).cast("long"),
-        }
-    )
+
+    def last_state(segment_id: str, state: str, offset: int) -> Any:
+        return (
+            metadata.where(F.col("segment_id") == segment_id)
+            .orderBy("offset")
+            .limit(1)
+            .withColumns(
+                {
+                    "event": F.lit("segment_update"),
+                    "state": F.lit(state),
+                    "start_offset": F.lit(None).cast("long"),
+                    "end_offset": F.lit(None).cast("long"),
+                    "offset": F.lit(offset).cast("long"),
+                }
+            )
+        )
+
     faulty = dataclasses.replace(
         bronze,
-        remote_log_metadata=metadata.where(F.col("segment_id") != last1[3]).unionByName(deleted),
+        remote_log_metadata=metadata.where(F.col("segment_id") != last1[3])
+        .unionByName(last_state(hole_id, "DELETE_SEGMENT_FINISHED", max(events) + 1))
+        .unionByName(last_state(first1[3], "DELETE_SEGMENT_STARTED", max(events) + 2)),
     )
     found, summary = audited(faulty)
     above_info = [f for f in found if KINDS[f["kind"]].severity > Severity.INFO]
@@ -444,6 +455,24 @@ def test_an_ack_in_no_copied_remote_segment_is_lost_from_the_remote_tier(
         (f["last_offset"], "so the dump's remote log metadata is older than its log" in f["message"])
         for f in pending
     ] == [(last1[1], True)]
+    retention1 = sorted(
+        (f["first_offset"], f["last_offset"], f["message"])
+        for f in found
+        if f["kind"] == "ACKED_RECORD_RETENTION" and f["partition"] == 1
+    )
+    assert [(first, last) for first, last, _ in retention1] == [
+        (0, DELETED_BELOW - 1),
+        (DELETED_BELOW, first1[1]),
+        (first1[1] + 1, last1[0] - 1),
+        (last1[0], last1[1]),
+    ]
+    assert "deleted by retention below it" in retention1[0][2]
+    assert (
+        f"below the remote tier (tiered storage, KIP-405: the first remote segment __remote_log_metadata "
+        f"lists as copied starts at {first1[1] + 1}): deleted from remote storage by retention"
+        in retention1[1][2]
+    )
+    assert "in remote storage (tiered storage, KIP-405" in retention1[2][2]
 
 
 def test_remote_log_metadata_proves_an_absence_only_when_whole(bronze: Bronze) -> None:
