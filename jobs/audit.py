@@ -36,8 +36,8 @@ BRONZE_REQUIRED = (
     "quarantine",
     "acks",
 )
-# Not written by every ingest: `records` (record-level mode; older ingests wrote it only then) and
-# `remote_log_metadata` (ingests before it existed).
+# Read when present: an output written by an earlier version may lack them (`remote_log_metadata` is
+# new with tiered storage's metadata; without it, the audit judges a tiered log by its traces alone).
 BRONZE_OPTIONAL = ("records", "remote_log_metadata")
 
 
