@@ -582,10 +582,7 @@ def _remote_tier(acked: DataFrame, remote: DataFrame) -> DataFrame:
         .where(F.col("_log_topic_id").isNull() | (F.col("_log_topic_id") == F.col("topic_id")))
         .select(
             "log_key",
-            "dump_id",
-            "replica",
-            "topic",
-            "partition",
+            *LOG_KEY,
             "segment_id",
             "start_offset",
             "end_offset",
@@ -610,10 +607,7 @@ def _with_remote_segments(events: DataFrame, tier: DataFrame) -> tuple[DataFrame
     nothing = F.lit(None).cast(_SEGMENT)
     rows = tier.where(F.col("start_offset").isNotNull()).select(
         "log_key",
-        "dump_id",
-        "replica",
-        "topic",
-        "partition",
+        *LOG_KEY,
         F.col("start_offset").alias("at"),
         F.lit(0).alias("_order"),
         F.when(F.col("copied"), segment).cast(_SEGMENT).alias("r"),

@@ -63,16 +63,7 @@ FINGERPRINT_EDGE = 64 << 10
 # Every table but `files`, which is written last (see the module docstring). `batches` is written
 # first; then records and quarantine in turn (quarantine needs the corrupt `.log`s their walk found),
 # beside the independent tables.
-DATA_TABLES: tuple[TableSpec, ...] = (
-    BATCHES,
-    RECORDS,
-    PRODUCER_SNAPSHOTS,
-    PARTITION_STATE,
-    TXN_INDEX,
-    REMOTE_LOG_METADATA,
-    QUARANTINE,
-    ACKS,
-)
+DATA_TABLES: tuple[TableSpec, ...] = tuple(spec for spec in TABLES.values() if spec is not FILES)
 INDEPENDENT_TABLES: tuple[TableSpec, ...] = (
     PRODUCER_SNAPSHOTS,
     PARTITION_STATE,
