@@ -102,6 +102,9 @@ KINDS: dict[str, Kind] = {
         # Addition beside the contract (added, never renamed): a checkpoint or metadata text file that
         # cannot be parsed, so the partition state it holds is unknown.
         _k("UNREADABLE_FILE", S.WARNING, "corruption", "checkpoint file format"),
+        # Addition beside the contract: offsets of a tiered log (KIP-405) below its local start that no
+        # copied remote segment holds, between copied segments: the remote tier lost them.
+        _k("REMOTE_SEGMENT_MISSING", S.CRITICAL, "loss", "KIP-405 remote log metadata"),
     )
 }
 

@@ -344,6 +344,11 @@ def audit(
             retention.producers_across_dumps(producers, logs),
             consistency.replica_divergence(bronze.batches, logs),
         ]
+    # Tiered storage (KIP-405): the remote segments the dump's `__remote_log_metadata` lists.
+    remote = None
+    if bronze.remote_log_metadata is not None and "remote segments" in present:
+        remote = retention.remote_segments(bronze.remote_log_metadata, bronze.quarantine)
+        frames.append(retention.remote_tier_holes(remote, logs))
     if "acks" in present:
         keys = "keyed acks" in present
         app = profile.app_sequence if "app acks" in present else None
@@ -356,11 +361,7 @@ def audit(
                 keys=keys,
                 app=app,
                 incarnations="recreated topics" in present,
-                remote=(
-                    retention.remote_segments(bronze.remote_log_metadata, bronze.quarantine)
-                    if bronze.remote_log_metadata is not None and "remote segments" in present
-                    else None
-                ),
+                remote=remote,
             )
         )
     if "quarantine" in present:

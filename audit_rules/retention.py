@@ -230,6 +230,82 @@ def remote_segments(events: DataFrame, quarantine: DataFrame) -> DataFrame:
     )
 
 
+def remote_tier_holes(remote: DataFrame, logs: DataFrame) -> DataFrame:
+    """REMOTE_SEGMENT_MISSING (critical) for every run of offsets of a tiered log (KIP-405) that lies
+    below its local start and at or above the broker's log start (`remote_log_start`), between two
+    segments that `remote_segments` says were copied, in neither: the remote tier should hold every
+    offset from its first copied segment to the local start (the broker deletes a local segment only
+    once its copy finished), so these were deleted from it, or never copied, while their local copies
+    are gone. Judged only where the dump's metadata for the partition is `complete`; the uncopied or
+    deleted segment that held the first offset, if the metadata lists one, is named."""
+    tiers = _remote_tier(
+        logs.select("log_key", *LOG_KEY, "topic_id", "remote_log_start", "log_start_offset"), remote
+    )
+    tiers = tiers.where(F.col("complete"))
+    copied = tiers.where(F.col("copied"))
+    # Segments in start order; a hole starts where a segment starts past every earlier one's end.
+    before = (
+        Window.partitionBy("log_key")
+        .orderBy("start_offset", "end_offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    bound = F.coalesce(F.col("remote_log_start"), F.lit(0))
+    holes = (
+        copied.withColumn("_reached", F.max("end_offset").over(before))
+        .where(F.col("_reached").isNotNull() & (F.col("start_offset") > F.col("_reached") + 1))
+        .select(
+            "log_key",
+            *LOG_KEY,
+            F.greatest(F.col("_reached") + 1, bound).alias("first"),
+            F.least(F.col("start_offset") - 1, F.col("log_start_offset") - 1).alias("last"),
+            "log_start_offset",
+        )
+        .where(F.col("first") <= F.col("last"))
+    )
+    extent = copied.groupBy("log_key").agg(
+        F.min("start_offset").alias("remote_start"), F.max("end_offset").alias("remote_end")
+    )
+    segment = F.struct("start_offset", "end_offset", "segment_id", "state")
+    gone = (
+        holes.select("log_key", "first")
+        .join(tiers.where(~F.col("copied")), "log_key")
+        .where((F.col("start_offset") <= F.col("first")) & (F.col("end_offset") >= F.col("first")))
+        .groupBy("log_key", "first")
+        .agg(F.min(segment).alias("gone"))
+    )
+    found = holes.join(extent, "log_key").join(gone, ["log_key", "first"], "left")
+    return to_findings(
+        found,
+        "REMOTE_SEGMENT_MISSING",
+        fmt(
+            "Offsets %s-%s (%s) lie below the local log start offset %s and in no remote segment that "
+            "__remote_log_metadata lists as copied, although copied segments hold offsets %s-%s around "
+            "them%s: the remote tier lost them (tiered storage, KIP-405: a local segment is deleted only "
+            "once its copy finished).",
+            "first",
+            "last",
+            F.col("last") - F.col("first") + 1,
+            "log_start_offset",
+            "remote_start",
+            "remote_end",
+            F.coalesce(
+                fmt(
+                    " (remote segment %s held offsets %s-%s and is %s)",
+                    "gone.segment_id",
+                    "gone.start_offset",
+                    "gone.end_offset",
+                    "gone.state",
+                ),
+                F.lit(""),
+            ),
+        ),
+        first_offset="first",
+        last_offset="last",
+        related_offset="gone.start_offset",
+        missing_records=F.col("last") - F.col("first") + 1,
+    )
+
+
 # What an acknowledged offset is judged against: its log, where the log starts, and whether the cleaner
 # may have removed batches there.
 _ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "compacted", "cleaned_to")
@@ -573,10 +649,16 @@ def acked_records(
 _SEGMENT = "struct<end_offset:bigint,start_offset:bigint,segment_id:string,state:string>"
 
 
-def _remote_tier(acked: DataFrame, remote: DataFrame) -> DataFrame:
-    """The remote segments (`remote_segments`) of each target log: its dump's, for its partition and, when
+def _remote_tier(logs: DataFrame, remote: DataFrame) -> DataFrame:
+    """The remote segments (`remote_segments`) of each of `logs`: its dump's, for its partition and, when
     the log names one (partition.metadata), its topic id."""
-    logs = acked.select("log_key", *LOG_KEY, "remote_log_start", F.col("topic_id").alias("_log_topic_id"))
+    logs = logs.select(
+        "log_key",
+        *LOG_KEY,
+        "remote_log_start",
+        "log_start_offset",
+        F.col("topic_id").alias("_log_topic_id"),
+    )
     return (
         logs.join(remote, ["dump_id", "topic", "partition"], "inner")
         .where(F.col("_log_topic_id").isNull() | (F.col("_log_topic_id") == F.col("topic_id")))
@@ -590,6 +672,7 @@ def _remote_tier(acked: DataFrame, remote: DataFrame) -> DataFrame:
             "copied",
             "complete",
             "remote_log_start",
+            "log_start_offset",
         )
     )
 
