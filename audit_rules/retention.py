@@ -288,21 +288,26 @@ def remote_tier_holes(remote: DataFrame, logs: DataFrame) -> DataFrame:
             "log_start_offset",
             "remote_start",
             "remote_end",
-            F.coalesce(
-                fmt(
-                    " (remote segment %s held offsets %s-%s and is %s)",
-                    "gone.segment_id",
-                    "gone.start_offset",
-                    "gone.end_offset",
-                    "gone.state",
-                ),
-                F.lit(""),
-            ),
+            _gone_segment(),
         ),
         first_offset="first",
         last_offset="last",
         related_offset="gone.start_offset",
         missing_records=F.col("last") - F.col("first") + 1,
+    )
+
+
+def _gone_segment() -> Column:
+    """ " (remote segment ID held offsets A-B and is STATE)" for the `gone` segment, or ""."""
+    return F.coalesce(
+        fmt(
+            " (remote segment %s held offsets %s-%s and is %s)",
+            "gone.segment_id",
+            "gone.start_offset",
+            "gone.end_offset",
+            "gone.state",
+        ),
+        F.lit(""),
     )
 
 
@@ -578,16 +583,7 @@ def acked_records(
             "log_start_offset",
             "remote_start",
             "remote_end",
-            F.coalesce(
-                fmt(
-                    " (remote segment %s held offsets %s-%s and is %s)",
-                    "gone.segment_id",
-                    "gone.start_offset",
-                    "gone.end_offset",
-                    "gone.state",
-                ),
-                F.lit(""),
-            ),
+            _gone_segment(),
         ),
         producer_id="ack_producer_id",
         first_offset="first",
