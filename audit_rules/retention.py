@@ -298,7 +298,8 @@ def remote_tier_holes(remote: DataFrame, logs: DataFrame) -> DataFrame:
 
 
 def _gone_segment() -> Column:
-    """ " (remote segment ID held offsets A-B and is STATE)" for the `gone` segment, or ""."""
+    """The clause that names the `gone` segment, `(remote segment ID held offsets A-B and is STATE)`,
+    or nothing without one."""
     return F.coalesce(
         fmt(
             " (remote segment %s held offsets %s-%s and is %s)",
