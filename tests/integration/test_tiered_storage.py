@@ -140,7 +140,7 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredLog:
         assert deleted.result(30).low_watermark == DELETED_BELOW
         while not (
             min(int(p.name[:20]) for p in remote_segments(remote, 1)) > 0
-            and _deletions_finished(broker.log_dir) == _deletions_started(broker.log_dir) > 0
+            and _deletions_all_finished(broker.log_dir)
             and _checkpointed_start(broker.log_dir, 1) == DELETED_BELOW
         ):
             if time.monotonic() > deadline + 60:
@@ -151,22 +151,11 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredLog:
     return TieredLog(broker.log_dir, remote, ledger)
 
 
-def _metadata_states(log_dir: Path) -> Counter[str]:
-    """The states the events of the broker's `__remote_log_metadata` segments (as written so far) record."""
-    return Counter(
-        decode_remote_log_metadata(item.value or b"")["state"]
-        for segment in sorted(log_dir.glob("__remote_log_metadata-*/*.log"))
-        for item in read_log_segment(segment, records=True)
-        if isinstance(item, Record)
-    )
-
-
-def _deletions_started(log_dir: Path) -> int:
-    return _metadata_states(log_dir)["DELETE_SEGMENT_STARTED"]
-
-
-def _deletions_finished(log_dir: Path) -> int:
-    return _metadata_states(log_dir)["DELETE_SEGMENT_FINISHED"]
+def _deletions_all_finished(log_dir: Path) -> bool:
+    """The broker's `__remote_log_metadata` (as written so far) records some segment deletion, and every
+    deletion it started has finished."""
+    states = Counter(e["state"] for e in metadata_events(log_dir).values())
+    return states["DELETE_SEGMENT_FINISHED"] == states["DELETE_SEGMENT_STARTED"] > 0
 
 
 def _checkpointed_start(log_dir: Path, partition: int) -> int | None:
@@ -518,12 +507,7 @@ def test_the_remote_log_metadata_decodes_as_kafka_dump_log_reads_it(tiered: Tier
     every segment the remote tier holds, at its base offset, copied to the end."""
     segments = sorted(tiered.log_dir.glob("__remote_log_metadata-*/*.log"))
     assert segments
-    ours = {
-        item.offset: decode_remote_log_metadata(item.value or b"")
-        for segment in segments
-        for item in read_log_segment(segment, records=True)
-        if isinstance(item, Record)
-    }
+    ours = metadata_events(tiered.log_dir)
     text = run_dump_log_segments(segments, extra_args=["--remote-log-metadata-decoder"])
     theirs = {int(m["offset"]): m for m in DUMPED_EVENT.finditer(text)}
     assert ours and sorted(ours) == sorted(theirs)
