@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from jobs.spark_session import AUDIT_CONF, LOCAL_CONF
 from tests.integration.workers import run_lock
 
 if TYPE_CHECKING:
@@ -34,24 +33,10 @@ CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
 # A worker's session runs a few hundred audits over half an hour; Spark's 1 GiB default heap held the
 # state they leave (generated classes, Delta snapshots) beside a running audit's sorts only just, and
 # ran out in CI (2026-11-26). Two workers' JVMs of 2 GiB each fit the 24 GiB machine many times over.
-# One shuffle partition (and one partition of Delta's log state) instead of LOCAL_CONF's two. The suite
-# runs a session per core, so its time is CPU, and a task of these few rows costs its deserialisation
-# (the stage's plan, Java-serialised) and set-up, not its rows: a JFR profile of warm audits of the
-# sample (2026-11-28) put 40% of the task threads' samples in deserialising tasks and another 20% in
-# Delta's typed reads of its log. Five audits in a row, JVM CPU: 87, 57, 50, 42, 35 s with two, 77,
-# 51, 41, 32, 30 s with one. What depends on several partitions is audited with several too: the
-# property test against the reference replay and the silver rows' spreading with LOCAL_CONF's two
-# (LOCAL_WIDTH), the audit with generated code with the audit commands' four (COMMAND_WIDTH).
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-DELTA_STATE_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
-LOCAL_WIDTH = {SHUFFLE_PARTITIONS: LOCAL_CONF[SHUFFLE_PARTITIONS]}
-COMMAND_WIDTH = {SHUFFLE_PARTITIONS: AUDIT_CONF[SHUFFLE_PARTITIONS]}
 TEST_CONF = {
     "spark.driver.memory": "2g",
     CODEGEN_MODE: "NO_CODEGEN",
     CODEGEN_CACHE: "2000",
-    SHUFFLE_PARTITIONS: "1",
-    DELTA_STATE_PARTITIONS: "1",
     "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,
 }
 

@@ -17,7 +17,7 @@ from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest, session_conf
 from jobs.profiles import load_profile
-from tests.integration.spark_fixtures import CODEGEN_MODE, COMMAND_WIDTH, LOCAL_WIDTH, TEST_CONF
+from tests.integration.spark_fixtures import CODEGEN_MODE, TEST_CONF
 from tests.paths import REAL_FIXTURES
 
 REAL = REAL_FIXTURES
@@ -108,11 +108,10 @@ def test_donaldy_snapshot_producers_below_log_start_are_retained_state_not_loss(
 def test_same_input_gives_the_same_finding_ids_with_generated_or_interpreted_code(
     spark: Any, tmp_path: Path, real_findings: list[dict[str, Any]]
 ) -> None:
-    """The tests' session runs Spark's projections interpreted in one shuffle partition
-    (spark_fixtures.TEST_CONF); this audit runs with the commands' default, generated code, and their
-    shuffle width, and finds the same."""
+    """The tests' session runs Spark's projections interpreted (spark_fixtures.TEST_CONF); this audit
+    runs with the commands' default, generated code, and finds the same."""
     assert spark.conf.get(CODEGEN_MODE) == TEST_CONF[CODEGEN_MODE] != "FALLBACK"
-    with session_conf(spark, {CODEGEN_MODE: "FALLBACK", **COMMAND_WIDTH}):
+    with session_conf(spark, {CODEGEN_MODE: "FALLBACK"}):
         ingest(spark, tmp_path, f"real={REAL}")
         again = findings_of(spark, tmp_path)
     assert sorted(f["finding_id"] for f in again) == sorted(f["finding_id"] for f in real_findings)
@@ -152,13 +151,11 @@ def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_st
         # So many cores that every producer holds more than a core's share.
         monkeypatch.setattr(history, "cores", lambda session: 1 << 40)
         handed: list[Any] = []
-        # Several partitions to spread over (the tests' session has one: spark_fixtures.TEST_CONF).
-        with session_conf(spark, LOCAL_WIDTH):
-            out = audit(read_bronze(spark, str(broker_out)), load_profile(), on_silver=handed.append)
-            # The caller gets the silver frame once, before the findings are planned, to start its write.
-            assert len(handed) == 1 and handed[0] is out.history
-            plan = out.history._jdf.queryExecution().executedPlan().toString()
-            rows = sorted(tuple(r) for r in out.history.collect())
+        out = audit(read_bronze(spark, str(broker_out)), load_profile(), on_silver=handed.append)
+        # The caller gets the silver frame once, before the findings are planned, to start its write.
+        assert len(handed) == 1 and handed[0] is out.history
+        plan = out.history._jdf.queryExecution().executedPlan().toString()
+        rows = sorted(tuple(r) for r in out.history.collect())
         out.release()
         return rows, plan
 

@@ -28,7 +28,6 @@ from jobs.decode_tasks import WalkMarks
 from jobs.ingest import session_conf
 from jobs.profiles import available_profiles, load_profile
 from schemas.tables import BATCHES, QUARANTINE
-from tests.integration.spark_fixtures import LOCAL_WIDTH
 from tests.reference_replay import COORDINATOR_TOPICS, reference_findings
 from tests.strategies import COMPACTED_TOPIC, LogHistory, log_histories
 
@@ -116,7 +115,7 @@ def test_spark_audit_matches_reference_replay(
     # scan's own lookback for exact copies, and one of a batch, which leaves most late batches
     # undecided: the pass over the stored history then finds the copies.
     for lookback in (COPY_LOOKBACK, 1):
-        with session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "4", **LOCAL_WIDTH}):
+        with session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "4"}):
             out = audit(bronze, profile, copy_lookback=lookback)
             found = out.findings.where(f"kind IN ({', '.join(repr(k) for k in IN_SCOPE)})")
             actual = Counter(_key(r.asDict()) for r in found.collect())
