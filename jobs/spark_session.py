@@ -56,11 +56,11 @@ LOCAL_CONF: dict[str, str] = {
     # No `delta.log.cacheSize` of 3 (delta-io's own tests' setting, copied from ecosystem.md §1.4): an
     # audit reads and writes about fifteen tables, and with room for three DeltaLogs each read of a
     # table rebuilt its log and reconstructed its snapshot's state (a Spark job) before Delta's scan
-    # could filter the files. Delta's default cache keeps them (an hour since last access; a cached
-    # state is Spark storage, spilled to disk under pressure). Four warm audits of the sample in a row
-    # (test session, 2026-11-28): 48.5, 28.6, 25.4, 21.1 s (JVM CPU 87, 47, 39, 29 s) against 50.4,
-    # 33.5, 29.5, 27.6 s (90, 58, 48, 41 s); Delta's scan preparation 10 s of the last audit's planning
-    # threads against 51 s.
+    # could filter the files. Delta's default cache keeps up to 10,000, each for an hour since its last
+    # access (`delta.log.cacheRetentionMinutes`); a cached state is Spark storage, spilled to disk under
+    # pressure. Four warm audits of the sample in a row (test session, 2026-11-28): 48.5, 28.6, 25.4,
+    # 21.1 s (JVM CPU 87, 47, 39, 29 s) against 50.4, 33.5, 29.5, 27.6 s (90, 58, 48, 41 s); Delta's
+    # scan preparation 10 s of the last audit's planning threads against 51 s.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     # Must reach the JVM command line: pyspark hands builder conf to spark-submit.
     "spark.driver.extraJavaOptions": (
