@@ -1,0 +1,71 @@
+"""`jobs.audit.read_table_version`: the audit's bronze frames read one version of each Delta table,
+whatever commits after they were read, with Delta's own semantics (partition columns, pruning,
+deletion vectors), and without a file-selection job per query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.audit import read_table_version
+
+SCHEMA = "id long, topic string, value long"
+
+
+def ids(df: DataFrame) -> list[int]:
+    return sorted(r["id"] for r in df.collect())
+
+
+def jobs_of(spark: SparkSession, group: str, action: DataFrame) -> int:
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        action.collect()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def test_the_frame_keeps_its_version_while_the_table_moves_on(spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    rows = [(1, "a", 10), (2, "b", 20)]
+    # The partition column in the middle of the schema: the frame has the plain read's column order.
+    spark.createDataFrame(rows, SCHEMA).write.format("delta").partitionBy("topic").save(path)
+    pinned = read_table_version(spark, path)
+    plain = spark.read.format("delta").load(path)
+    assert pinned.schema == plain.schema
+    assert sorted(pinned.collect()) == sorted(plain.collect())
+
+    spark.createDataFrame([(3, "a", 30)], SCHEMA).write.format("delta").mode("append").save(path)
+    assert ids(pinned) == [1, 2]
+    assert ids(spark.read.format("delta").load(path)) == [1, 2, 3]
+    assert ids(read_table_version(spark, path)) == [1, 2, 3]
+    # Partition pruning on the pinned file list.
+    assert ids(pinned.where("topic = 'b'")) == [2]
+
+
+def test_deleted_rows_stay_deleted_with_deletion_vectors(spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "dv")
+    rows = [(i, "a", i * 10) for i in range(1, 7)]
+    (
+        spark.createDataFrame(rows, SCHEMA)
+        .coalesce(1)
+        .write.format("delta")
+        .option("delta.enableDeletionVectors", "true")
+        .save(path)
+    )
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id IN (2, 5)")
+    log = "".join(p.read_text() for p in sorted((Path(path) / "_delta_log").glob("*.json")))
+    assert '"deletionVector":{' in log, "the delete did not write a deletion vector"
+    assert ids(read_table_version(spark, path)) == [1, 3, 4, 6]
+
+
+def test_queries_of_the_frame_select_no_files_again(spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "q")
+    spark.createDataFrame([(1, "a", 10), (2, "b", 20)], SCHEMA).write.format("delta").save(path)
+    pinned = read_table_version(spark, path)
+    plain = spark.read.format("delta").load(path)
+    # Each query of the plain frame first runs Delta's file selection (a Spark job); the pinned frame's
+    # queries run their own job only.
+    assert jobs_of(spark, "pinned-1", pinned) == jobs_of(spark, "pinned-2", pinned.where("id > 1")) == 1
+    assert jobs_of(spark, "plain", plain.where("id > 1")) > 1
