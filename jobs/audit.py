@@ -8,6 +8,7 @@ the audited files' fingerprints and the profile, so re-running replaces its row 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from audit_rules.kinds import Severity
 from audit_rules.pipeline import AuditOutput, Bronze, audit, local_checkpoint, release, started
 from audit_rules.profile import Profile
 from jobs.ingest import WRITE_SESSION_CONF, UsageError, _table_location, session_conf, write_table
+from jobs.spark_session import concurrently
 from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
 
 if TYPE_CHECKING:
@@ -54,15 +56,24 @@ class AuditResult:
 def read_bronze(spark: SparkSession, output: str) -> Bronze:
     """The ingest stage's tables under `output`, each pinned at its current version
     (`read_table_version`); a usage error if it holds none."""
-    frames: dict[str, DataFrame] = {}
+    paths: dict[str, str] = {}
     for name in (*BRONZE_REQUIRED, *BRONZE_OPTIONAL):
         path = _table_location(output, name)
         if not _is_delta(path):
             if name in BRONZE_OPTIONAL:
                 continue
             raise UsageError(f"{output}: no Delta table {name!r}: run `replay-audit ingest` first")
-        frames[name] = read_table_version(spark, path)
-    return Bronze(**frames)
+        paths[name] = path
+    frames: dict[str, DataFrame] = {}
+
+    def read(name: str) -> None:
+        frames[name] = read_table_version(spark, paths[name])
+
+    # The tables at once, each on a driver thread: reading a table's log and listing its files are a
+    # few small Spark jobs that wait on the driver more than on the cores. One after another, a cold
+    # JVM's first audit of 8 MB spent 18-27 s there before its history could start.
+    concurrently(spark, [functools.partial(read, name) for name in paths])
+    return Bronze(**{name: frames[name] for name in paths})
 
 
 def read_table_version(spark: SparkSession, path: str) -> DataFrame:
