@@ -70,8 +70,9 @@ def read_bronze(spark: SparkSession, output: str) -> Bronze:
         frames[name] = read_table_version(spark, paths[name])
 
     # The tables at once, each on a driver thread: reading a table's log and listing its files are a
-    # few small Spark jobs that wait on the driver more than on the cores. One after another, a cold
-    # JVM's first audit of 8 MB spent 18-27 s there before its history could start.
+    # few small Spark jobs that wait on the driver more than on the cores. A cold JVM's first audit of
+    # 8 MB (bench, 2026-11-29) still spends 17-19 s here, against 18-27 s one table after another: the
+    # JVM's warm-up, which the plain reads paid later, inside the history's and the run id's phases.
     concurrently(spark, [functools.partial(read, name) for name in paths])
     return Bronze(**{name: frames[name] for name in paths})
 
