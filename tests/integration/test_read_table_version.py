@@ -69,3 +69,18 @@ def test_queries_of_the_frame_select_no_files_again(spark: SparkSession, tmp_pat
     # queries run their own job only.
     assert jobs_of(spark, "pinned-1", pinned) == jobs_of(spark, "pinned-2", pinned.where("id > 1")) == 1
     assert jobs_of(spark, "plain", plain.where("id > 1")) > 1
+
+
+class SessionWithoutJvm:
+    """A session whose JVM is out of reach, as under Spark Connect (no `_jvm`)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.read = spark.read
+
+
+def test_without_delta_on_the_jvm_the_frame_is_the_plain_read(spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "p")
+    spark.createDataFrame([(1, "a", 10)], SCHEMA).write.format("delta").save(path)
+    frame = read_table_version(SessionWithoutJvm(spark), path)  # type: ignore[arg-type]
+    spark.createDataFrame([(2, "a", 20)], SCHEMA).write.format("delta").mode("append").save(path)
+    assert ids(frame) == [1, 2]  # a plain read follows the table's latest version
