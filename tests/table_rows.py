@@ -1,10 +1,13 @@
-"""Rows of the gold and bronze tables for report and validation tests, as dicts with every schema column."""
+"""Rows of the gold and bronze tables for report and validation tests, as dicts with every schema column,
+and the filters the audit tests apply to the findings they read back."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
-from audit_rules.kinds import KINDS
+from audit_rules.kinds import KINDS, Severity
 from schemas.tables import BATCHES, FINDINGS, PARTITION_SUMMARY
 
 
@@ -94,3 +97,13 @@ def partition_summary(partition: int = 0, **fields: Any) -> dict[str, Any]:
     )
     row.update(fields)
     return row
+
+
+def above_info(findings: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings more severe than info (by the severity each row reports), in their order."""
+    return [f for f in findings if Severity.parse(f["severity"]) > Severity.INFO]
+
+
+def kinds_above_info(findings: Iterable[dict[str, Any]]) -> Counter[str]:
+    """How many findings of each kind are more severe than info."""
+    return Counter(f["kind"] for f in above_info(findings))

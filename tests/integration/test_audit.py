@@ -12,13 +12,14 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from audit_rules.kinds import KINDS, Severity
+from audit_rules.kinds import KINDS
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest, session_conf
 from jobs.profiles import load_profile
 from tests.integration.spark_fixtures import CODEGEN_MODE, TEST_CONF
 from tests.paths import REAL_FIXTURES
+from tests.table_rows import above_info
 
 REAL = REAL_FIXTURES
 
@@ -40,12 +41,12 @@ def findings_of(spark: Any, output: Path, profile: str | None = None) -> list[di
     return [r.asDict() for r in out.findings.collect()]
 
 
-def above_info(findings: list[dict[str, Any]]) -> list[str]:
+def described_above_info(findings: list[dict[str, Any]]) -> list[str]:
+    """The findings above info, one line each (what a failed assertion shows)."""
     return sorted(
         f"{f['kind']} {f['topic']}-{f['partition']} pid={f['producer_id']} @{f['first_offset']}: "
         f"{f['message']}"
-        for f in findings
-        if Severity.parse(f["severity"]) > Severity.INFO
+        for f in above_info(findings)
     )
 
 
@@ -88,7 +89,7 @@ def test_every_finding_follows_the_contract_registry(real_findings: list[dict[st
 def test_real_fixtures_raise_nothing_above_info(real_findings: list[dict[str, Any]]) -> None:
     # PROVENANCE.md: codecrafters foo-0 is clean; donaldy myTopic-0 is retention, not loss;
     # induswargods test-topic-0 is one non-idempotent batch.
-    assert above_info(real_findings) == []
+    assert described_above_info(real_findings) == []
 
 
 def test_donaldy_snapshot_producers_below_log_start_are_retained_state_not_loss(
@@ -158,8 +159,8 @@ def test_clean_broker_log_with_restarts_epoch_bumps_and_aborts_raises_nothing_ab
 ) -> None:
     findings = broker_out.findings
     # Nothing above info but the wrong acks planted in the ledger (the tests below).
-    assert [f for f in above_info(findings) if not f.startswith("ACKED_RECORD_MISSING ")] == []
-    assert len(above_info(findings)) == len(missing(broker_out)) == 3
+    assert [f for f in described_above_info(findings) if not f.startswith("ACKED_RECORD_MISSING ")] == []
+    assert len(described_above_info(findings)) == len(missing(broker_out)) == 3
     # The transactional scenario re-initialises its producer: the bump is reported, as info.
     bumps = [f for f in findings if f["kind"] == "EPOCH_BUMP"]
     assert bumps and all(f["topic"] == "transactional" for f in bumps)
@@ -264,7 +265,7 @@ def clean_findings(
 def test_logs_truncated_by_real_retention_raise_nothing_above_info(
     clean_findings: list[dict[str, Any]],
 ) -> None:
-    assert above_info(clean_findings) == []
+    assert described_above_info(clean_findings) == []
 
 
 def test_retention_and_delete_records_explain_histories_that_start_mid_sequence(

@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from audit_rules.kinds import Severity
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
@@ -26,6 +25,7 @@ from kafka_harness.faults import apply_fault
 from kafka_harness.scenarios import SEGMENTED_TOPIC, TRANSACTIONAL_TOPIC
 from schemas.tables import WALK_FIRST
 from tests.builders import V2Batch, build_v2, producer_snapshot, segment
+from tests.table_rows import above_info, kinds_above_info
 
 Findings = list[dict[str, Any]]
 
@@ -55,9 +55,7 @@ def of_topic(found: Findings, topic: str) -> Findings:
 
 
 def kinds(found: Findings) -> list[tuple[str, int | None]]:
-    return sorted(
-        (f["kind"], f["first_offset"]) for f in found if Severity.parse(f["severity"]) > Severity.INFO
-    )
+    return sorted((f["kind"], f["first_offset"]) for f in above_info(found))
 
 
 def batches_of(
@@ -291,9 +289,7 @@ def test_snapshot_that_disagrees_with_the_log_is_a_mismatch(batch_level: BatchLe
     found = of_topic(batch_level.found, MISMATCHED)
     mismatch = [f for f in found if f["kind"] == "SNAPSHOT_MISMATCH"]
     assert mismatch and all(f["related_offset"] == batch_level.newest_snapshot for f in mismatch), found
-    assert {f["kind"] for f in found if Severity.parse(f["severity"]) > Severity.INFO} == {
-        "SNAPSHOT_MISMATCH"
-    }
+    assert set(kinds_above_info(found)) == {"SNAPSHOT_MISMATCH"}
 
 
 def unknown_producers(found: Findings) -> list[tuple[Any, ...]]:
@@ -341,7 +337,7 @@ def test_txnindex_entries_must_match_the_abort_markers_one_to_one(batch_level: B
         if f["kind"] == "INDEX_MISMATCH"
     )
     assert mismatches == sorted([batch_level.dropped[1:4], batch_level.stray[1:4]])
-    assert {f["kind"] for f in found if Severity.parse(f["severity"]) > Severity.INFO} == {"INDEX_MISMATCH"}
+    assert set(kinds_above_info(found)) == {"INDEX_MISMATCH"}
 
 
 # --- a split segment (its own ingest) ----------------------------------------------------------------

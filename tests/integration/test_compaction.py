@@ -21,7 +21,6 @@ from typing import Any, NamedTuple
 import pytest
 from confluent_kafka import Producer
 
-from audit_rules.kinds import KINDS, Severity
 from audit_rules.pipeline import Bronze, audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
@@ -30,6 +29,7 @@ from kafka_harness.broker import KafkaBroker
 from kafka_log_decoder.checkpoints import read_offset_checkpoint
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
+from tests.table_rows import kinds_above_info
 
 TOPIC = "compacted-idempotent"
 RECORDS = 20_000
@@ -119,10 +119,6 @@ def audited(spark: Any, out: Path, log_dir: Path, acks: Path) -> list[dict[str, 
     return findings_of(ingested(spark, out, log_dir, acks))
 
 
-def above_info(findings: list[dict[str, Any]]) -> Counter[str]:
-    return Counter(f["kind"] for f in findings if KINDS[f["kind"]].severity > Severity.INFO)
-
-
 def test_the_cleaner_removed_whole_batches_of_the_producer(compacted: CompactedDump) -> None:
     """The precondition of the tests below: the retained batches start past offset 0 mid-sequence and
     skip sequences between them."""
@@ -140,11 +136,11 @@ def test_the_cleaner_removed_whole_batches_of_the_producer(compacted: CompactedD
     assert sum(b.last_offset - b.base_offset + 1 for b in data) < compacted.acked // 2
 
 
-def test_a_cleaned_log_has_no_finding_above_info(
+def test_a_cleaned_log_has_no_finding_kinds_above_info(
     spark: Any, compacted: CompactedDump, tmp_path: Path
 ) -> None:
     findings = audited(spark, tmp_path / "out", compacted.log_dir, compacted.acks)
-    assert above_info(findings) == Counter()
+    assert kinds_above_info(findings) == Counter()
     (start,) = [f for f in findings if f["kind"] == "HISTORY_TRUNCATED_BY_RETENTION"]
     assert start["explained_by"] == "compaction" and "cleaner-offset-checkpoint lists it" in start["message"]
 
@@ -157,14 +153,14 @@ def test_without_the_cleaners_checkpoint_the_same_bytes_read_as_loss(
     shutil.copytree(compacted.log_dir, bare)
     (bare / "cleaner-offset-checkpoint").unlink()
     bronze = ingested(spark, tmp_path / "bare", bare, compacted.acks)
-    loss = above_info(findings_of(bronze))
+    loss = kinds_above_info(findings_of(bronze))
     assert (
         loss["HISTORY_START_MISSING"] == 1 and loss["SEQUENCE_GAP"] >= 5 and loss["ACKED_RECORD_MISSING"] >= 5
     )
     config = tmp_path / "compacted.yaml"
     config.write_text(f"compacted_topics: ['{TOPIC}']\n")
     named = findings_of(bronze, config=str(config))
-    assert above_info(named) == Counter()
+    assert kinds_above_info(named) == Counter()
 
 
 def test_a_checkpoint_behind_the_cleaned_segments_still_explains_them(
@@ -176,4 +172,4 @@ def test_a_checkpoint_behind_the_cleaned_segments_still_explains_them(
     behind = tmp_path / "dump"
     shutil.copytree(compacted.log_dir, behind)
     (behind / "cleaner-offset-checkpoint").write_text(f"0\n1\n{TOPIC} 0 1\n")
-    assert above_info(audited(spark, tmp_path / "out", behind, compacted.acks)) == Counter()
+    assert kinds_above_info(audited(spark, tmp_path / "out", behind, compacted.acks)) == Counter()

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from audit_rules.kinds import Severity
 from audit_rules.pipeline import Bronze, audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.faults import CorpusCase, apply_fault, build_corpus
+from tests.table_rows import above_info
 
 
 def ingest(spark: Any, output: Path, *inputs: str) -> None:
@@ -108,9 +108,7 @@ def test_every_fault_gives_exactly_its_expected_findings(corpus: dict[str, Any])
     mismatches = []
     for case, found in corpus.values():
         got = Counter(
-            (f["kind"], f["partition"], f["producer_id"], f["first_offset"])
-            for f in found
-            if Severity.parse(f["severity"]) > Severity.INFO
+            (f["kind"], f["partition"], f["producer_id"], f["first_offset"]) for f in above_info(found)
         )
         want = Counter(
             (e.kind, e.partition, e.producer_id, e.first_offset) for e in case.expected.above_info()

@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from audit_rules.kinds import KINDS, Severity
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
@@ -23,6 +22,7 @@ from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaBroker
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
+from tests.table_rows import kinds_above_info
 
 RECORDS = 3000
 ABORT_EVERY = 5  # every fifth transaction is aborted and its input consumed again
@@ -101,7 +101,7 @@ def test_exactly_once_processing_has_no_finding_above_info(spark: Any, eos: EosD
     out = tmp_path / "out"
     run_ingest(spark, IngestOptions(inputs=[LabeledPath("eos", str(eos.log_dir))], output=str(out)))
     findings = [r.asDict() for r in audit(read_bronze(spark, str(out)), load_profile()).findings.collect()]
-    assert Counter(f["kind"] for f in findings if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
+    assert kinds_above_info(findings) == Counter()
     # Every transaction ended with a marker in the output topic (a client's batches, checked in full).
     markers = read_bronze(spark, str(out)).batches.where("topic = 'eos-out' AND is_control").count()
     assert markers >= eos.committed + eos.aborted

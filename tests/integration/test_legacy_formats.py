@@ -24,7 +24,6 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from audit_rules.kinds import KINDS, Severity
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
@@ -36,6 +35,7 @@ from kafka_log_decoder.dump_log_text import fields_in_text, parse_dump_log_text
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
 from tests.integration.test_dump_log_text_crosscheck import cross_check, dumped_files
+from tests.table_rows import kinds_above_info
 
 pytestmark = pytest.mark.integration
 
@@ -272,6 +272,4 @@ def test_a_reordering_in_legacy_entries_is_one_app_sequence_regression(
     assert [(f["kind"], f["first_offset"], f["related_offset"]) for f in found] == [
         ("APP_SEQUENCE_REGRESSION", offset_of[10], offset_of[29])
     ]
-    assert Counter(
-        f["kind"] for f in audited["findings"] if KINDS[f["kind"]].severity > Severity.INFO
-    ) == Counter({"APP_SEQUENCE_REGRESSION": 1})
+    assert kinds_above_info(audited["findings"]) == Counter({"APP_SEQUENCE_REGRESSION": 1})

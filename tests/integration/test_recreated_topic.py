@@ -14,20 +14,19 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 from confluent_kafka import Producer
 
-from audit_rules.kinds import KINDS, Severity
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaBroker
 from kafka_log_decoder.checkpoints import decode_partition_metadata
+from tests.table_rows import above_info, kinds_above_info
 
 TOPIC = "orders"
 OLD, NEW = 2000, 500  # records over both partitions
@@ -107,10 +106,6 @@ def audited(
     return [r.asDict() for r in found.collect()]
 
 
-def above_info(findings: list[dict[str, Any]]) -> Counter[str]:
-    return Counter(f["kind"] for f in findings if KINDS[f["kind"]].severity > Severity.INFO)
-
-
 def test_the_topic_was_created_again(dumps: Dumps) -> None:
     for partition in (0, 1):
         assert topic_id(dumps.before, partition) != topic_id(dumps.after, partition)
@@ -127,7 +122,7 @@ def test_the_same_bytes_under_one_topic_id_are_rewritten(spark: Any, dumps: Dump
         shutil.copy(
             dumps.before / f"{TOPIC}-{partition}" / "partition.metadata", one / f"{TOPIC}-{partition}"
         )
-    loss = above_info(audited(spark, tmp_path / "out", dumps, dumps.acks, after=one))
+    loss = kinds_above_info(audited(spark, tmp_path / "out", dumps, dumps.acks, after=one))
     assert loss["REPLICA_DIVERGENCE"] == 2 and loss["UNKNOWN_PRODUCER_LOSS"] == 2
     assert loss["ACKED_RECORD_MISSING"] >= 2
 
@@ -140,11 +135,7 @@ def test_two_topics_of_one_name_are_not_one_rewritten_topic(spark: Any, dumps: D
         {"topic": TOPIC, "partition": 0, "offset": 7, "key": "nobody"},
         {"topic": TOPIC, "partition": 1, "offset": 5000, "key": "past-the-end"},
     ]
-    found = [
-        f
-        for f in audited(spark, tmp_path / "out", dumps, ledger)
-        if KINDS[f["kind"]].severity > Severity.INFO
-    ]
+    found = above_info(audited(spark, tmp_path / "out", dumps, ledger))
     got = sorted((f["kind"], f["dump_id"], f["partition"], f["first_offset"]) for f in found)
     assert got == [
         ("ACKED_RECORD_MISSING", "after", 0, 7),

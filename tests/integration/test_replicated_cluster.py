@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from audit_rules.kinds import KINDS, Severity
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
@@ -34,6 +33,7 @@ from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaCluster
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
+from tests.table_rows import above_info
 
 BROKER_PROPERTIES = {
     # The high watermark reaches its checkpoint file within half a second (default 5 s).
@@ -107,10 +107,6 @@ def run_audit(spark: Any, out: Path, inputs: dict[str, Path], ledger: Path) -> l
         return [r.asDict(recursive=True) for r in result.findings.collect()]
     finally:
         result.release()
-
-
-def above_info(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [f for f in findings if KINDS[f["kind"]].severity > Severity.INFO]
 
 
 def produce(bootstrap: str, ledger: Ledger, topic: str, tag: str, count: int) -> None:

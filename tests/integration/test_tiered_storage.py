@@ -32,7 +32,6 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from pyspark.sql import functions as F
 
-from audit_rules.kinds import KINDS, Severity
 from audit_rules.pipeline import Bronze, audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
@@ -45,6 +44,7 @@ from kafka_log_decoder.dump import run_dump
 from kafka_log_decoder.remote_log_metadata import decode_remote_log_metadata
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
+from tests.table_rows import above_info, kinds_above_info
 
 pytestmark = pytest.mark.integration
 
@@ -227,7 +227,7 @@ def test_offsets_in_remote_storage_are_explained_and_said_to_be_there(
     copied, and the finding says which offsets those segments hold; partition 1's acks below its
     DeleteRecords offset were deleted (below the broker's log start), the rest are in remote storage."""
     found, summary = audited(bronze)
-    assert Counter(f["kind"] for f in found if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
+    assert kinds_above_info(found) == Counter()
     by_kind = Counter((f["kind"], f["partition"]) for f in found)
     assert by_kind == Counter(
         {
@@ -296,7 +296,7 @@ def test_without_evidence_of_a_remote_tier_the_same_gap_is_retention(bronze: Bro
     )
     found, summary = audited(plain)
     assert [summary[p]["remote_log_start"] for p in range(PARTITIONS)] == [None] * PARTITIONS
-    assert Counter(f["kind"] for f in found if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
+    assert kinds_above_info(found) == Counter()
     assert found and all(
         "deleted by retention" in f["message"] and "remote" not in f["message"] for f in found
     )
@@ -421,15 +421,13 @@ def test_an_ack_in_no_copied_remote_segment_is_lost_from_the_remote_tier(
         .unionByName(last_state(first1[3], "DELETE_SEGMENT_STARTED", max(events) + 2)),
     )
     found, summary = audited(faulty)
-    above_info = sorted(
-        (f for f in found if KINDS[f["kind"]].severity > Severity.INFO), key=lambda f: str(f["kind"])
-    )
+    above = sorted(above_info(found), key=lambda f: str(f["kind"]))
     # The hole itself (from the metadata alone) and the acknowledged records in it (from the ledger).
-    assert [(f["kind"], f["partition"], f["first_offset"], f["last_offset"]) for f in above_info] == [
+    assert [(f["kind"], f["partition"], f["first_offset"], f["last_offset"]) for f in above] == [
         ("ACKED_RECORD_MISSING", 0, hole_start, hole_end),
         ("REMOTE_SEGMENT_MISSING", 0, hole_start, hole_end),
     ]
-    for lost in above_info:
+    for lost in above:
         assert (lost["missing_records"], lost["related_offset"], lost["rule"]) == (
             hole_end - hole_start + 1,
             hole_start,
