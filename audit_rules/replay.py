@@ -96,7 +96,7 @@ class _State:
     max_epoch: tuple[int, int] | None = None  # code of the highest epoch of a valid row, its first offset
     last_ok: dict[str, Any] | None = None
     min_epoch: int = 0  # code of the lowest epoch of a valid row
-    markers: int = 0
+    markers: int = 0  # markers, fenced ones too
     last_stream: dict[str, Any] | None = None
     n: int = 0  # in-stream batches
     spans: int = 0  # in-stream batches whose sequences wrap inside them
@@ -272,8 +272,10 @@ def scan_batch(
     m_max = _before(m_upto, start, 0, m_init)
     out["min_epoch_before"] = EPOCH_BIAS - m_max
     out["min_epoch_before_null"] = m_max == 0
-    markers = _cumsum((ok & control).astype(np.int64), start, seg, state.markers if carry else 0)
-    out["markers_before"] = markers - (ok & control)
+    # The producer's markers before this row, a fenced one (epoch regression) too: whatever marker the
+    # broker appended closed the producer's transaction in its state, and its `.txnindex` follows that.
+    markers = _cumsum(control.astype(np.int64), start, seg, state.markers if carry else 0)
+    out["markers_before"] = markers - control
     out["markers_before_null"] = np.zeros(n, dtype=bool)
 
     # The previous in-stream batch: the stream's previous batch when its epoch is this one.

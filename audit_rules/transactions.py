@@ -149,8 +149,11 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
     """INDEX_MISMATCH (TransactionIndex): ABORT markers closing a transaction and `.txnindex` entries must
     match one to one."""
     # The first offset of the transaction an ABORT closes: the first transactional data batch after the
-    # pid's previous marker (`markers_before` numbers the pid's transactions in offset order).
-    marked = history.where(F.col("ok")).withColumn("_txn", F.col("markers_before"))
+    # pid's previous marker (`markers_before` numbers the pid's transactions in offset order). Fenced
+    # rows (a lower epoch) count: a follower appends them with a warning
+    # (`ProducerAppendInfo.checkProducerEpoch`, REPLICATION origin), its producer state closes the
+    # transaction at such a marker, and the index lists it; the regression is EPOCH_REGRESSION's finding.
+    marked = history.where(~F.col("invalid")).withColumn("_txn", F.col("markers_before"))
     firsts = (
         marked.where(F.col("is_transactional") & ~F.col("is_control"))
         .groupBy("log_key", "producer_id", "_txn")

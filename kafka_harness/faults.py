@@ -291,6 +291,10 @@ class LogBatch:
     def producer_id(self) -> int:
         return self._get(">q", PRODUCER_ID_OFFSET)
 
+    @producer_id.setter
+    def producer_id(self, value: int) -> None:
+        self._set(">q", PRODUCER_ID_OFFSET, value, sealed=True)
+
     @property
     def producer_epoch(self) -> int:
         return self._get(">h", PRODUCER_EPOCH_OFFSET)

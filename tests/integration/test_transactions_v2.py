@@ -23,17 +23,18 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from audit_rules.kinds import KINDS, Severity
 from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness import java_producer
 from kafka_harness.broker import KafkaBroker
+from kafka_harness.faults import LogBatch, PartitionLog
 from kafka_harness.jars import HarnessError
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
 from tests.integration.test_dump_log_text_crosscheck import cross_check, dumped_files
+from tests.table_rows import above_info, kinds_above_info
 
 TOPIC = "transactions-v2"
 COPY = "transactions-v2-copy"
@@ -148,7 +149,7 @@ def test_the_broker_wrote_version_2_transactions(v2_log: V2Dump) -> None:
 def test_no_finding_above_info(findings: list[dict[str, Any]]) -> None:
     """In the producers' topic, the copy and `__consumer_offsets` (the copier's transactional offset
     commits, each closed by a V2 marker too)."""
-    assert Counter(f["kind"] for f in findings if KINDS[f["kind"]].severity > Severity.INFO) == Counter()
+    assert kinds_above_info(findings) == Counter()
 
 
 def test_the_copy_and_its_offset_commits_have_no_finding(
@@ -186,3 +187,92 @@ def test_kafkas_dump_log_segments_reads_the_v2_markers_as_our_decoders_do(v2_log
     files = [p for topic in (TOPIC, COPY) for p in dumped_files(v2_log.log_dir / f"{topic}-0")]
     seen = cross_check(files)
     assert seen["control:COMMIT"] >= 20 and seen["control:ABORT"] >= 4, seen
+
+
+# Short.MAX_VALUE: the epoch of the last marker a producer id can carry. Under transactions V2 the
+# coordinator ends a transaction whose data is at MAX - 1 with a marker at MAX and hands the producer
+# a new producer id at epoch 0 (`TransactionMetadata.prepareAbortOrCommit` and `prepareComplete`).
+LAST_EPOCH = (1 << 15) - 1
+
+
+def _wrapped(epoch: int) -> int:
+    """`epoch` as an int16 holds it (librdkafka #3720: a local bump past 32767 wraps to -32768)."""
+    return (epoch + (1 << 15)) % (1 << 16) - (1 << 15)
+
+
+def at_the_last_epoch(log_dir: Path, out: Path, *, wrap: bool) -> tuple[Path, dict[int, list[LogBatch]]]:
+    """`log_dir`'s partitions of the producers' topic, with the `many` producer's transactions (the last
+    in each partition) rewritten as a producer id that runs out of epochs halfway: the first half's
+    epochs raised so that its last marker carries `LAST_EPOCH`, the second half under a new producer id
+    from epoch 0, as the coordinator rotates it. `wrap`: the second half stays under the old producer
+    id, its epochs wrapped past `LAST_EPOCH` to -32768 and up (no broker accepts that from a client).
+    Returns the log directory and, per partition, the second half's batches."""
+    second: dict[int, list[LogBatch]] = {}
+    logs = [PartitionLog.read(log_dir / f"{TOPIC}-{partition}") for partition in (0, 1)]
+    new_id = 1 + max(b.producer_id for log in logs for b in log.batches)
+    for partition, log in enumerate(logs):
+        many = log.producer_batches(log.batches[-1].producer_id)
+        markers = [i for i, b in enumerate(many) if b.is_control]
+        assert len(markers) == COMMITS and many[-1].is_control
+        half = markers[COMMITS // 2 - 1] + 1
+        first, second[partition] = many[:half], many[half:]
+        raise_by = LAST_EPOCH - first[-1].producer_epoch
+        for batch in first:
+            batch.producer_epoch += raise_by
+        restart = second[partition][0].producer_epoch
+        for batch in second[partition]:
+            if wrap:
+                batch.producer_epoch = _wrapped(batch.producer_epoch + raise_by + 1)
+            else:
+                batch.producer_id = new_id
+                batch.producer_epoch -= restart
+        log.write(out / log.name)
+    return out, second
+
+
+def audited_log(spark: Any, log_dir: Path, out: Path) -> list[dict[str, Any]]:
+    run_ingest(spark, IngestOptions(inputs=[LabeledPath("v2", str(log_dir))], output=str(out)))
+    return [r.asDict() for r in audit(read_bronze(spark, str(out)), load_profile()).findings.collect()]
+
+
+def test_a_producer_id_that_runs_out_of_epochs_and_goes_on_under_a_new_one_has_no_finding(
+    spark: Any, v2_log: V2Dump, findings: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """Epoch exhaustion as a V2 coordinator handles it: data at 32766, its marker at 32767, and the
+    next transactions under a new producer id from epoch 0 and sequence 0. The epochs' edge is no
+    event: the same findings (the re-initialised producers' bumps) as the log as written."""
+    log_dir, second = at_the_last_epoch(v2_log.log_dir, tmp_path / "logs", wrap=False)
+    for partition in (0, 1):
+        rows = by_producer(batches(log_dir, partition))
+        (old,) = [r for r in rows.values() if r[-1].producer_epoch == LAST_EPOCH]
+        new = rows[second[partition][0].producer_id]
+        assert old[-1].is_control and old[-2].producer_epoch == LAST_EPOCH - 1
+        assert (new[0].producer_epoch, new[0].base_sequence) == (0, 0)
+        assert old[-1].base_offset < new[0].base_offset and new[0].producer_id not in {
+            b.producer_id for b in old
+        }
+    found = audited_log(spark, log_dir, tmp_path / "out")
+    assert kinds_above_info(found) == Counter()
+
+    def topic_events(rows: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+        return sorted((f["kind"], f["partition"], f["first_offset"]) for f in rows if f["topic"] == TOPIC)
+
+    assert topic_events(found) == topic_events(findings)
+
+
+def test_an_epoch_wrapped_past_32767_is_a_regression_at_every_batch_and_marker_after_it(
+    spark: Any, v2_log: V2Dump, tmp_path: Path
+) -> None:
+    """librdkafka #3720: a producer that bumps its own epoch past 32767 wraps to -32768. A broker
+    refuses it (lower than the producer's epoch); in a log it is a write below the epoch already used,
+    each row of the wrapped epochs, related to the marker that first carried 32767."""
+    log_dir, second = at_the_last_epoch(v2_log.log_dir, tmp_path / "logs", wrap=True)
+    found = audited_log(spark, log_dir, tmp_path / "out")
+    expected = []
+    for partition in (0, 1):
+        rows = batches(log_dir, partition)
+        last_marker = max(b.base_offset for b in rows if b.producer_epoch == LAST_EPOCH)
+        assert second[partition][0].producer_epoch == -(1 << 15)
+        expected += [("EPOCH_REGRESSION", partition, b.base_offset, last_marker) for b in second[partition]]
+    got = [(f["kind"], f["partition"], f["first_offset"], f["related_offset"]) for f in above_info(found)]
+    assert sorted(got) == sorted(expected)
