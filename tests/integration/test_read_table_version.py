@@ -4,26 +4,36 @@ deletion vectors), and without a file-selection job per query."""
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.audit import read_table_version
 
 SCHEMA = "id long, topic string, value long"
+T = TypeVar("T")
 
 
 def ids(df: DataFrame) -> list[int]:
     return sorted(r["id"] for r in df.collect())
 
 
-def jobs_of(spark: SparkSession, group: str, action: DataFrame) -> int:
+def jobs_during(spark: SparkSession, group: str, call: Callable[[], T]) -> tuple[int, T]:
+    """How many Spark jobs `call` runs (in a job group of its own), and what it returns."""
     spark.sparkContext.setJobGroup(group, group)
     try:
-        action.collect()
+        result = call()
     finally:
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)), result
+
+
+def jobs_of(spark: SparkSession, group: str, action: DataFrame) -> int:
+    return jobs_during(spark, group, action.collect)[0]
 
 
 def test_the_frame_keeps_its_version_while_the_table_moves_on(spark: SparkSession, tmp_path: Path) -> None:
@@ -69,6 +79,36 @@ def test_queries_of_the_frame_select_no_files_again(spark: SparkSession, tmp_pat
     # queries run their own job only.
     assert jobs_of(spark, "pinned-1", pinned) == jobs_of(spark, "pinned-2", pinned.where("id > 1")) == 1
     assert jobs_of(spark, "plain", plain.where("id > 1")) > 1
+
+
+def checksum_lists_files(path: str) -> bool:
+    """Whether the `.crc` of the table's latest version lists its live files (`allFiles`)."""
+    (latest,) = sorted(Path(path, "_delta_log").glob("*.crc"))[-1:]
+    return "allFiles" in json.loads(latest.read_text())
+
+
+def test_the_files_come_from_the_versions_checksum_when_it_lists_them(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Delta lists a small table's live files in each version's `.crc`: read from there, the frame costs
+    no Spark job. A table whose checksums do not list them is read by Delta's state reconstruction (a
+    job), with the same rows."""
+    listed, unlisted = str(tmp_path / "listed"), str(tmp_path / "unlisted")
+    key = "spark.databricks.delta.allFilesInCrc.enabled"
+    before = spark.conf.get(key, None)
+    for path, enabled in ((listed, "true"), (unlisted, "false")):
+        spark.conf.set(key, enabled)
+        try:
+            spark.createDataFrame([(1, "a", 10), (2, "b", 20)], SCHEMA).write.format("delta").save(path)
+            spark.createDataFrame([(3, "a", 30)], SCHEMA).write.format("delta").mode("append").save(path)
+            spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 2")
+        finally:
+            spark.conf.unset(key) if before is None else spark.conf.set(key, before)
+    assert checksum_lists_files(listed) and not checksum_lists_files(unlisted)
+    for path in (listed, unlisted):
+        jobs, frame = jobs_during(spark, path, functools.partial(read_table_version, spark, path))
+        assert (jobs == 0) == (path == listed), (path, jobs)
+        assert ids(frame) == [1, 3]
 
 
 class SessionWithoutJvm:
