@@ -152,6 +152,24 @@ def test_scan_columns_of_a_hand_written_producer() -> None:
         assert [r["coord_before_epoch"] for r in got] == [None] * 6
 
 
+def test_markers_before_counts_a_fenced_marker_too() -> None:
+    """Producer 7's transactions at epoch 1, then a zombie's at epoch 0 (an epoch regression, data and
+    marker), then epoch 1 again: the zombie's marker closed a transaction in the broker's state as any
+    other, so the rows after it count it. Checked cut after every row."""
+    rows = [
+        (1, 7, 0, 0, 0, 0, 1, False, True, None, 100),
+        (1, 7, 1, 1, -1, -1, 1, True, True, 3, 110),
+        (1, 7, 2, 2, 0, 0, 0, False, True, None, 120),
+        (1, 7, 3, 3, -1, -1, 0, True, True, 3, 130),
+        (1, 7, 4, 4, 0, 0, 1, False, True, None, 140),
+    ]
+    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    for batches in (table.to_batches(), _cut(table, [1])):
+        got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
+        assert [r["epoch_regressed"] for r in got] == [False, False, True, True, False]
+        assert [r["markers_before"] for r in got] == [0, 0, 1, 1, 2]
+
+
 def test_highest_sequence_before_and_first_base_of_a_stream() -> None:
     """A stream that starts at sequence 5, runs to 7, goes back to 3 (late), jumps to 10; then a new epoch
     from 0. Each batch sees the stream's highest last sequence before it and the stream's first base."""
