@@ -136,7 +136,7 @@ def test_the_cleaner_removed_whole_batches_of_the_producer(compacted: CompactedD
     assert sum(b.last_offset - b.base_offset + 1 for b in data) < compacted.acked // 2
 
 
-def test_a_cleaned_log_has_no_finding_kinds_above_info(
+def test_a_cleaned_log_has_no_finding_above_info(
     spark: Any, compacted: CompactedDump, tmp_path: Path
 ) -> None:
     findings = audited(spark, tmp_path / "out", compacted.log_dir, compacted.acks)
