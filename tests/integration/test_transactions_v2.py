@@ -122,9 +122,7 @@ def epoch_raises(log_dir: Path, partition: int) -> tuple[int, set[tuple[int, int
 
 @pytest.fixture(scope="module")
 def findings(spark: Any, v2_log: V2Dump, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    out = tmp_path_factory.mktemp("transactions-v2-audit")
-    run_ingest(spark, IngestOptions(inputs=[LabeledPath("v2", str(v2_log.log_dir))], output=str(out)))
-    return [r.asDict() for r in audit(read_bronze(spark, str(out)), load_profile()).findings.collect()]
+    return audited_log(spark, v2_log.log_dir, tmp_path_factory.mktemp("transactions-v2-audit"))
 
 
 def test_the_broker_wrote_version_2_transactions(v2_log: V2Dump) -> None:
