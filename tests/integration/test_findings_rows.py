@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
-from audit_rules.kinds import KINDS
+from audit_rules.kinds import KINDS, Kind
 from schemas.tables import FINDINGS
 
 EVIDENCE = (
@@ -116,3 +116,33 @@ def test_extra_evidence_a_given_rule_and_log_columns_left_out(spark: SparkSessio
             "f.log",
         )
     }
+
+
+def test_texts_with_quotes_nested_fields_and_either_string_literal_mode(
+    spark: SparkSession, monkeypatch: Any
+) -> None:
+    """`to_findings` writes its projection as SQL text: a registry text holding a quote or a backslash,
+    a field named by a nested path and `spark.sql.parser.escapedStringLiterals` (which reads a
+    literal's backslashes differently) give the same row as the registry and the columns say."""
+    spec = KINDS["SEQUENCE_GAP"]
+    monkeypatch.setitem(
+        KINDS, "SEQUENCE_GAP", Kind("SEQUENCE_GAP", spec.severity, "it's \\ odd", "KIP-98 'rule' \\n")
+    )
+    df = rows_of(spark).select("*", F.struct(F.col("producer_id").alias("id")).alias("p"))
+    previous = spark.conf.get("spark.sql.parser.escapedStringLiterals")
+    rows = []
+    try:
+        for escaped in ("false", "true"):
+            spark.conf.set("spark.sql.parser.escapedStringLiterals", escaped)
+            out = to_findings(df, "SEQUENCE_GAP", fmt("%s: %s", "p.id", "note"), producer_id="p.id")
+            rows.append(sorted((r.asDict() for r in out.collect()), key=lambda r: r["producer_id"]))
+    finally:
+        spark.conf.set("spark.sql.parser.escapedStringLiterals", previous)
+    assert rows[0] == rows[1]
+    assert [(r["category"], r["rule"]) for r in rows[0]] == [("it's \\ odd", "KIP-98 'rule' \\n")] * 2
+    assert [r["message"] for r in rows[0]] == ["77: it's a \\ test", "78: plain"]
+    evidence = {**dict.fromkeys(EVIDENCE), "dump_id": "d1", "topic": "orders", "partition": 3}
+    assert [r["finding_id"] for r in rows[0]] == [
+        expected_id("SEQUENCE_GAP", {**evidence, "replica": "r1", "producer_id": 77}),
+        expected_id("SEQUENCE_GAP", {**evidence, "producer_id": 78}),
+    ]
