@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.kinds import KINDS, Kind
+from jobs.ingest import session_conf
 from schemas.tables import FINDINGS
 
 EVIDENCE = (
@@ -129,15 +130,11 @@ def test_texts_with_quotes_nested_fields_and_either_string_literal_mode(
         KINDS, "SEQUENCE_GAP", Kind("SEQUENCE_GAP", spec.severity, "it's \\ odd", "KIP-98 'rule' \\n")
     )
     df = rows_of(spark).select("*", F.struct(F.col("producer_id").alias("id")).alias("p"))
-    previous = spark.conf.get("spark.sql.parser.escapedStringLiterals")
     rows = []
-    try:
-        for escaped in ("false", "true"):
-            spark.conf.set("spark.sql.parser.escapedStringLiterals", escaped)
+    for escaped in ("false", "true"):
+        with session_conf(spark, {"spark.sql.parser.escapedStringLiterals": escaped}):
             out = to_findings(df, "SEQUENCE_GAP", fmt("%s: %s", "p.id", "note"), producer_id="p.id")
             rows.append(sorted((r.asDict() for r in out.collect()), key=lambda r: r["producer_id"]))
-    finally:
-        spark.conf.set("spark.sql.parser.escapedStringLiterals", previous)
     assert rows[0] == rows[1]
     assert [(r["category"], r["rule"]) for r in rows[0]] == [("it's \\ odd", "KIP-98 'rule' \\n")] * 2
     assert [r["message"] for r in rows[0]] == ["77: it's a \\ test", "78: plain"]

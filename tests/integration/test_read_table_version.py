@@ -13,6 +13,7 @@ from typing import TypeVar
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.audit import read_table_version
+from jobs.ingest import session_conf
 
 SCHEMA = "id long, topic string, value long"
 T = TypeVar("T")
@@ -94,16 +95,11 @@ def test_the_files_come_from_the_versions_checksum_when_it_lists_them(
     no Spark job. A table whose checksums do not list them is read by Delta's state reconstruction (a
     job), with the same rows."""
     listed, unlisted = str(tmp_path / "listed"), str(tmp_path / "unlisted")
-    key = "spark.databricks.delta.allFilesInCrc.enabled"
-    before = spark.conf.get(key, None)
     for path, enabled in ((listed, "true"), (unlisted, "false")):
-        spark.conf.set(key, enabled)
-        try:
+        with session_conf(spark, {"spark.databricks.delta.allFilesInCrc.enabled": enabled}):
             spark.createDataFrame([(1, "a", 10), (2, "b", 20)], SCHEMA).write.format("delta").save(path)
             spark.createDataFrame([(3, "a", 30)], SCHEMA).write.format("delta").mode("append").save(path)
             spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 2")
-        finally:
-            spark.conf.unset(key) if before is None else spark.conf.set(key, before)
     assert checksum_lists_files(listed) and not checksum_lists_files(unlisted)
     for path in (listed, unlisted):
         jobs, frame = jobs_during(spark, path, functools.partial(read_table_version, spark, path))
