@@ -74,7 +74,7 @@ def to_findings(
     constants = {"kind": kind, "severity": spec.severity.label, "category": spec.category}
     if "rule" not in fields:
         constants["rule"] = spec.rule
-    columns = set(df.columns) if not _LOG_FIELDS.issubset(fields) else set()
+    columns = set(df.columns)
     exprs: dict[str, str] = {}
     for field in FINDINGS.schema.fields:
         name = field.name
