@@ -20,6 +20,7 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaBroker
+from kafka_harness.clean_scenarios import wait_for_markers
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
 from tests.table_rows import kinds_above_info
@@ -79,6 +80,9 @@ def eos(tmp_path_factory: pytest.TempPathFactory) -> EosDump:
                 producer.commit_transaction(30)
                 done += len(messages)
         consumer.close()
+        # The last transaction's markers are written after `commit_transaction` returns; a broker stopped
+        # before then leaves its transaction open in the dump.
+        wait_for_markers(broker.admin(), [("eos-out", 0), ("eos-out", 1), ("__consumer_offsets", 0)])
     return EosDump(broker.log_dir, transactions - aborted, aborted)
 
 
