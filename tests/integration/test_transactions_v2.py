@@ -29,6 +29,7 @@ from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness import java_producer
 from kafka_harness.broker import KafkaBroker
+from kafka_harness.clean_scenarios import wait_for_markers
 from kafka_harness.faults import LogBatch, PartitionLog
 from kafka_harness.jars import HarnessError
 from kafka_log_decoder.rows import BatchHeader
@@ -83,6 +84,10 @@ def v2_log(tmp_path_factory: pytest.TempPathFactory) -> V2Dump:
         said["many"] = java_producer.run(broker.bootstrap, TOPIC, "many", "commits", str(COMMITS))
         broker.create_topic(COPY, partitions=2)
         said["copy"] = java_producer.run(broker.bootstrap, COPY, "copier", "copy", TOPIC)
+        # The copy's last markers are written after its commit returned (as every transaction's).
+        wait_for_markers(
+            broker.admin(), [(t, p) for t in (TOPIC, COPY) for p in range(2)] + [("__consumer_offsets", 0)]
+        )
     return V2Dump(broker.log_dir, said)
 
 
