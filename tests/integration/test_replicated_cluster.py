@@ -87,6 +87,22 @@ def checkpoint(log_dir: Path, name: str, partition: str) -> int:
     raise AssertionError(f"{partition} not in {log_dir / name}")
 
 
+def wait_for_checkpoint(log_dir: Path, partition: str, offset: int, timeout_s: float = 30.0) -> None:
+    """Until a live broker's `replication-offset-checkpoint` holds `offset` for `partition`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if checkpoint(log_dir, "replication-offset-checkpoint", partition) == offset:
+                return
+        except (AssertionError, FileNotFoundError, ValueError):
+            pass  # not written yet, or caught mid-rename
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{log_dir}: the high watermark of {partition} did not reach {offset} in {timeout_s} s"
+            )
+        time.sleep(0.1)
+
+
 def leader_epochs(log_dir: Path, partition: str) -> list[tuple[int, int]]:
     lines = (log_dir / partition / "leader-epoch-checkpoint").read_text().splitlines()[2:]
     return [(int(e), int(o)) for e, o in (line.split() for line in lines)]
@@ -149,7 +165,8 @@ def unclean(tmp_path_factory: pytest.TempPathFactory) -> UncleanDumps:
         b3.stop()  # a clean shutdown: the controller takes 3 out of the in-sync replicas at once
         cluster.wait_for(UNCLEAN, 0, [2])
         produce(cluster.bootstrap, ledger, UNCLEAN, "alone", PHASES["alone"])  # acked by 2 alone
-        time.sleep(1.5)  # the high watermark's checkpoint
+        # The high watermark reaches its checkpoint file every 500 ms: wait until it holds every ack.
+        wait_for_checkpoint(b2.log_dir, f"{UNCLEAN}-0", max(r["offset"] for r in ledger.rows) + 1)
         cluster.kill(2)
         b3.start()  # the only live replica, out of sync: elected because the topic allows it
         cluster.wait_for(UNCLEAN, 0, [3])
