@@ -198,3 +198,27 @@ def test_local_conf_documents_the_session_factory(monkeypatch: pytest.MonkeyPatc
     assert local["job_conf"] == spark_session.job_local_conf("ingest")
     for command in ("audit", "run"):
         assert {**local["job_conf"], **local["audit_job_conf"]} == spark_session.job_local_conf(command)
+
+
+def test_local_python_workers_import_pyspark_from_the_installation_not_sparks_zip(spark: Any) -> None:
+    """`jobs.pyspark_daemon`: the local sessions' workers run without Spark's zipped copies of pyspark
+    and py4j on their path (each task would read their directories again)."""
+    import pyspark.sql.functions as F
+
+    @F.udf("string")
+    def where(_: int) -> str:
+        import os as os_
+        import sys as sys_
+
+        import pyspark as pyspark_
+
+        home = os_.environ.get("SPARK_HOME", "")
+        copies = [p for p in sys_.path if p.startswith(home) and p.endswith((".zip", ".jar"))]
+        return json.dumps({"pyspark": pyspark_.__file__, "copies": copies, "home": home})
+
+    rows = {r.w for r in spark.range(0, 4, numPartitions=2).select(where("id").alias("w")).collect()}
+    for row in map(json.loads, rows):
+        assert row["home"] and row["copies"] == [], row
+        assert ".zip" not in row["pyspark"] and row["pyspark"].startswith(
+            str(Path(sys.executable).parent.parent)
+        ), row
