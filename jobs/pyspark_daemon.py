@@ -1,18 +1,19 @@
-"""PySpark's worker daemon, started without Spark's own zipped copies of pyspark and py4j on its path
-(`spark.python.daemon.module` of the local sessions, `jobs.spark_session.LOCAL_CONF`).
+"""PySpark's worker daemon, started without Spark's own zipped copies of pyspark and py4j on its
+path (`spark.python.daemon.module` of the local sessions, `jobs.spark_session.LOCAL_CONF`).
 
 Spark puts `$SPARK_HOME/python/lib/pyspark.zip`, the py4j zip and the jar it runs from at the head of
 every Python worker's path, so the workers import pyspark from the zip although pip installed it.
-Before each task a worker calls `importlib.invalidate_caches()` (`pyspark.worker_util.setup_spark_files`),
-and on Python 3.10 and later that makes every zip importer read its archive's directory again: one
-importer per package directory of pyspark.zip that the worker ever imported from, and the 15 MB jar.
-Measured on a warm local session (2026-11-29): about 20 directory reads per task, 0.2-0.3 s of a query with
-a Python UDF that took 0.6-0.8 s in all (a SQL query of the same rows: 0.07 s).
+Before each task a worker calls `importlib.invalidate_caches()`
+(`pyspark.worker_util.setup_spark_files`), and on Python 3.10 and later that makes every zip importer
+read its archive's directory again: one importer per package directory of pyspark.zip that the
+worker ever imported from, and the 15 MB jar. Measured on a warm local session (2026-11-29): about
+20 directory reads per task, 0.2-0.3 s of a query with a Python UDF that took 0.6-0.8 s in all (a
+SQL query of the same rows: 0.07 s).
 
 With the copies dropped, pyspark and py4j come from the same installation as the driver's, and a
 task's cache invalidation only rescans directories. When pyspark cannot be found without them (Spark
-installed without pip), the path stays as Spark made it. Files a job ships (`--py-files`, `addPyFile`)
-are added by each worker after this, so they are untouched.
+installed without pip), the path stays as Spark made it. Files a job ships (`--py-files`,
+`addPyFile`) are added by each worker after this, so they are untouched.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from typing import Any
 
 
 def _spark_copy(path: str, spark_home: str) -> bool:
-    return bool(spark_home) and path.startswith(spark_home) and path.endswith((".zip", ".jar"))
+    inside = bool(spark_home) and path.startswith(os.path.join(spark_home, ""))
+    return inside and path.endswith((".zip", ".jar"))
 
 
-def drop_spark_copies(path: list[str], importer_cache: dict[str, object], spark_home: str) -> list[str]:
+def drop_spark_copies(path: list[str], importer_cache: dict[str, Any], spark_home: str) -> list[str]:
     """Remove Spark's own zips and jars from `path` (in place) and their importers from
     `importer_cache`, if pyspark and py4j can still be imported without them; the removed entries."""
     removed = [p for p in path if _spark_copy(p, spark_home)]
@@ -55,7 +58,7 @@ def _importable_outside(name: str, removed: list[str]) -> bool:
 
 
 if __name__ == "__main__":
-    drop_spark_copies(sys.path, sys.path_importer_cache, os.environ.get("SPARK_HOME", ""))  # type: ignore[arg-type]
+    drop_spark_copies(sys.path, sys.path_importer_cache, os.environ.get("SPARK_HOME", ""))
     from pyspark import daemon
 
     daemon.manager()

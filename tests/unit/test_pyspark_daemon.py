@@ -54,7 +54,10 @@ def test_the_path_stays_when_pyspark_is_only_in_sparks_copy(
     assert cache == {copies[0]: "zip"}
 
 
-def test_nothing_changes_without_a_spark_home(tmp_path: Path) -> None:
-    _, copies = _spark_home(tmp_path)
+def test_nothing_changes_without_a_spark_home_or_outside_it(tmp_path: Path) -> None:
+    home, copies = _spark_home(tmp_path)
     path = list(copies)
     assert drop_spark_copies(path, {}, "") == [] and path == copies
+    # A sibling directory whose name starts with SPARK_HOME's is not inside it.
+    sibling = [home + "-other/deps.zip"]
+    assert drop_spark_copies(sibling, {}, home) == [] and sibling == [home + "-other/deps.zip"]
