@@ -206,7 +206,7 @@ def test_local_python_workers_import_pyspark_from_the_installation_not_sparks_zi
     import pyspark.sql.functions as F
 
     @F.udf("string")
-    def where(_: int) -> str:
+    def where(_):  # no type hints: PySpark would read them as the UDF's eval type
         import os as os_
         import sys as sys_
 
