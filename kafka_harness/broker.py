@@ -24,9 +24,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_harness.jars import HarnessError, java_executable, kafka_classpath, run_tool
+from kafka_harness.polling import poll_until
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ JVM_OPTS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1
 # Short-lived JVMs (StorageTool, DumpLogSegments): the same.
 TOOL_JVM_OPTS = JVM_OPTS
 LOG_TAIL_LINES = 40
+ADMIN_TIMEOUT_S = 10.0  # one admin request (list offsets) to a live broker
 
 # Defaults suited to a one-node test cluster; constructor overrides win. Internal topics get one
 # partition each because creating 50 of them on first use costs seconds on two cores.
@@ -372,18 +375,22 @@ class KafkaBroker(_Started):
             name
         ]
         future.result(timeout=timeout_s)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def led() -> bool | None:
             metadata = admin.list_topics(topic=name, timeout=10).topics.get(name)
-            if (
+            return (
                 metadata is not None
                 and metadata.error is None
                 and len(metadata.partitions) == partitions
                 and all(p.leader >= 0 for p in metadata.partitions.values())
-            ):
-                return
-            time.sleep(0.1)
-        raise HarnessError(f"topic {name!r} has no leader for every partition after {timeout_s:.0f} s")
+            ) or None
+
+        poll_until(
+            led,
+            timeout_s,
+            lambda: f"topic {name!r} has no leader for every partition after {timeout_s:.0f} s",
+            interval_s=0.1,
+        )
 
     def stop(self) -> int | None:
         """SIGTERM the broker's process group, wait up to 60 s, then SIGKILL. Returns the exit status.
@@ -447,14 +454,20 @@ class KafkaCluster(_Started):
 
     def wait_for(self, topic: str, partition: int, isr: Sequence[int], timeout_s: float = 60.0) -> int:
         """Wait until the partition's in-sync replicas are `isr`; returns its leader."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def leader() -> int | None:
             leader, current = self.leader(topic, partition)
-            if current == sorted(isr) and leader in isr:
-                return leader
-            if time.monotonic() > deadline:
-                raise HarnessError(f"{topic}-{partition}: in-sync replicas {current}, not {sorted(isr)}")
-            time.sleep(0.25)
+            return leader if current == sorted(isr) and leader in isr else None
+
+        return poll_until(
+            leader,
+            timeout_s,
+            lambda: (
+                f"{topic}-{partition}: in-sync replicas {self.leader(topic, partition)[1]}, "
+                f"not {sorted(isr)}, after {timeout_s:.0f} s"
+            ),
+            interval_s=0.25,
+        )
 
     def stop(self) -> None:
         for broker in self.brokers.values():
@@ -532,3 +545,46 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def list_offsets(admin: AdminClient, keys: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(log start offset, log end offset) per (topic, partition), as the broker reports them."""
+    earliest = _list_offsets(admin, keys, OffsetSpec.earliest())
+    latest = _list_offsets(admin, keys, OffsetSpec.latest())
+    return {key: (earliest[key], latest[key]) for key in keys}
+
+
+def wait_for_markers(admin: AdminClient, keys: list[tuple[str, int]], timeout_s: float = 30.0) -> None:
+    """Until no partition has a transaction open: `commit_transaction` returns once the coordinator has
+    logged PREPARE_COMMIT, and it writes the markers to the partitions afterwards (KIP-98), so a log end
+    read at once can miss the last marker. The last stable offset (read_committed) reaches the log end
+    when the marker is in."""
+
+    def open_transactions() -> dict[str, tuple[int, int]]:
+        """(last stable offset, log end offset) of each partition where they differ."""
+        stable = _list_offsets(admin, keys, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        end = _list_offsets(admin, keys, OffsetSpec.latest())
+        return {f"{t}-{p}": (stable[(t, p)], end[(t, p)]) for t, p in keys if stable[(t, p)] != end[(t, p)]}
+
+    poll_until(
+        lambda: None if open_transactions() else True,
+        timeout_s,
+        lambda: f"transaction markers still missing after {timeout_s:.0f} s: {open_transactions()}",
+    )
+
+
+def _list_offsets(
+    admin: AdminClient,
+    keys: list[tuple[str, int]],
+    spec: OffsetSpec,
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+) -> dict[tuple[str, int], int]:
+    futures = admin.list_offsets(
+        {TopicPartition(topic, partition): spec for topic, partition in keys},
+        isolation_level=isolation,
+        request_timeout=ADMIN_TIMEOUT_S,
+    )
+    return {
+        (tp.topic, tp.partition): int(future.result(timeout=ADMIN_TIMEOUT_S).offset)
+        for tp, future in futures.items()
+    }

@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from kafka_harness.broker import KafkaBroker
+from kafka_harness.broker import ADMIN_TIMEOUT_S, KafkaBroker, list_offsets, wait_for_markers
 from kafka_harness.jars import HarnessError
+from kafka_harness.polling import poll_until
 from kafka_harness.scenarios import (
     ABORTED,
     Manifest,
@@ -59,7 +59,6 @@ BACKDATE_MS = 60 * 60 * 1000
 ROLL_MS = 5 * 60 * 1000
 DELETION_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.2
-ADMIN_TIMEOUT_S = 10.0
 
 # Broker settings that make retention act within a second instead of minutes.
 BROKER_PROPERTIES: dict[str, Any] = {
@@ -243,17 +242,22 @@ def wait_for_deletion(
         whole = sum(1 for following in bases[1:] if following <= start)  # next segment starts by `start`
         return whole + len(list(directory.glob("*.deleted")))
 
-    deadline = time.monotonic() + DELETION_TIMEOUT_S
-    start, end = list_offsets(broker.admin(), [(topic, partition)])[(topic, partition)]
-    while start < log_start_offset or segments_below(start):
-        if time.monotonic() > deadline:
-            raise HarnessError(
-                f"{topic}-{partition}: log start offset {start} (waiting for {log_start_offset}) and "
-                f"{segments_below(start)} segment files below it after {DELETION_TIMEOUT_S:.0f} s; "
-                f"see {broker.server_log}"
-            )
-        time.sleep(POLL_INTERVAL_S)
-        start, end = list_offsets(broker.admin(), [(topic, partition)])[(topic, partition)]
+    def offsets() -> tuple[int, int]:
+        return list_offsets(broker.admin(), [(topic, partition)])[(topic, partition)]
+
+    def deleted() -> tuple[int, int] | None:
+        start, end = offsets()
+        return None if start < log_start_offset or segments_below(start) else (start, end)
+
+    def failure() -> str:
+        start = offsets()[0]
+        return (
+            f"{topic}-{partition}: log start offset {start} (waiting for {log_start_offset}) and "
+            f"{segments_below(start)} segment files below it after {DELETION_TIMEOUT_S:.0f} s; "
+            f"see {broker.server_log}"
+        )
+
+    start, end = poll_until(deleted, DELETION_TIMEOUT_S, failure, POLL_INTERVAL_S)
     if start != log_start_offset:
         # Retention only: a backdated batch shared a segment with the first fresh one (no roll).
         raise HarnessError(
@@ -349,49 +353,6 @@ def produce_transactions(recorder: Recorder) -> None:
     log.info("%s was fenced by %s, as intended", FENCED_ZOMBIE, FENCED_SUCCESSOR)
     _transaction(successor, True, _transaction_sends(rng, "successor", (2, 2)))
     successor.close()
-
-
-def list_offsets(admin: AdminClient, keys: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-    """(log start offset, log end offset) per (topic, partition), as the broker reports them."""
-    earliest = _list_offsets(admin, keys, OffsetSpec.earliest())
-    latest = _list_offsets(admin, keys, OffsetSpec.latest())
-    return {key: (earliest[key], latest[key]) for key in keys}
-
-
-def wait_for_markers(admin: AdminClient, keys: list[tuple[str, int]], timeout_s: float = 30.0) -> None:
-    """Until no partition has a transaction open: `commit_transaction` returns once the coordinator has
-    logged PREPARE_COMMIT, and it writes the markers to the partitions afterwards (KIP-98), so a log end
-    read at once can miss the last marker. The last stable offset (read_committed) reaches the log end
-    when the marker is in."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        stable = _list_offsets(admin, keys, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
-        end = _list_offsets(admin, keys, OffsetSpec.latest())
-        if stable == end:
-            return
-        if time.monotonic() > deadline:
-            open_ = {
-                f"{t}-{p}": (stable[(t, p)], end[(t, p)]) for t, p in keys if stable[(t, p)] != end[(t, p)]
-            }
-            raise TimeoutError(f"transaction markers still missing after {timeout_s:.0f} s: {open_}")
-        time.sleep(0.2)
-
-
-def _list_offsets(
-    admin: AdminClient,
-    keys: list[tuple[str, int]],
-    spec: OffsetSpec,
-    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-) -> dict[tuple[str, int], int]:
-    futures = admin.list_offsets(
-        {TopicPartition(topic, partition): spec for topic, partition in keys},
-        isolation_level=isolation,
-        request_timeout=ADMIN_TIMEOUT_S,
-    )
-    return {
-        (tp.topic, tp.partition): int(future.result(timeout=ADMIN_TIMEOUT_S).offset)
-        for tp, future in futures.items()
-    }
 
 
 def produce_clean(broker: KafkaBroker) -> CleanManifest:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections import Counter
 from itertools import pairwise
 from pathlib import Path
@@ -26,6 +25,7 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaBroker
+from kafka_harness.polling import poll_until
 from kafka_log_decoder.checkpoints import read_offset_checkpoint
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
@@ -80,19 +80,22 @@ def compacted(tmp_path_factory: pytest.TempPathFactory) -> CompactedDump:
                 producer.poll(0)
         producer.flush(60)
         checkpoint = broker.log_dir / "cleaner-offset-checkpoint"
-        deadline = time.monotonic() + CLEANED_WITHIN_S
-        while time.monotonic() < deadline:
+
+        def cleaned() -> bool | None:
             # One more batch now and then rolls the active segment (segment.ms), which the cleaner skips.
             producer.produce(TOPIC, key=b"hot-0", value=b"roll", on_delivery=acked)
             producer.flush(10)
             entries = read_offset_checkpoint(checkpoint)[0] if checkpoint.is_file() else []
             # The cleaner may have passed only the first segments written: the tests need it past nearly all
             # of them, so that most acknowledged offsets are gone.
-            if any(e.topic == TOPIC and e.offset > RECORDS * 9 // 10 for e in entries):
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError(f"the log cleaner did not compact {TOPIC} within {CLEANED_WITHIN_S:.0f} s")
+            return any(e.topic == TOPIC and e.offset > RECORDS * 9 // 10 for e in entries) or None
+
+        poll_until(
+            cleaned,
+            CLEANED_WITHIN_S,
+            lambda: f"the log cleaner did not compact {TOPIC} within {CLEANED_WITHIN_S:.0f} s",
+            interval_s=0.5,
+        )
     ledger = work / "acks.jsonl"
     ledger.write_text("".join(json.dumps(a) + "\n" for a in acks))
     return CompactedDump(broker.log_dir, ledger, len(acks))

@@ -19,8 +19,7 @@ from audit_rules.pipeline import audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
-from kafka_harness.broker import KafkaBroker
-from kafka_harness.clean_scenarios import wait_for_markers
+from kafka_harness.broker import KafkaBroker, wait_for_markers
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
 from tests.table_rows import kinds_above_info

@@ -31,6 +31,7 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaCluster
+from kafka_harness.polling import poll_until
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import read_log_segment
 from tests.table_rows import above_info
@@ -89,18 +90,19 @@ def checkpoint(log_dir: Path, name: str, partition: str) -> int:
 
 def wait_for_checkpoint(log_dir: Path, partition: str, offset: int, timeout_s: float = 30.0) -> None:
     """Until a live broker's `replication-offset-checkpoint` holds `offset` for `partition`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def reached() -> bool | None:
         try:
-            if checkpoint(log_dir, "replication-offset-checkpoint", partition) == offset:
-                return
+            return checkpoint(log_dir, "replication-offset-checkpoint", partition) == offset or None
         except (AssertionError, FileNotFoundError, ValueError):
-            pass  # not written yet, or caught mid-rename
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"{log_dir}: the high watermark of {partition} did not reach {offset} in {timeout_s} s"
-            )
-        time.sleep(0.1)
+            return None  # not written yet, or caught mid-rename
+
+    poll_until(
+        reached,
+        timeout_s,
+        lambda: f"{log_dir}: the high watermark of {partition} did not reach {offset} in {timeout_s:.0f} s",
+        interval_s=0.1,
+    )
 
 
 def leader_epochs(log_dir: Path, partition: str) -> list[tuple[int, int]]:

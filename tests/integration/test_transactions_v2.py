@@ -28,8 +28,7 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness import java_producer
-from kafka_harness.broker import KafkaBroker
-from kafka_harness.clean_scenarios import wait_for_markers
+from kafka_harness.broker import KafkaBroker, wait_for_markers
 from kafka_harness.faults import LogBatch, PartitionLog
 from kafka_harness.jars import HarnessError
 from kafka_log_decoder.rows import BatchHeader
