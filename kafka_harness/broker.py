@@ -376,14 +376,14 @@ class KafkaBroker(_Started):
         ]
         future.result(timeout=timeout_s)
 
-        def led() -> bool | None:
+        def led() -> bool:
             metadata = admin.list_topics(topic=name, timeout=10).topics.get(name)
             return (
                 metadata is not None
                 and metadata.error is None
                 and len(metadata.partitions) == partitions
                 and all(p.leader >= 0 for p in metadata.partitions.values())
-            ) or None
+            )
 
         poll_until(
             led,

@@ -81,14 +81,14 @@ def compacted(tmp_path_factory: pytest.TempPathFactory) -> CompactedDump:
         producer.flush(60)
         checkpoint = broker.log_dir / "cleaner-offset-checkpoint"
 
-        def cleaned() -> bool | None:
+        def cleaned() -> bool:
             # One more batch now and then rolls the active segment (segment.ms), which the cleaner skips.
             producer.produce(TOPIC, key=b"hot-0", value=b"roll", on_delivery=acked)
             producer.flush(10)
             entries = read_offset_checkpoint(checkpoint)[0] if checkpoint.is_file() else []
             # The cleaner may have passed only the first segments written: the tests need it past nearly all
             # of them, so that most acknowledged offsets are gone.
-            return any(e.topic == TOPIC and e.offset > RECORDS * 9 // 10 for e in entries) or None
+            return any(e.topic == TOPIC and e.offset > RECORDS * 9 // 10 for e in entries)
 
         poll_until(
             cleaned,

@@ -93,7 +93,7 @@ def wait_for_checkpoint(log_dir: Path, partition: str, offset: int, timeout_s: f
 
     def reached() -> bool | None:
         try:
-            return checkpoint(log_dir, "replication-offset-checkpoint", partition) == offset or None
+            return checkpoint(log_dir, "replication-offset-checkpoint", partition) == offset
         except (AssertionError, FileNotFoundError, ValueError):
             return None  # not written yet, or caught mid-rename
 

@@ -38,7 +38,7 @@ from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaBroker, tiered_storage_properties
 from kafka_harness.dump_log_segments import run_dump_log_segments
-from kafka_harness.jars import HarnessError
+from kafka_harness.polling import poll_until
 from kafka_log_decoder.checkpoints import decode_offset_checkpoint
 from kafka_log_decoder.dump import run_dump
 from kafka_log_decoder.remote_log_metadata import decode_remote_log_metadata
@@ -125,27 +125,30 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredLog:
             time.sleep(1.1)
         # Wait until the remote log manager has copied the closed segments and retention has deleted
         # them locally: only the active segment is left.
-        deadline = time.monotonic() + 90
-        while not all(
-            local_start(broker.log_dir, p) > 0
-            and len(list((broker.log_dir / f"{TOPIC}-{p}").glob("*.log"))) == 1
-            for p in range(PARTITIONS)
-        ):
-            if time.monotonic() > deadline:
-                raise HarnessError(f"the tiered topic's segments were not moved to {remote} in 90 s")
-            time.sleep(0.5)
+        poll_until(
+            lambda: all(
+                local_start(broker.log_dir, p) > 0
+                and len(list((broker.log_dir / f"{TOPIC}-{p}").glob("*.log"))) == 1
+                for p in range(PARTITIONS)
+            ),
+            90,
+            lambda: f"the tiered topic's segments were not moved to {remote} in 90 s",
+            interval_s=0.5,
+        )
         # DeleteRecords on partition 1: the remote segments wholly below DELETED_BELOW are deleted from
         # the remote tier (their events go to DELETE_SEGMENT_FINISHED) and the log start moves up.
         (deleted,) = broker.admin().delete_records([TopicPartition(TOPIC, 1, DELETED_BELOW)]).values()
         assert deleted.result(30).low_watermark == DELETED_BELOW
-        while not (
-            min(int(p.name[:20]) for p in remote_segments(remote, 1)) > 0
-            and _deletions_all_finished(broker.log_dir)
-            and _checkpointed_start(broker.log_dir, 1) == DELETED_BELOW
-        ):
-            if time.monotonic() > deadline + 60:
-                raise HarnessError(f"partition 1's remote segments below {DELETED_BELOW} were not deleted")
-            time.sleep(0.5)
+        poll_until(
+            lambda: (
+                min(int(p.name[:20]) for p in remote_segments(remote, 1)) > 0
+                and _deletions_all_finished(broker.log_dir)
+                and _checkpointed_start(broker.log_dir, 1) == DELETED_BELOW
+            ),
+            120,
+            lambda: f"partition 1's remote segments below {DELETED_BELOW} were not deleted in 120 s",
+            interval_s=0.5,
+        )
     ledger = work / "acks.jsonl"
     ledger.write_text("".join(json.dumps(a) + "\n" for a in acks))
     return TieredLog(broker.log_dir, remote, ledger)

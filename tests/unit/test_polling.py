@@ -19,9 +19,19 @@ def test_returns_the_first_answer_and_probes_no_more() -> None:
         return next(answers)
 
     failures: list[int] = []
-    assert poll_until(probe, 5.0, lambda: failures.append(1) or "never", interval_s=0.001) == 0
+
+    def failure() -> str:
+        failures.append(1)
+        return "never"
+
+    assert poll_until(probe, 5.0, failure, interval_s=0.001) == 0
     assert len(calls) == 3
     assert failures == []  # the failure message is built only on a timeout
+
+
+def test_false_is_not_yet_and_true_is_the_answer() -> None:
+    answers = iter([False, None, False, True])
+    assert poll_until(lambda: next(answers), 5.0, lambda: "never", interval_s=0.001) is True
 
 
 def test_a_condition_never_met_raises_the_failure_message_after_the_timeout() -> None:
