@@ -312,7 +312,11 @@ def _scan_partition_dir(
                 ExcludedFile(entry.path, "unexpected directory inside a partition directory")
             )
             continue
-        info = _file_info(entry.path, entry.stat())
+        try:
+            stat = entry.stat()
+        except OSError as exc:  # a dangling symlink, or gone since the listing
+            raise NotAKafkaArtifact.from_os_error(entry.path, exc) from None
+        info = _file_info(entry.path, stat)
         if name.endswith(KRAFT_SNAPSHOT_DELETE_SUFFIX):
             result.excluded.append(ExcludedFile(info.path, "KRaft snapshot marked for deletion (.deleted)"))
         elif name.endswith(DELETED_FILE_SUFFIX):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +137,10 @@ def expand_paths(paths: Iterable[str]) -> Iterator[Path]:
         if not path.exists():
             raise NotAKafkaArtifact(f"{raw}: no such file or directory")
         if path.is_file():
+            try:
+                os.close(os.open(path, os.O_RDONLY))  # unreadable: say so, not "not a Kafka artifact"
+            except OSError as exc:
+                raise NotAKafkaArtifact.from_os_error(raw, exc) from None
             if artifact_kind(path) is None:
                 raise NotAKafkaArtifact(f"{raw}: not a Kafka log artifact")
             yield path

@@ -41,7 +41,7 @@ from kafka_log_decoder.constants import (
     TIMESTAMP_TYPE_NAMES,
     TRANSACTIONAL_FLAG_MASK,
 )
-from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.legacy import LegacyFormatError, decode_legacy_entry, minimum_message_size
 from kafka_log_decoder.native import Columns
 from kafka_log_decoder.rows import BatchHeader, Record
@@ -262,7 +262,10 @@ def iter_segment_runs(
 ) -> Iterator[BatchRun | list[LogItem]]:
     """The columnar stream: `BatchRun`s for v2 batches, lists of rows for legacy entries and errors."""
     file = str(path)
-    fd = os.open(file, os.O_RDONLY)
+    try:
+        fd = os.open(file, os.O_RDONLY)
+    except OSError as exc:
+        raise NotAKafkaArtifact.from_os_error(file, exc) from None
     try:
         size = os.fstat(fd).st_size
         end = size if end_position is None else min(end_position, size)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +135,38 @@ def test_console_script_runs_as_a_whole_process() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["batches"] == 2
+
+
+def test_a_dangling_segment_in_a_partition_directory_is_a_usage_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A partition copied with its symlinks, one pointing nowhere: exit 2 and one line naming the segment."""
+    copy = tmp_path / "foo-0"
+    shutil.copytree(FOO_0, copy)
+    dangling = copy / "00000000000000000900.log"
+    dangling.symlink_to(tmp_path / "elsewhere.log")
+    assert main(["dump", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"replay-audit: {dangling}: cannot read: No such file or directory\n"
+
+
+def test_an_unreadable_file_is_a_usage_error_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file the user may not read (EACCES; tests may run as root, so the open fails on purpose): the
+    reason is that, not "not a Kafka artifact", for a segment and for dump-log text alike."""
+    segment = tmp_path / "00000000000000000000.log"
+    shutil.copy(FOO_0 / "00000000000000000000.log", segment)
+    text = tmp_path / "dump.txt"
+    text.write_text(f"Dumping {segment}\n")
+    real_open = os.open
+
+    def denied(path: Any, flags: int, *args: Any) -> int:
+        if Path(path) in (segment, text):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", denied)
+    for path in (segment, text):
+        assert main(["dump", str(path)]) == 2
+        assert capsys.readouterr().err == f"replay-audit: {path}: cannot read: Permission denied\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import iter_segment_runs, read_log_segment
 from tests.builders import V2Batch, build_legacy, build_v2
@@ -253,3 +253,10 @@ def test_compressed_control_batch_gets_its_type_and_coordinator_epoch(tmp_path: 
         "COMMIT",
         7,
     )
+
+
+def test_a_segment_that_cannot_be_opened_is_one_usage_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "00000000000000000000.log"
+    with pytest.raises(NotAKafkaArtifact) as raised:
+        list(iter_segment_runs(missing))
+    assert str(raised.value) == f"{missing}: cannot read: No such file or directory"
