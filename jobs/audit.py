@@ -77,6 +77,12 @@ def read_bronze(spark: SparkSession, output: str) -> Bronze:
     return Bronze(**{name: frames[name] for name in paths})
 
 
+def _without_records(bronze: Bronze) -> bool:
+    """Batches but no record: an ingest without --records (a records-mode ingest writes every batch's
+    records; an ingest in headers mode leaves the table empty). One-row reads of each table."""
+    return (bronze.records is None or bronze.records.isEmpty()) and not bronze.batches.isEmpty()
+
+
 def read_table_version(spark: SparkSession, path: str) -> DataFrame:
     """The Delta table at `path` over the files of its current version: every query the audit plans
     from the frame reads that version (an ingest committing meanwhile is not half seen), and Delta
@@ -166,6 +172,12 @@ def run_audit(
     """Audit everything ingested under `output`; write tables and `report/`; return the exit status."""
     started_at = int(time.time() * 1000)
     bronze = read_bronze(spark, output)
+    if profile.app_sequence is not None and _without_records(bronze):
+        # Contract §1: the extractor implies --records; `run` turns it on, a separate ingest may not have.
+        raise UsageError(
+            f"{output}: the app-sequence extractor reads records, and nothing here was ingested with "
+            "--records: ingest with --records, or use `replay-audit run`"
+        )
     # The driver's waits (small jobs, Delta log reads and commits, code generation) overlap: the run id
     # beside the audit's first stages, the silver table's write beside the planning of the findings,
     # their write and the reports.

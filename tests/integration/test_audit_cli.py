@@ -106,3 +106,18 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captur
     assert "unknown profile" in err and "kafka-3.4" in err
     assert main(["audit", "--output", str(tmp_path), "--app-producer", "header:x"]) == 2
     assert "go together" in capsys.readouterr().err
+
+
+def test_an_app_sequence_audit_of_an_output_ingested_without_records_is_a_usage_error(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The extractor implies --records (contract §1): `run` turns it on; after a headers-only ingest the
+    audit says so instead of running without the app-sequence rules."""
+    out = tmp_path / "out"
+    assert main(["ingest", "--input", str(SAMPLE / "codec-gzip-0"), "--output", str(out)]) == 0
+    capsys.readouterr()
+    app = ["--app-producer", "header:producer", "--app-sequence", "header:seq"]
+    assert main(["audit", "--output", str(out), *app, "--no-gx"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--records" in err and str(out) in err
+    assert not (out / "findings").exists()
