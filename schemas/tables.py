@@ -437,7 +437,8 @@ RUNS = TableSpec(
     ),
     partition_by=(),
     natural_key=("run_id",),
-    doc="One row appended per audit run (the only table that grows on re-runs: it is the run log).",
+    doc="One row per distinct audit run (run id: the audited files' fingerprints and the profile); a "
+    "re-run of the same audit replaces its row, another audit adds one: the run log.",
 )
 
 AUDIT_TABLES: dict[str, TableSpec] = {
