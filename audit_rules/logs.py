@@ -158,6 +158,7 @@ def log_bounds(
         "first_segment_offset": F.min,
         "last_segment_offset": F.max,
         "mtime_ms": F.max,
+        "captured_at_ms": F.max,
         "checkpoint_log_start": F.max,
         "high_watermark": F.max,
         "cleaner_offset": F.max,
@@ -177,8 +178,10 @@ def log_bounds(
         files,
         first_segment_offset=F.when(live_segment, F.col("base_offset")),
         last_segment_offset=F.when(live_segment, F.col("base_offset")),
-        # The capture time of a (dump, replica): its newest file, in or outside a partition.
+        # The capture time of a (dump, replica): as given at ingest (`--captured-at`), else its newest
+        # file, in or outside a partition.
         mtime_ms=F.col("mtime_ms"),
+        captured_at_ms=F.col("captured_at_ms") if "captured_at_ms" in files.columns else nothing,
         remote_trace=F.when(_remote_tier_trace(), F.lit(1)),
     )
     from_state = facts(
@@ -205,7 +208,9 @@ def log_bounds(
     )
     logs = per_log.withColumns(
         {
-            "capture_time_ms": F.max("mtime_ms").over(capture),
+            "capture_time_ms": F.coalesce(
+                F.max("captured_at_ms").over(capture), F.max("mtime_ms").over(capture)
+            ),
             "_remote_tier": F.max("remote_trace").over(capture).isNotNull(),
         }
     ).where(

@@ -320,6 +320,7 @@ def files_rows(layout: Layout, log_dir: str) -> list[tuple[Any, ...]]:
             "fingerprint": f"{count * BATCH_BYTES}:{mtime}:{layout.case}-{GENERATOR_VERSION}",
             "is_live": True,
             "excluded_reason": None,
+            "captured_at_ms": None,
         }
         rows.append(tuple(row[f.name] for f in FILES.schema.fields))
     return rows

@@ -136,13 +136,18 @@ def run_id_of(bronze: Bronze, profile: Profile) -> str:
     """Same audited files and profile, same id (contract §3: same input, same ids)."""
     from pyspark.sql import functions as F
 
+    # A capture time given at ingest (`captured_at_ms`) orders the dumps: part of the input. Null (not
+    # given, or a table from before the column) adds nothing: those ids are as they were.
+    captured = [F.col("captured_at_ms").cast("string")] if "captured_at_ms" in bronze.files.columns else []
     row = bronze.files.agg(
         F.sha2(
             F.concat_ws(
                 "\n",
                 F.array_sort(
                     F.collect_list(
-                        F.concat_ws("|", "dump_id", F.coalesce("replica", F.lit("")), "file", "fingerprint")
+                        F.concat_ws(
+                            "|", "dump_id", F.coalesce("replica", F.lit("")), "file", "fingerprint", *captured
+                        )
                     )
                 ),
             ),

@@ -53,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="producer acknowledgement ledger (JSON lines, CSV or Parquet with topic, partition, offset)",
     )
     ingest.add_argument(
+        "--captured-at",
+        action="append",
+        metavar="[LABEL=]TIME",
+        help="when the dump LABEL was taken (ISO 8601, UTC unless given, or epoch ms; repeatable): it orders "
+        "the dumps of a partition; default the dump's newest file mtime, which a copy may have reset",
+    )
+    ingest.add_argument(
         "--split-bytes",
         type=_size,
         default=None,

@@ -98,6 +98,56 @@ class IngestOptions:
     records: bool = False
     acks: list[LabeledPath] = field(default_factory=list)
     split_bytes: int = DEFAULT_SPLIT_BYTES
+    # `--captured-at [LABEL=]TIME`: when a dump was taken, by dump id (None: the call's only dump), in
+    # epoch ms; a dump without one is dated by its newest file's mtime (contract §1).
+    captured_at: dict[str | None, int] = field(default_factory=dict)
+
+
+def parse_captured_at(texts: Iterable[str]) -> dict[str | None, int]:
+    """`[LABEL=]TIME` values of `--captured-at`: TIME is ISO 8601 (UTC unless it says otherwise) or epoch
+    milliseconds; LABEL is a dump id as the tables show it. Raises UsageError."""
+    from datetime import UTC, datetime
+
+    captured: dict[str | None, int] = {}
+    for text in texts:
+        label, sep, value = text.rpartition("=")
+        key = label if sep else None
+        if sep and not label:
+            raise UsageError(f"--captured-at {text}: an empty label")
+        if key in captured:
+            raise UsageError(
+                f"--captured-at: {'dump ' + repr(key) if key else 'the unlabelled time'} given twice"
+            )
+        try:
+            if value.strip().isdigit():
+                captured[key] = int(value)
+            else:
+                moment = datetime.fromisoformat(value.strip())
+                moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+                captured[key] = int(moment.timestamp() * 1000)
+        except ValueError:
+            raise UsageError(
+                f"--captured-at {text}: not a time (ISO 8601 such as 2026-11-23T09:30:00Z, or epoch ms)"
+            ) from None
+    return captured
+
+
+def _apply_captured_at(captured: Mapping[str | None, int], rows: list[dict[str, Any]]) -> None:
+    """Set each input file's `captured_at_ms` from `--captured-at`; usage errors for a label that names no
+    dump of the call, or an unlabelled time where the call ingests several dumps."""
+    dump_ids = sorted({row["dump_id"] for row in rows})
+    unknown = sorted(str(k) for k in captured if k is not None and k not in dump_ids)
+    if unknown:
+        raise UsageError(
+            f"--captured-at: no dump {', '.join(unknown)} among the inputs ({', '.join(dump_ids)})"
+        )
+    if None in captured and len(dump_ids) > 1:
+        raise UsageError(
+            f"--captured-at without a label dates one dump, and the inputs hold {len(dump_ids)} "
+            f"({', '.join(dump_ids)}): give LABEL=TIME for each"
+        )
+    for row in rows:
+        row["captured_at_ms"] = captured.get(row["dump_id"], captured.get(None))
 
 
 @dataclass
@@ -145,6 +195,7 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
                 plan.inventory.append(row)
                 if unit is not None:
                     plan.units.extend(split_segment(unit, options.split_bytes))
+    _apply_captured_at(options.captured_at, plan.inventory)
     for ledger in options.acks:
         path = _usable_path(ledger.path, directory_ok=False)
         check_ledger(path)
@@ -328,6 +379,7 @@ def _inventory_row(
         "fingerprint": None if os.path.isdir(info.path) else fingerprint(info),
         "is_live": True,
         "excluded_reason": None,
+        "captured_at_ms": None,
     }
 
 
@@ -783,6 +835,7 @@ def run_cli(args: Any) -> int:
         records=args.records,
         acks=[LabeledPath.parse(p) for p in args.acks or ()],
         split_bytes=args.split_bytes,
+        captured_at=parse_captured_at(args.captured_at or ()),
     )
     # Usage errors before the JVM starts: a wrong path costs no Spark start-up.
     t0 = time.perf_counter()

@@ -29,6 +29,7 @@ def run_cli(args: Any) -> int:
             IngestOptions,
             LabeledPath,
             _check_output,
+            parse_captured_at,
             plan_ingest,
             run_ingest,
         )
@@ -40,6 +41,7 @@ def run_cli(args: Any) -> int:
             records=args.records or profile.app_sequence is not None,
             acks=[LabeledPath.parse(p) for p in args.acks or ()],
             split_bytes=args.split_bytes or DEFAULT_SPLIT_BYTES,
+            captured_at=parse_captured_at(args.captured_at or ()),
         )
         plan = plan_ingest(options)
         _check_output(options.output)

@@ -89,6 +89,8 @@ FILES = TableSpec(
             _f("fingerprint", StringType()),
             _f("is_live", BooleanType(), False),
             _f("excluded_reason", StringType()),
+            # The dump's capture time given with --captured-at (epoch ms); null: its newest mtime dates it.
+            _f("captured_at_ms", LongType()),
         ]
     ),
     partition_by=REPLACE_KEY,

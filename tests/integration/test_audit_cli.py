@@ -4,7 +4,9 @@ reports, validations, exit statuses and re-runs (contract §2)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,41 @@ def test_an_app_sequence_audit_of_an_output_ingested_without_records_is_a_usage_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--records" in err and str(out) in err
     assert not (out / "findings").exists()
+
+
+def test_captured_at_orders_dumps_whose_copies_reset_their_mtimes(spark: Any, tmp_path: Path) -> None:
+    """Two dumps of codec-gzip-0: `earlier` taken after its first 20 records were written, `later` after
+    all 60, with the ledger of all 60. Copied off the broker in the wrong order, `earlier`'s files are
+    the newer: dated by mtimes it is the newest dump, and the acks it cannot hold look lost. Given
+    their capture times, the acks are judged against `later`, which holds them all."""
+    for dump in ("earlier", "later"):
+        shutil.copytree(SAMPLE / "codec-gzip-0", tmp_path / dump / "codec-gzip-0")
+    earlier = tmp_path / "earlier" / "codec-gzip-0"
+    for stale in (*earlier.glob("*.index"), *earlier.glob("*.timeindex"), *earlier.glob("*.snapshot")):
+        stale.unlink()  # what the broker had at offset 20: no snapshot at 60, indexes rebuilt on load
+    with open(earlier / "00000000000000000000.log", "r+b") as segment:
+        segment.truncate(648)  # the first three batches: offsets 0-19
+    ledger = tmp_path / "acks.jsonl"
+    gzip_acks = [line for line in ACKS.read_text().splitlines() if '"codec-gzip"' in line]
+    ledger.write_text("".join(line + "\n" for line in gzip_acks))
+    copied_at = time.time()
+    for dump, age_s in (("later", 3600), ("earlier", 0)):
+        for file in (tmp_path / dump).rglob("*"):
+            os.utime(file, (copied_at - age_s, copied_at - age_s))
+    inputs = ["--input", f"earlier={earlier}", "--input", f"later={tmp_path / 'later' / 'codec-gzip-0'}"]
+    common = [*inputs, "--acks", str(ledger), "--no-gx"]
+
+    by_mtime = tmp_path / "by-mtime"
+    assert main(["run", *common, "--output", str(by_mtime)]) == 1
+    findings = json.loads((by_mtime / "report" / "findings.json").read_text())["findings"]
+    missing = [(f["kind"], f["dump_id"], f["first_offset"], f["last_offset"]) for f in findings]
+    assert missing == [("ACKED_RECORD_MISSING", "earlier", 20, 59)], findings  # the 40 acks past its end
+
+    given = tmp_path / "given"
+    taken = {"earlier": 1795426200000, "later": 1795429800000}  # 2026-11-23 09:30 and 10:30 UTC
+    dated = [a for dump, ms in taken.items() for a in ("--captured-at", f"{dump}={ms}")]
+    assert main(["run", *common, *dated, "--output", str(given)]) == 0
+    report = json.loads((given / "report" / "findings.json").read_text())
+    assert not {k for k in report["counts"] if k.startswith("ACKED_RECORD")}, report["counts"]
+    summary = {r["dump_id"]: r["capture_time_ms"] for r in rows(given, "partition_summary")}
+    assert summary == taken
