@@ -8,8 +8,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from audit_rules.profile import APP_SEQUENCE_SCOPES  # plain Python, no Spark: `dump` stays quick
+
+CATALOG_SCHEMA_ARGS = ("--catalog-schema",)
+CATALOG_SCHEMA_OPTIONS: dict[str, Any] = {
+    "metavar": "[CATALOG.]SCHEMA",
+    "help": "also register the Delta tables written under --output as external tables of this existing "
+    "schema (on Databricks: Unity Catalog, with --output in one of its external locations)",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[LABEL=]PATH",
         help="producer acknowledgement ledger (JSON lines, CSV or Parquet with topic, partition, offset)",
     )
+    ingest.add_argument(*CATALOG_SCHEMA_ARGS, **CATALOG_SCHEMA_OPTIONS)
     ingest.add_argument(
         "--captured-at",
         action="append",
@@ -72,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay producer histories from the ingested tables and write findings, reports and validations",
     )
     audit.add_argument("--output", required=True, metavar="DIR", help="the directory `ingest` wrote")
+    audit.add_argument(*CATALOG_SCHEMA_ARGS, **CATALOG_SCHEMA_OPTIONS)
     _audit_options(audit)
     run = sub.add_parser("run", help="ingest then audit, end to end")
     for action in ingest._actions:

@@ -844,11 +844,20 @@ def run_cli(args: Any) -> int:
     planned_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     spark = get_spark("replay-audit ingest", job_local_conf("ingest"))
+    if args.catalog_schema:
+        from jobs.catalog import check_schema
+
+        check_schema(spark, args.catalog_schema, args.output)  # before the work, not after it
     t2 = time.perf_counter()
     result = run_ingest(spark, options, plan=plan)
     ingest_s = planned_s + time.perf_counter() - t2
     for name, path in result.tables.items():
         print(f"{name}\t{path}")
+    if args.catalog_schema:
+        from jobs.catalog import register_tables
+
+        for name in register_tables(spark, args.catalog_schema, result.tables).values():
+            print(f"registered\t{name}")
     # The time of the ingest itself (discovery, decoding and the Delta writes), apart from the JVM and
     # Spark session start (bench/ingest_throughput reads this line).
     print(

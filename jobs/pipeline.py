@@ -12,6 +12,7 @@ from audit_rules.kinds import Severity
 def run_cli(args: Any) -> int:
     """Parse the audit options, run the stages, print where the results are; exit 0, 1 or 2."""
     from jobs.audit import run_audit
+    from jobs.catalog import check_schema, register_tables
     from jobs.profiles import load_profile
     from jobs.spark_session import get_spark, job_local_conf
 
@@ -46,12 +47,20 @@ def run_cli(args: Any) -> int:
         plan = plan_ingest(options)
         _check_output(options.output)
         spark = get_spark("replay-audit run", job_local_conf("run"))
-        run_ingest(spark, options, plan=plan)
+        if args.catalog_schema:
+            check_schema(spark, args.catalog_schema, args.output)  # before the work, not after it
+        tables = run_ingest(spark, options, plan=plan).tables
     else:
         spark = get_spark("replay-audit audit", job_local_conf("audit"))
+        if args.catalog_schema:
+            check_schema(spark, args.catalog_schema, args.output)
+        tables = {}
     result = run_audit(spark, args.output, profile, fail_on=fail_on, command=args.command, gx=not args.no_gx)
     for name, path in result.tables.items():
         print(f"{name}\t{path}")
+    if args.catalog_schema:
+        for name in register_tables(spark, args.catalog_schema, {**tables, **result.tables}).values():
+            print(f"registered\t{name}")
     print(f"report\t{result.report_dir}")
     counts = ", ".join(f"{k}={v}" for k, v in sorted(result.counts.items())) or "none"
     verdict = "valid" if result.valid else f"INVALID (a finding reached {fail_on.label})"

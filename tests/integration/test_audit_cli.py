@@ -161,3 +161,40 @@ def test_captured_at_orders_dumps_whose_copies_reset_their_mtimes(spark: Any, tm
     assert not {k for k in report["counts"] if k.startswith("ACKED_RECORD")}, report["counts"]
     summary = {r["dump_id"]: r["capture_time_ms"] for r in rows(given, "partition_summary")}
     assert summary == taken
+
+
+def tables_in(spark: Any, schema: str) -> set[str]:
+    return {r["tableName"] for r in spark.sql(f"SHOW TABLES IN {schema}").collect()}
+
+
+def test_catalog_schema_registers_every_table_where_it_was_written(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--catalog-schema` (contract §2, a catalog/schema on Databricks): every Delta table of the output is
+    also an external table of the schema, at its path; registering again changes nothing; a schema that
+    does not exist, or a table registered elsewhere, is a usage error."""
+    schema = "kra_catalog_test"
+    spark.sql(f"CREATE DATABASE {schema} LOCATION '{tmp_path / 'warehouse'}'")
+    try:
+        out = tmp_path / "out"
+        run = ["run", "--input", str(SAMPLE / "codec-gzip-0"), "--output", str(out), "--no-gx"]
+        assert main([*run, "--catalog-schema", schema]) == 0
+        written = {d.name for d in out.iterdir() if (d / "_delta_log").is_dir()}
+        assert {"batches", "files", "sequence_history", "findings", "runs"} <= written
+        assert tables_in(spark, schema) == written
+        for name in ("batches", "runs"):
+            assert spark.table(f"{schema}.{name}").count() == len(rows(out, name)) > 0, name
+        capsys.readouterr()
+        assert main(["audit", "--output", str(out), "--no-gx", "--catalog-schema", schema]) == 0
+        assert f"registered\t{schema}.findings" in capsys.readouterr().out
+        assert tables_in(spark, schema) == written
+
+        assert main(["audit", "--output", str(out), "--no-gx", "--catalog-schema", "kra_no_such_schema"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "kra_no_such_schema: no such schema" in err
+        other = tmp_path / "other"
+        assert main(["run", *run[1:3], "--output", str(other), "--no-gx", "--catalog-schema", schema]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"registered at file:{out}/" in err and str(other) in err
+    finally:
+        spark.sql(f"DROP DATABASE {schema} CASCADE")
