@@ -439,7 +439,7 @@ def _python_path(
         return [], window.size, True
     if reason == native.NEED_MORE_DATA:
         if LOG_OVERHEAD + length > remaining:
-            return _tail(file, window, pos), window.size, True
+            return _past_the_end(file, window, pos, end, length)
         window.ensure(pos, LOG_OVERHEAD + length)
         return [], pos, False
     if (
@@ -448,7 +448,7 @@ def _python_path(
     ):
         total = LOG_OVERHEAD + length
         if total > remaining:
-            return _tail(file, window, pos), window.size, True
+            return _past_the_end(file, window, pos, end, length)
         window.ensure(pos, total)
         try:
             entry = decode_legacy_entry(
@@ -479,6 +479,27 @@ def _python_path(
         return [_unreadable(file, pos, window.size - pos, message)], window.size, True
     message = f"{reason_text}; skipped to the next valid batch at byte {found}"
     return [_unreadable(file, pos, found - pos, message)], found, False
+
+
+def _past_the_end(
+    file: str, window: _Window, pos: int, end: int, length: int
+) -> tuple[list[LogItem], int, bool]:
+    """A batch whose length runs past the end of the file: the tail of a write cut short (a warning)
+    unless a valid batch follows it, in which case the length is corrupt and the bytes up to that batch
+    are an unreadable region (an error); decoding goes on there.
+
+    In a byte range that ends before the file does (`end`), a valid batch past `end` is the unbounded
+    decode's to find: the region is reported to the end of the file, which `jobs.decode_tasks` reads as
+    running past the range and decodes again without the bound."""
+    found = _resync(window, pos, end)
+    past = f"batch length {length} runs past the end of the file ({window.size - pos} bytes left)"
+    if found is not None:
+        message = f"{past}; skipped to the next valid batch at byte {found}"
+        return [_unreadable(file, pos, found - pos, message)], found, False
+    if end < window.size:
+        message = f"{past}; no valid batch follows before byte {end}"
+        return [_unreadable(file, pos, window.size - pos, message)], window.size, True
+    return _tail(file, window, pos), window.size, True
 
 
 def _legacy_crc_error(file: str, window: _Window, pos: int, total: int, stored: int) -> DecodeError:

@@ -26,6 +26,8 @@ from schemas.tables import (
 )
 from tests.builders import V2Batch, build_v2, segment
 
+REAL_SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "broker-4.3.1"
+
 SCHEMAS = {spec.name: to_arrow_schema(spec.schema) for spec in (BATCHES, RECORDS, QUARANTINE)}
 
 
@@ -326,3 +328,26 @@ def test_remote_log_metadata_rows_are_the_events_of_the_metadata_topic_only(tmp_
     assert [r["offset"] for r in rows(replace(unit, end=len(parts[0])))] == [0]
     assert not dt.feeds(replace(unit, topic="t"), REMOTE_LOG_METADATA.name)
     assert dt.feeds(unit, REMOTE_LOG_METADATA.name) and dt.feeds(unit, BATCHES.name)
+
+
+@pytest.mark.parametrize("corrupt", [227, 648], ids=["next-batch-inside-the-range", "next-batch-past-it"])
+def test_a_length_past_the_end_of_the_file_gives_the_whole_files_rows_in_split_ranges(
+    tmp_path: Path, corrupt: int
+) -> None:
+    """A broker-written segment with one batch's length corrupted to run past the end of the file, cut
+    into two ranges at byte 875: the ranges' rows and errors together are the whole file's, whether the
+    next valid batch after the corrupt one is inside the first range or is the second range's first."""
+    data = bytearray((REAL_SAMPLE / "codec-gzip-0" / "00000000000000000000.log").read_bytes())
+    data[corrupt + 8] ^= 0x10
+    whole = unit_of(tmp_path, bytes(data))
+    first, second = replace(whole, end=875), replace(whole, start=875)
+
+    def items(unit: dt.WorkUnit) -> list[tuple[str, int, int | None]]:
+        out: list[tuple[str, int, int | None]] = []
+        for run in dt.segment_runs(unit, unit.start, records=False):
+            rows = run.items(with_records=False) if not isinstance(run, list) else run
+            out.extend((type(r).__name__, r.position, getattr(r, "length", None)) for r in rows)
+        return out
+
+    assert items(first) + items(second) == items(whole)
+    assert ("DecodeError", corrupt, {227: 469, 648: 875}[corrupt] - corrupt) in items(whole)

@@ -260,3 +260,33 @@ def test_a_segment_that_cannot_be_opened_is_one_usage_error_naming_it(tmp_path: 
     with pytest.raises(NotAKafkaArtifact) as raised:
         list(iter_segment_runs(missing))
     assert str(raised.value) == f"{missing}: cannot read: No such file or directory"
+
+
+REAL_GZIP = Path(__file__).resolve().parents[2] / "samples" / "broker-4.3.1" / "codec-gzip-0"
+GZIP_POSITIONS = [0, 227, 469, 648, 875, 1116, 1295, 1521, 1762]  # its nine batches (DumpLogSegments)
+
+
+def test_a_length_running_past_the_end_with_valid_batches_after_it_is_corruption_not_a_tail(
+    tmp_path: Path,
+) -> None:
+    """A broker-written segment whose second batch's length field has one bit flipped (now 268 MB, past
+    the end of the 1,941-byte file): the seven valid batches after it are decoded, and the bytes up to
+    the next one are an UNREADABLE_BATCH region (an error), not a TRUNCATED_TAIL (a warning) that
+    would swallow them."""
+    data = bytearray((REAL_GZIP / "00000000000000000000.log").read_bytes())
+    data[227 + 8] ^= 0x10
+    items = list(read_log_segment(write(tmp_path, bytes(data))))
+    assert [h.position for h in headers(items)] == [0, *GZIP_POSITIONS[2:]]
+    (error,) = errors(items)
+    assert (error.kind, error.position, error.length) == (CorruptionKind.UNREADABLE_BATCH, 227, 469 - 227)
+    assert "runs past the end of the file" in error.message
+
+
+def test_a_length_running_past_the_end_with_nothing_valid_after_it_is_a_truncated_tail(
+    tmp_path: Path,
+) -> None:
+    data = (REAL_GZIP / "00000000000000000000.log").read_bytes()[:1800]  # cut inside the last batch
+    items = list(read_log_segment(write(tmp_path, data)))
+    assert [h.position for h in headers(items)] == GZIP_POSITIONS[:-1]
+    (error,) = errors(items)
+    assert (error.kind, error.position, error.length) == (CorruptionKind.TRUNCATED_TAIL, 1762, 38)
