@@ -130,7 +130,9 @@ def _decode_checkpoint(
         entry = parse(_java_split(line))
         if entry is None:
             errors.append(
-                _unreadable(file, position, f"malformed line {number} {line!r} (expected '{entry_format}')")
+                _unreadable(
+                    file, position, f"malformed line {number} {line[:160]!r} (expected '{entry_format}')"
+                )
             )
         else:
             entries.append(entry)
@@ -181,7 +183,8 @@ def _metadata_field(
     position, line = lines[number]
     parts = re.split(r":[ \t\n\x0b\f\r]+", line, maxsplit=1)
     if len(parts) != 2 or parts[0] != key:
-        return _unreadable(file, position, f"malformed line {number + 1} {line!r} (expected '{key}: ...')")
+        message = f"malformed line {number + 1} {line[:160]!r} (expected '{key}: ...')"
+        return _unreadable(file, position, message)
     return position, parts[1]
 
 
@@ -388,7 +391,9 @@ def _java_split(line: str) -> list[str]:
 
 
 def _java_int(text: str, bounds: tuple[int, int]) -> int | None:
-    if not _JAVA_INTEGER.fullmatch(text):
+    # More than a long's 19 digits (past leading zeros) is out of bounds, and int() of thousands of
+    # digits raises: never parse it.
+    if not _JAVA_INTEGER.fullmatch(text) or len(text.lstrip("+-").lstrip("0")) > 19:
         return None
     value = int(text)
     return value if bounds[0] <= value <= bounds[1] else None

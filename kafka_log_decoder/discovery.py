@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -209,13 +210,26 @@ def discover(
     found: list[Discovered] = []
     for given in paths:
         path = os.fspath(given)
-        if not os.path.exists(path):
-            raise NotAKafkaArtifact(f"{path}: no such file or directory")
-        if os.path.isdir(path):
+        mode = stat_given(path)
+        if stat.S_ISDIR(mode):
             found.extend(_discover_directory(path, next_offset))
         else:
             found.append(_dump_log_text(path))
     return found
+
+
+def stat_given(path: str) -> int:
+    """The mode of a path given as an input: a directory or a regular file, else `NotAKafkaArtifact` (a
+    FIFO or device would block the reader; a symlink loop or a missing path says so)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise NotAKafkaArtifact(f"{path}: no such file or directory") from None
+    except OSError as exc:
+        raise NotAKafkaArtifact.from_os_error(path, exc) from None
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise NotAKafkaArtifact(f"{path}: not a regular file or directory")
+    return mode
 
 
 def _discover_directory(path: str, next_offset: NextOffset | None) -> list[Discovered]:
@@ -244,14 +258,14 @@ def _dump_log_text(path: str) -> DumpLogText:
     try:
         with open(path, "rb") as handle:
             head = handle.read(len(_UTF8_BOM) + len(_DUMP_LOG_FIRST_LINE))
-        stat = os.stat(path)
+        file_stat = os.stat(path)
     except OSError as exc:
         raise NotAKafkaArtifact.from_os_error(path, exc) from None
     if not head.removeprefix(_UTF8_BOM).startswith(_DUMP_LOG_FIRST_LINE):
         raise NotAKafkaArtifact(
             f"{path}: not a directory, and not kafka-dump-log.sh output (no 'Dumping ' first line)"
         )
-    return DumpLogText(path, _file_info(path, stat))
+    return DumpLogText(path, _file_info(path, file_stat))
 
 
 def _scan_log_dir(path: str, next_offset: NextOffset | None) -> LogDir:
@@ -267,6 +281,8 @@ def _scan_log_dir(path: str, next_offset: NextOffset | None) -> LogDir:
                 log_dir.partitions.append(_scan_partition_dir(entry.path, parsed[0], parsed[1], next_offset))
             else:
                 log_dir.excluded.append(ExcludedFile(entry.path, "not a partition directory"))
+        elif not entry.is_file():
+            log_dir.excluded.append(ExcludedFile(entry.path, NOT_REGULAR_REASON))
         elif name in OFFSET_CHECKPOINT_FILENAMES:
             log_dir.checkpoint_files[name] = _file_info(entry.path, entry.stat())
         elif name == META_PROPERTIES_FILENAME:
@@ -295,6 +311,7 @@ def _replica_id(meta_properties_path: str) -> tuple[int | None, list[DecodeError
 
 
 _TMP_REASON = "temporary file of an interrupted checkpoint or metadata write (.tmp)"
+NOT_REGULAR_REASON = "not a regular file (a FIFO, socket or device): not read"
 
 
 def _scan_partition_dir(
@@ -312,11 +329,10 @@ def _scan_partition_dir(
                 ExcludedFile(entry.path, "unexpected directory inside a partition directory")
             )
             continue
-        try:
-            stat = entry.stat()
-        except OSError as exc:  # a dangling symlink, or gone since the listing
-            raise NotAKafkaArtifact.from_os_error(entry.path, exc) from None
-        info = _file_info(entry.path, stat)
+        if not entry.is_file():
+            result.excluded.append(ExcludedFile(entry.path, NOT_REGULAR_REASON))
+            continue
+        info = _file_info(entry.path, entry.stat())
         if name.endswith(KRAFT_SNAPSHOT_DELETE_SUFFIX):
             result.excluded.append(ExcludedFile(info.path, "KRaft snapshot marked for deletion (.deleted)"))
         elif name.endswith(DELETED_FILE_SUFFIX):
@@ -501,11 +517,19 @@ def _is_log_dir(path: str) -> bool:
 
 
 def _sorted_entries(path: str) -> list[os.DirEntry[str]]:
+    """The directory's entries by name. An entry that cannot be stat'ed (a dangling symlink, a symlink
+    loop) is a usage error naming it: the entries' `is_dir`/`is_file`/`stat` cannot fail afterwards."""
     try:
-        with os.scandir(path) as entries:
-            return sorted(entries, key=lambda entry: entry.name)
+        with os.scandir(path) as scanned:
+            entries = sorted(scanned, key=lambda entry: entry.name)
     except OSError as exc:
         raise NotAKafkaArtifact.from_os_error(path, exc) from None
+    for entry in entries:
+        try:
+            entry.stat()  # follows a symlink; cached by the entry
+        except OSError as exc:
+            raise NotAKafkaArtifact.from_os_error(entry.path, exc) from None
+    return entries
 
 
 def _file_info(path: str, stat: os.stat_result) -> FileInfo:

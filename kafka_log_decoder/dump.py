@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from kafka_log_decoder.discovery import discover, stat_given
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
@@ -74,7 +76,7 @@ def artifact_kind(path: Path) -> str | None:
 def _starts_with_dumping(path: Path) -> bool:
     try:
         with path.open("rb") as f:
-            return f.read(8) == b"Dumping "
+            return f.read(11).removeprefix(b"\xef\xbb\xbf").startswith(b"Dumping ")  # after a UTF-8 BOM
     except OSError:
         return False
 
@@ -134,9 +136,7 @@ def expand_paths(paths: Iterable[str]) -> Iterator[Path]:
     """Files in dump order: a file as given; a directory as its live partition files, segment by segment."""
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
-            raise NotAKafkaArtifact(f"{raw}: no such file or directory")
-        if path.is_file():
+        if stat.S_ISREG(stat_given(raw)):
             try:
                 os.close(os.open(path, os.O_RDONLY))  # unreadable: say so, not "not a Kafka artifact"
             except OSError as exc:
@@ -145,8 +145,6 @@ def expand_paths(paths: Iterable[str]) -> Iterator[Path]:
                 raise NotAKafkaArtifact(f"{raw}: not a Kafka log artifact")
             yield path
             continue
-        from kafka_log_decoder.discovery import discover
-
         for found in discover([raw]):
             yield from _live_files(found)
 

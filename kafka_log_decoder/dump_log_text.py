@@ -530,6 +530,8 @@ class _DumpLogTextParser:
         line = raw[:-1] if raw.endswith("\n") else raw
         if line.endswith("\r"):
             line = line[:-1]
+        if self.line_number == 1:
+            line = line.removeprefix("\ufeff")  # a UTF-8 BOM (output saved by some Windows editors)
         out: list[DumpLogItem] = []
         if self.pending is not None:
             if not self.pending.complete and not _STRUCTURAL.match(line):
@@ -543,7 +545,7 @@ class _DumpLogTextParser:
             self.in_skipped_content = False
         try:
             self._dispatch(line, out)
-        except _LineError as exc:
+        except (_LineError, ValueError) as exc:  # ValueError: a number int() refuses (4,300+ digits)
             error = DecodeError(
                 self.source,
                 line_start,
@@ -567,7 +569,8 @@ class _DumpLogTextParser:
             self._end_file(out)
             self.file = line[len("Dumping ") :]
             stem = Path(self.file).name.split(".", 1)[0]
-            self.snapshot_offset = self.next_offset = int(stem) if stem.isdigit() else -1
+            numeric = stem.isascii() and stem.isdigit() and len(stem.lstrip("0")) <= 19
+            self.snapshot_offset = self.next_offset = int(stem) if numeric else -1
             return
         if not line.strip() or _STARTING_OFFSET.match(line) or _TOOL_NOTES.match(line):
             return

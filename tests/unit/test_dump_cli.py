@@ -19,6 +19,7 @@ from kafka_log_decoder.dump import run_dump
 from tests.paths import REAL_FIXTURES
 
 REAL = REAL_FIXTURES
+REPO = Path(__file__).resolve().parents[2]
 FOO_0 = REAL / "codecrafters-kraft-3x" / "foo-0"
 BATCH_KEYS = {
     "position", "base_offset", "last_offset", "count", "magic", "crc", "crc_valid", "compression",
@@ -170,3 +171,91 @@ def test_an_unreadable_file_is_a_usage_error_saying_so(
     for path in (segment, text):
         assert main(["dump", str(path)]) == 2
         assert capsys.readouterr().err == f"replay-audit: {path}: cannot read: Permission denied\n"
+
+
+def _dump_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`replay-audit dump` as a process with a deadline: a reader blocked on a FIFO fails the test, not
+    the suite."""
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "dump", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_a_fifo_is_never_opened(tmp_path: Path) -> None:
+    """Given directly, a FIFO is a usage error; inside a partition directory it is left out (as the
+    broker never writes one) and the partition's files are dumped."""
+    fifo = tmp_path / "00000000000000000000.log"
+    os.mkfifo(fifo)
+    done = _dump_process(str(fifo))
+    assert (done.returncode, done.stderr) == (2, f"replay-audit: {fifo}: not a regular file or directory\n")
+    copy = tmp_path / "foo-0"
+    shutil.copytree(FOO_0, copy)
+    os.mkfifo(copy / "00000000000000000900.log")
+    done = _dump_process("--summary", str(copy))
+    assert (done.returncode, done.stderr) == (0, "")
+    files = [json.loads(line)["file"] for line in done.stdout.splitlines()]
+    assert str(copy / "00000000000000000000.log") in files
+    assert str(copy / "00000000000000000900.log") not in files
+
+
+def test_a_symlink_loop_is_a_usage_error_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loop = tmp_path / "loop.log"
+    loop.symlink_to(loop)
+    assert main(["dump", str(loop)]) == 2
+    assert (
+        capsys.readouterr().err == f"replay-audit: {loop}: cannot read: Too many levels of symbolic links\n"
+    )
+    copy = tmp_path / "foo-0"
+    shutil.copytree(FOO_0, copy)
+    (copy / "0loop").symlink_to(copy / "0loop")
+    assert main(["dump", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"replay-audit: {copy / '0loop'}: cannot read: Too many levels of symbolic links\n"
+
+
+def test_dump_log_text_after_a_utf8_bom_is_read_as_without_it(tmp_path: Path) -> None:
+    text = (REPO / "tests" / "golden" / "dump_log_text" / "kafka-4.3.1-java-deep-iteration.txt").read_bytes()
+    plain, bom = tmp_path / "plain.txt", tmp_path / "bom.txt"
+    plain.write_bytes(text)
+    bom.write_bytes(b"\xef\xbb\xbf" + text)
+    status, rows = dump(plain, records=True)
+    assert len([r for r in rows if r["type"] == "batch"]) == 9
+    assert dump(bom, records=True) == (status, rows)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "kind"),
+    [
+        ("leader-epoch-checkpoint", b"0\n1\n0 " + b"9" * 4301 + b"\n", "UNREADABLE_FILE"),
+        ("replication-offset-checkpoint", b"0\n1\nt 0 " + b"9" * 5000 + b"\n", "UNREADABLE_FILE"),
+        (
+            "dump.txt",
+            b"Dumping 00.log\nFound " + b"9" * 5000 + b" invalid bytes at the end of 00.log\n",
+            "UNREADABLE_BATCH",
+        ),
+    ],
+    ids=["epoch-checkpoint", "offset-checkpoint", "dump-log-text"],
+)
+def test_a_number_of_thousands_of_digits_is_an_error_line_not_a_traceback(
+    tmp_path: Path, name: str, content: bytes, kind: str
+) -> None:
+    """Python's int() refuses strings of more than 4,300 digits: such a field is a malformed line."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    _, objs = dump(path)
+    errors = [o for o in objs if o["type"] == "error"]
+    assert [e["kind"] for e in errors] == [kind]
+    assert len(errors[0]["message"]) < 400  # the line is quoted cut short
+
+
+def test_a_dumping_line_with_superscript_digits_names_no_offset(tmp_path: Path) -> None:
+    path = tmp_path / "dump.txt"
+    path.write_text("Dumping \u00b2\u00b3.log\n")  # str.isdigit() accepts them, int() does not
+    assert dump(path) == (0, [])
