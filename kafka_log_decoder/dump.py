@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from kafka_log_decoder.constants import KRAFT_BOOTSTRAP_FILENAME
 from kafka_log_decoder.discovery import discover, stat_given
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
@@ -54,8 +55,8 @@ def artifact_kind(path: Path) -> str | None:
     for suffix, kind in ((".log", "log"), (".index", "index"), (".timeindex", "timeindex")):
         if name.endswith(suffix):
             return kind
-    if name.endswith(".checkpoint") and name[:1].isdigit():
-        return "log"  # a KRaft snapshot `<end offset>-<epoch>.checkpoint` holds record batches
+    if (name.endswith(".checkpoint") and name[:1].isdigit()) or name == KRAFT_BOOTSTRAP_FILENAME:
+        return "log"  # a KRaft snapshot `<end offset>-<epoch>.checkpoint`, or bootstrap.checkpoint: batches
     if name.endswith(".txnindex"):
         return "txnindex"
     if name.endswith(".snapshot"):
@@ -157,6 +158,8 @@ def _live_files(found: Any) -> Iterator[Path]:
             yield Path(found.meta_properties.path)
         for checkpoint in found.checkpoint_files.values():
             yield Path(checkpoint.path)
+        if found.bootstrap_checkpoint is not None:
+            yield Path(found.bootstrap_checkpoint.path)
         for partition in found.partitions:
             yield from _live_files(partition)
     elif isinstance(found, PartitionDir):

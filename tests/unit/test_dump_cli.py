@@ -259,3 +259,18 @@ def test_a_dumping_line_with_superscript_digits_names_no_offset(tmp_path: Path) 
     path = tmp_path / "dump.txt"
     path.write_text("Dumping \u00b2\u00b3.log\n")  # str.isdigit() accepts them, int() does not
     assert dump(path) == (0, [])
+
+
+def test_a_kraft_bootstrap_checkpoint_is_dumped_alone_and_with_its_log_directory() -> None:
+    """`bootstrap.checkpoint` (KRaft, written by the storage tool) is a snapshot: its batches framed by
+    the SNAPSHOT_HEADER and SNAPSHOT_FOOTER control records."""
+    bootstrap = REPO / "samples" / "broker-4.3.1" / "bootstrap.checkpoint"
+    status, objs = dump(bootstrap)
+    assert status == 0
+    assert [(o["is_control"], o.get("control_type"), o["crc_valid"]) for o in objs] == [
+        (True, "SNAPSHOT_HEADER", True),
+        (False, None, True),
+        (True, "SNAPSHOT_FOOTER", True),
+    ]
+    _, summaries = dump(bootstrap.parent, summary=True)
+    assert [s["batches"] for s in summaries if s["file"] == str(bootstrap)] == [3]
