@@ -182,7 +182,9 @@ def segment_base_offset(path: str | os.PathLike[str]) -> int:
     """
     offset = _offset_from_file_name(os.path.basename(os.fspath(path)))
     if offset is None:
-        raise NotAKafkaArtifact(f"{os.fspath(path)}: file name does not start with a 20-digit offset")
+        raise NotAKafkaArtifact(
+            f"{os.fspath(path)}: file name does not start with a 20-digit offset of at most 2^63-1"
+        )
     return offset
 
 
