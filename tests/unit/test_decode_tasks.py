@@ -351,3 +351,24 @@ def test_a_length_past_the_end_of_the_file_gives_the_whole_files_rows_in_split_r
 
     assert items(first) + items(second) == items(whole)
     assert ("DecodeError", corrupt, {227: 469, 648: 875}[corrupt] - corrupt) in items(whole)
+
+
+@pytest.mark.parametrize("damage", ["crc", "length"])
+def test_an_index_entry_at_a_corrupt_batch_is_right_and_the_range_reports_what_the_whole_file_does(
+    tmp_path: Path, damage: str
+) -> None:
+    """The entry (offset 28, position 875) of a broker-written segment points at the batch holding
+    offsets 28-35; that batch is corrupt (a record byte flipped, or its length field). The entry is not
+    blamed (no INDEX_MISMATCH), and the range from it reports the corruption as the whole file does."""
+    data = bytearray((REAL_SAMPLE / "codec-gzip-0" / "00000000000000000000.log").read_bytes())
+    data[875 + (100 if damage == "crc" else 8)] ^= 0x10
+    whole = unit_of(tmp_path, bytes(data))
+    entry = dt.IndexBoundary(whole.file.replace(".log", ".index"), 8, 28, 875)
+    ranged = replace(whole, start=875, boundary=entry, fallbacks=(0,))
+    assert dt.resolve_start(ranged) == (875, None)
+    first = replace(whole, end=875)
+
+    def regions(unit: dt.WorkUnit) -> int:
+        return decode(unit, QUARANTINE.name, records=False)[0]
+
+    assert regions(first) + regions(ranged) == regions(whole) == 1
