@@ -60,7 +60,7 @@ from kafka_log_decoder.rows import (
     TxnIndexEntry,
 )
 from kafka_log_decoder.segment import BatchRun, RecordRun, crc_mismatch, iter_segment_runs
-from schemas.tables import RECORDS, WALK_BEFORE_OVERLAP, WALK_FIRST, WALK_LAST, WALK_OVERLAP
+from schemas.tables import ACKS, RECORDS, WALK_BEFORE_OVERLAP, WALK_FIRST, WALK_LAST, WALK_OVERLAP
 
 # Unit kinds (files of `schemas.tables.FILES.kind` that carry rows).
 LOG = "log"
@@ -946,7 +946,16 @@ _ACKS_INTEGERS = (
     "app_sequence",
 )
 _ACKS_STRINGS = ("topic", "key", "app_producer")
+# Each integer column's range, from its type in the acks table: a value outside it is a bad row (it
+# would otherwise fail the Arrow batch of the whole ledger).
+_ACKS_BOUNDS = {
+    f.name: (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    for f in ACKS.schema.fields
+    if f.name in _ACKS_INTEGERS
+    for bits in [{"short": 16, "integer": 32, "long": 64}[f.dataType.typeName()]]
+}
 _PARQUET_MAGIC = b"PAR1"
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def ledger_format(path: str) -> str:
@@ -962,7 +971,7 @@ def ledger_format(path: str) -> str:
         head = handle.read(4096)
     if head.startswith(_PARQUET_MAGIC):
         return "parquet"
-    return "json" if head.lstrip().startswith(b"{") else "csv"
+    return "json" if head.removeprefix(_UTF8_BOM).lstrip().startswith(b"{") else "csv"
 
 
 def ledger_columns(path: str) -> list[str]:
@@ -975,8 +984,10 @@ def ledger_columns(path: str) -> list[str]:
             return list(pq.read_schema(path).names)
         except pa.ArrowException as exc:
             raise ValueError(str(exc)) from None
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
         first = next((line for line in handle if line.strip()), "")
+    if not first:
+        raise ValueError("the ledger is empty")
     if fmt == "json":
         try:
             value = json.loads(first)
@@ -997,7 +1008,7 @@ def _ledger_rows(path: str) -> Iterator[dict[str, Any] | str]:
         for batch in pq.ParquetFile(path).iter_batches():
             yield from batch.to_pylist()
     elif fmt == "json":
-        with open(path, encoding="utf-8", errors="replace") as handle:
+        with open(path, encoding="utf-8-sig", errors="replace") as handle:
             for line in handle:
                 if not line.strip():
                     continue
@@ -1008,7 +1019,7 @@ def _ledger_rows(path: str) -> Iterator[dict[str, Any] | str]:
                     continue
                 yield value if isinstance(value, dict) else "not a JSON object"
     else:
-        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as handle:
             reader = csv.DictReader(handle)
             for row in reader:
                 yield {k.strip(): (v if v != "" else None) for k, v in row.items() if k is not None}
@@ -1044,6 +1055,9 @@ def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
             return f"{name} {value!r} is not an integer"
         if out[name] is None:
             return f"{name} {value!r} is not an integer"
+        low, high = _ACKS_BOUNDS[name]
+        if not low <= out[name] <= high:
+            return f"{name} {value!r} is out of range ({low} to {high})"
     for name in _ACKS_STRINGS:
         value = row.get(name)
         if isinstance(value, bytes):

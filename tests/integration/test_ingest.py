@@ -116,11 +116,14 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     root = tmp_path_factory.mktemp("ledgers")
     acks = [{"topic": "foo", "partition": 0, "offset": o, "producer_id": 0, "sequence": o} for o in range(3)]
     jsonl = root / "acks.jsonl"
-    jsonl.write_text(
-        "\n".join([*map(json.dumps, acks), '{"topic": "foo", "partition": 0, "offset": "x"}']) + "\n"
-    )
+    bad_rows = [
+        '{"topic": "foo", "partition": 0, "offset": "x"}',
+        # Past a long: this row is quarantined, not the whole ledger.
+        '{"topic": "foo", "partition": 0, "offset": 99999999999999999999}',
+    ]
+    jsonl.write_text("\n".join([*map(json.dumps, acks), *bad_rows]) + "\n")
     csv = root / "acks.csv"
-    csv.write_text("topic,partition,offset,key\nfoo,0,0,k0\nfoo,0,2,\n")
+    csv.write_text("\ufefftopic,partition,offset,key\nfoo,0,0,k0\nfoo,0,2,\n")  # saved with a BOM
     parquet = root / "acks.parquet"
     pq.write_table(pa.Table.from_pylist(acks), parquet)
     return [jsonl, csv, parquet]
@@ -257,8 +260,11 @@ def test_acks_ledgers_in_three_formats(real_out: Path, ledgers: list[Path]) -> N
     assert [r["offset"] for r in sorted(by_ledger["acks.jsonl"], key=lambda r: r["offset"])] == [0, 1, 2]
     assert sorted((r["offset"], r["key"]) for r in by_ledger["acks.csv"]) == [(0, "k0"), (2, None)]
     assert sorted(r["sequence"] for r in by_ledger["acks.parquet"]) == [0, 1, 2]
-    bad = [r for r in read(real_out, "quarantine") if r["file"] == str(ledgers[0])]
-    assert [(r["position"], r["kind"]) for r in bad] == [(3, "UNREADABLE_FILE")]
+    bad = sorted(
+        (r for r in read(real_out, "quarantine") if r["file"] == str(ledgers[0])), key=lambda r: r["position"]
+    )
+    assert [(r["position"], r["kind"]) for r in bad] == [(3, "UNREADABLE_FILE"), (4, "UNREADABLE_FILE")]
+    assert "out of range" in bad[1]["message"]
 
 
 # ---------------------------------------------------------------------------------------------
