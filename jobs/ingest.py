@@ -125,6 +125,8 @@ def parse_captured_at(texts: Iterable[str]) -> dict[str | None, int]:
                 moment = datetime.fromisoformat(value.strip())
                 moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
                 captured[key] = int(moment.timestamp() * 1000)
+            if captured[key] >= 1 << 63:
+                raise ValueError("past a long")
         except ValueError:
             raise UsageError(
                 f"--captured-at {text}: not a time (ISO 8601 such as 2026-11-23T09:30:00Z, or epoch ms)"
@@ -376,7 +378,8 @@ def _inventory_row(
         "base_offset": base_offset,
         "size_bytes": info.size,
         "mtime_ms": info.mtime_ms,
-        "fingerprint": None if os.path.isdir(info.path) else fingerprint(info),
+        # Only a regular file's bytes are read (a FIFO left out as not one would block the read).
+        "fingerprint": fingerprint(info) if os.path.isfile(info.path) else None,
         "is_live": True,
         "excluded_reason": None,
         "captured_at_ms": None,

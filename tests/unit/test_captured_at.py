@@ -26,6 +26,7 @@ def test_iso_times_with_or_without_a_zone_and_epoch_milliseconds() -> None:
     ("values", "message"),
     [
         (["yesterday"], "not a time"),
+        (["99999999999999999999"], "not a time"),  # past a long
         (["monday=2026-13-40"], "not a time"),
         (["=2026-11-23"], "an empty label"),
         (["a=1", "a=2"], "dump 'a' given twice"),

@@ -1,0 +1,35 @@
+"""`jobs.ingest.plan_ingest` (the driver's discovery, no Spark) on inputs that are not plain files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+from jobs.ingest import IngestOptions, LabeledPath, plan_ingest
+from tests.paths import REAL_FIXTURES
+
+FOO_0 = REAL_FIXTURES / "codecrafters-kraft-3x" / "foo-0"
+
+
+def test_a_fifo_in_a_partition_directory_is_listed_as_left_out_and_never_opened(tmp_path: Path) -> None:
+    copy = tmp_path / "foo-0"
+    shutil.copytree(FOO_0, copy)
+    fifo = copy / "00000000000000000900.log"
+    os.mkfifo(fifo)
+    planned: list[Any] = []
+    # On a thread with a deadline: opening the FIFO would block forever and fail this test, not hang it.
+    worker = threading.Thread(
+        target=lambda: planned.append(plan_ingest(IngestOptions([LabeledPath("d", str(copy))], "unused"))),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(60)
+    assert planned, "plan_ingest blocked on the FIFO"
+    (row,) = [r for r in planned[0].inventory if r["file"] == str(fifo)]
+    assert (row["is_live"], row["fingerprint"]) == (False, None)
+    assert "not a regular file" in row["excluded_reason"]
+    assert str(fifo) not in {unit.file for unit in planned[0].units}
+    assert any(r["file"].endswith("00000000000000000000.log") and r["is_live"] for r in planned[0].inventory)
