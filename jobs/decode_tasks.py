@@ -445,19 +445,10 @@ def batch_holds_offset(path: str, position: int, offset: int) -> bool:
     The batch itself may be corrupt (its CRC or its length): the decode from there reports it exactly
     as a decode of the whole file does, and the entry is not to blame. (A stale entry pointing inside
     a batch would have to land on bytes reading as a v2 header with that very offset range.)"""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    head = _read_v2_head(path, position)
+    if head is None:
         return False
-    try:
-        head = os.pread(fd, RECORDS_OFFSET, position)
-    finally:
-        os.close(fd)
-    if len(head) < RECORDS_OFFSET:
-        return False
-    base_offset, _, _, magic = _HEAD.unpack_from(head)
-    if magic != MAGIC_VALUE_V2 or base_offset < 0:
-        return False
+    base_offset = _HEAD.unpack_from(head)[0]
     return base_offset <= offset <= base_offset + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
 
 
@@ -465,22 +456,35 @@ def batch_starts_at(path: str, position: int) -> bool:
     return _read_batch(path, position) is not None
 
 
-def _read_batch(path: str, position: int) -> bytes | None:
+def _read_v2_head(path: str, position: int) -> bytes | None:
+    """The header (up to the records) at `position` when it reads as a v2 batch's, else None."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
         head = os.pread(fd, RECORDS_OFFSET, position)
-        if len(head) < RECORDS_OFFSET:
-            return None
-        base_offset, length, _, magic = _HEAD.unpack_from(head)
-        if (
-            magic != MAGIC_VALUE_V2
-            or base_offset < 0
-            or not MIN_BATCH_LENGTH <= length <= MAX_SANE_BATCH_LENGTH
-        ):
-            return None
+    finally:
+        os.close(fd)
+    if len(head) < RECORDS_OFFSET:
+        return None
+    base_offset, _, _, magic = _HEAD.unpack_from(head)
+    return head if magic == MAGIC_VALUE_V2 and base_offset >= 0 else None
+
+
+def _read_batch(path: str, position: int) -> bytes | None:
+    """The whole v2 batch at `position` when its length is sane and its CRC valid, else None."""
+    head = _read_v2_head(path, position)
+    if head is None:
+        return None
+    length = _HEAD.unpack_from(head)[1]
+    if not MIN_BATCH_LENGTH <= length <= MAX_SANE_BATCH_LENGTH:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
         batch = os.pread(fd, LOG_OVERHEAD + length, position)
     finally:
         os.close(fd)
