@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from audit_rules.kinds import Severity
 from audit_rules.pipeline import AuditOutput, Bronze, audit, local_checkpoint, release, started
 from audit_rules.profile import Profile
-from jobs.ingest import WRITE_SESSION_CONF, UsageError, _table_location, session_conf, write_table
+from jobs.ingest import WRITE_SESSION_CONF, UsageError, session_conf, table_location, write_table
 from jobs.spark_session import concurrently
 from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
 
@@ -58,7 +58,7 @@ def read_bronze(spark: SparkSession, output: str) -> Bronze:
     (`read_table_version`); a usage error if it holds none."""
     paths: dict[str, str] = {}
     for name in (*BRONZE_REQUIRED, *BRONZE_OPTIONAL):
-        path = _table_location(output, name)
+        path = table_location(output, name)
         if not _is_delta(path):
             if name in BRONZE_OPTIONAL:
                 continue
@@ -338,7 +338,7 @@ def _report_dir(output: str) -> str:
 
 
 def _overwrite(df: DataFrame, name: str, output: str, run_id: str, partition_by: tuple[str, ...]) -> str:
-    path = _table_location(output, name)
+    path = table_location(output, name)
     writer = (
         df.write.format("delta")
         .mode("overwrite")

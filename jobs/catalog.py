@@ -35,13 +35,13 @@ def check_schema(spark: SparkSession, text: str, output: str) -> None:
     """Before any work: a usage error unless the schema exists (this tool never creates one: on Unity
     Catalog that is a decision with its own privileges and storage), or when one of its tables of this
     tool's names is registered at another output's location."""
-    from jobs.ingest import _table_location
+    from jobs.ingest import table_location
     from schemas.tables import AUDIT_TABLES, TABLES
 
     if not spark.catalog.databaseExists(".".join(schema_parts(text))):
         raise UsageError(f"--catalog-schema {text}: no such schema; create it first (CREATE SCHEMA {text})")
     for name in (*TABLES, *AUDIT_TABLES):
-        _registered_at(spark, text, name, _table_location(output, name))
+        _registered_at(spark, text, name, table_location(output, name))
 
 
 def register_tables(spark: SparkSession, text: str, tables: Mapping[str, str]) -> dict[str, str]:

@@ -681,7 +681,8 @@ def _is_uri(path: str) -> bool:
     return "://" in path or path.startswith("dbfs:")
 
 
-def _table_location(output: str, name: str) -> str:
+def table_location(output: str, name: str) -> str:
+    """Where the table `name` of an output lives: `<output>/<name>`, absolute when local."""
     if _is_uri(output):
         return output.rstrip("/") + "/" + name
     return os.path.join(os.path.abspath(output), name)
@@ -789,7 +790,7 @@ def write_table(
     *,
     options: Mapping[str, str] | None = None,
 ) -> str:
-    path = _table_location(output, spec.name)
+    path = table_location(output, spec.name)
     writer = (
         df.write.format("delta")
         .mode("overwrite")

@@ -13,6 +13,15 @@ def run_cli(args: Any) -> int:
     """Parse the audit options, run the stages, print where the results are; exit 0, 1 or 2."""
     from jobs.audit import run_audit
     from jobs.catalog import check_schema, register_tables
+    from jobs.ingest import (
+        DEFAULT_SPLIT_BYTES,
+        IngestOptions,
+        LabeledPath,
+        _check_output,
+        parse_captured_at,
+        plan_ingest,
+        run_ingest,
+    )
     from jobs.profiles import load_profile
     from jobs.spark_session import get_spark, job_local_conf
 
@@ -25,16 +34,6 @@ def run_cli(args: Any) -> int:
     )
     fail_on = Severity.parse(args.fail_on)
     if args.command == "run":
-        from jobs.ingest import (
-            DEFAULT_SPLIT_BYTES,
-            IngestOptions,
-            LabeledPath,
-            _check_output,
-            parse_captured_at,
-            plan_ingest,
-            run_ingest,
-        )
-
         options = IngestOptions(
             inputs=[LabeledPath.parse(p) for p in args.input],
             output=args.output,
@@ -46,15 +45,10 @@ def run_cli(args: Any) -> int:
         )
         plan = plan_ingest(options)
         _check_output(options.output)
-        spark = get_spark("replay-audit run", job_local_conf("run"))
-        if args.catalog_schema:
-            check_schema(spark, args.catalog_schema, args.output)  # before the work, not after it
-        tables = run_ingest(spark, options, plan=plan).tables
-    else:
-        spark = get_spark("replay-audit audit", job_local_conf("audit"))
-        if args.catalog_schema:
-            check_schema(spark, args.catalog_schema, args.output)
-        tables = {}
+    spark = get_spark(f"replay-audit {args.command}", job_local_conf(args.command))
+    if args.catalog_schema:
+        check_schema(spark, args.catalog_schema, args.output)  # before the work, not after it
+    tables = run_ingest(spark, options, plan=plan).tables if args.command == "run" else {}
     result = run_audit(spark, args.output, profile, fail_on=fail_on, command=args.command, gx=not args.no_gx)
     for name, path in result.tables.items():
         print(f"{name}\t{path}")
