@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from audit_rules.findings import fmt, to_findings
 from audit_rules.kinds import KINDS
 from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
+from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SIZE
 from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
 
 
@@ -26,6 +27,8 @@ def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
         "UNREADABLE_FILE",
     ):
         rows = located.where(F.col("kind") == kind)
+        if kind == "INDEX_MISMATCH":
+            rows = _index_entry_runs(rows)
         frames.append(
             to_findings(
                 rows,
@@ -49,6 +52,51 @@ def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
+
+
+def _index_entry_runs(rows: DataFrame) -> DataFrame:
+    """INDEX_MISMATCH rows of wrong `.index` entries (one quarantine row each, `OFFSET_INDEX_ENTRY_SIZE`
+    bytes) that follow each other in their file as one region: a stale or overwritten index is one
+    fault, whose first entry the message quotes. Other INDEX_MISMATCH rows (a partial entry, a
+    `.txnindex` entry) are left as they are."""
+    entry = (F.col("length") == OFFSET_INDEX_ENTRY_SIZE) & F.col("file").endswith(INDEX_FILE_SUFFIX)
+    w = Window.partitionBy("dump_id", "replica", "file", "_entry").orderBy("position")
+    runs = (
+        rows.withColumn("_entry", entry)
+        .withColumn(
+            "_starts",
+            (
+                ~F.col("_entry")
+                | F.coalesce(
+                    F.lag(F.col("position") + F.col("length")).over(w) != F.col("position"), F.lit(True)
+                )
+            ).cast("long"),
+        )
+        .withColumn(
+            "_run", F.sum("_starts").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        )
+    )
+    keys = ["dump_id", "replica", "file", "_entry", "_run"]
+    first = F.min_by(F.struct(*[c for c in rows.columns if c not in keys[:3]]), F.col("position"))
+    merged = runs.groupBy(*keys).agg(
+        first.alias("_first"), F.count(F.lit(1)).alias("_entries"), F.sum("length").alias("_length")
+    )
+    message = F.when(
+        F.col("_entries") > 1,
+        F.concat(
+            F.col("_entries").cast("string"),
+            F.lit(" consecutive index entries do not point at batches holding their offsets; the first: "),
+            F.col("_first.message"),
+        ),
+    ).otherwise(F.col("_first.message"))
+    return merged.select(
+        "dump_id",
+        "replica",
+        "file",
+        *[F.col(f"_first.{c}").alias(c) for c in rows.columns if c not in (*keys[:3], "length", "message")],
+        F.col("_length").alias("length"),
+        message.alias("message"),
+    ).select(*rows.columns)
 
 
 def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:

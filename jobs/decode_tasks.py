@@ -37,19 +37,18 @@ from kafka_log_decoder.constants import (
     DELETE_HORIZON_FLAG_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
-    MAGIC_VALUE_V2,
     MAX_SANE_BATCH_LENGTH,
     MIN_BATCH_LENGTH,
     OFFSET_INDEX_ENTRY_SIZE,
     PRODUCER_SNAPSHOT_ENTRY_SIZE,
     PRODUCER_SNAPSHOT_HEADER_SIZE,
-    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TIMESTAMP_TYPE_NAMES,
     TRANSACTIONAL_FLAG_MASK,
     TXN_INDEX_ENTRY_SIZE,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.index_check import IndexCheck, batch_holds_offset, read_v2_head
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
     BatchHeader,
@@ -143,6 +142,8 @@ class WorkUnit:
     end: int | None = None
     boundary: IndexBoundary | None = None
     fallbacks: tuple[int, ...] = ()
+    # A `.log`'s `.index`, whose entries in `[start, end)` the unit's walk checks (`IndexCheck`).
+    index_file: str | None = None
 
     @property
     def cost(self) -> int:
@@ -279,14 +280,21 @@ class _Provenance:
 
 
 def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, records: bool) -> Decoded:
-    start, index_error = resolve_start(unit)
-    corrupt = index_error is not None
-    if table == "quarantine" and index_error is not None:
-        yield _rows_to_batch([_error_row(ctx, index_error)], schema)
+    # A stale split point is one of the index's bad entries: `IndexCheck` reports it with the others.
+    start, _ = resolve_start(unit)
+    corrupt = False
     # Headers alone for `batches`: the walker never touches record bytes then.
     decode_records = table in ("records", "remote_log_metadata") or (table == "quarantine" and records)
+    # The walk whose errors are the unit's quarantine rows, and the quarantine pass, check the index.
+    check = None
+    if unit.index_file is not None and (
+        table == "quarantine" or walk_finds_quarantine(table, records=records)
+    ):
+        check = IndexCheck.of(unit.file, unit.index_file, unit.start, unit.end)
     marks = WalkMarks()
     for run in segment_runs(unit, start, records=decode_records):
+        if check is not None:
+            check.see(run)
         if isinstance(run, BatchRun):
             corrupt = corrupt or batch_run_has_errors(run)
             if table == "batches":
@@ -325,6 +333,12 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
             for batch in _rows_to_batches(rows, schema):
                 yield from marks.add(batch) if table == "batches" else (batch,)
     yield from marks.finish()
+    if check is not None:
+        errors = check.errors()
+        if table == "quarantine":
+            yield from _rows_to_batches((_error_row(ctx, e) for e in errors), schema)
+        else:
+            corrupt = corrupt or next(errors, None) is not None
     return corrupt
 
 
@@ -435,49 +449,19 @@ def resolve_start(unit: WorkUnit) -> tuple[int, DecodeError | None]:
     return 0, error
 
 
-_HEAD = struct.Struct(">qiib")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-
-
-def batch_holds_offset(path: str, position: int, offset: int) -> bool:
-    """A v2 batch header starts at `position` and its offsets include `offset`: the index entry is right.
-
-    The batch itself may be corrupt (its CRC or its length): the decode from there reports it exactly
-    as a decode of the whole file does, and the entry is not to blame. (A stale entry pointing inside
-    a batch would have to land on bytes reading as a v2 header with that very offset range.)"""
-    head = _read_v2_head(path, position)
-    if head is None:
-        return False
-    base_offset = _HEAD.unpack_from(head)[0]
-    return base_offset <= offset <= base_offset + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
+_LENGTH = struct.Struct(">i")  # a batch's length, after its base offset
 
 
 def batch_starts_at(path: str, position: int) -> bool:
     return _read_batch(path, position) is not None
 
 
-def _read_v2_head(path: str, position: int) -> bytes | None:
-    """The header (up to the records) at `position` when it reads as a v2 batch's, else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        head = os.pread(fd, RECORDS_OFFSET, position)
-    finally:
-        os.close(fd)
-    if len(head) < RECORDS_OFFSET:
-        return None
-    base_offset, _, _, magic = _HEAD.unpack_from(head)
-    return head if magic == MAGIC_VALUE_V2 and base_offset >= 0 else None
-
-
 def _read_batch(path: str, position: int) -> bytes | None:
     """The whole v2 batch at `position` when its length is sane and its CRC valid, else None."""
-    head = _read_v2_head(path, position)
+    head = read_v2_head(path, position)
     if head is None:
         return None
-    length = _HEAD.unpack_from(head)[1]
+    length = _LENGTH.unpack_from(head, 8)[0]
     if not MIN_BATCH_LENGTH <= length <= MAX_SANE_BATCH_LENGTH:
         return None
     try:

@@ -288,7 +288,10 @@ def _partition_files(
 ) -> Iterator[_FileRow]:
     t, n = p.topic, p.partition
     for segment in p.segments:
-        yield _file(dump_id, replica, t, n, segment.log, dt.LOG, log_dir, segment.base_offset)
+        row, unit = _file(dump_id, replica, t, n, segment.log, dt.LOG, log_dir, segment.base_offset)
+        if unit is not None and segment.index is not None:
+            unit = replace(unit, index_file=segment.index.path)
+        yield row, unit
         if segment.index is not None:
             yield _file(dump_id, replica, t, n, segment.index, "index", log_dir, segment.base_offset, False)
         if segment.timeindex is not None:
@@ -405,7 +408,7 @@ def split_segment(unit: dt.WorkUnit, split_bytes: int) -> list[dt.WorkUnit]:
     on the executor, since an index can be stale); every other unit as it is."""
     if unit.kind != dt.LOG or unit.size <= split_bytes:
         return [unit]
-    index_path = unit.file[: -len(".log")] + ".index" if unit.file.endswith(".log") else None
+    index_path = unit.index_file
     if index_path is None or not os.path.isfile(index_path):
         return [unit]
     from kafka_log_decoder.index_files import read_offset_index

@@ -83,7 +83,8 @@ def _starts_with_dumping(path: Path) -> bool:
 
 
 def iter_file_items(path: Path, *, records: bool, kind: str | None = None) -> Iterator[Any]:
-    """Every row and decode error of one Kafka file, in file order."""
+    """Every row and decode error of one Kafka file, in file order (an `.index`'s entries are followed by
+    the wrong ones among them, checked against the `.log` beside it)."""
     kind = kind or artifact_kind(path)
     if kind is None:
         raise NotAKafkaArtifact(f"{path}: not a Kafka log artifact (expected .log, .index, .snapshot, ...)")
@@ -97,8 +98,38 @@ def iter_file_items(path: Path, *, records: bool, kind: str | None = None) -> It
         for item in read_dump_log_text(path):
             if records or not isinstance(item, Record):
                 yield item
+    elif kind == "index":
+        # The entries, then those that do not check out against the `.log`, then a partial entry.
+        items = list(_read_small_artifact(kind, path))
+        tail = [item for item in items if isinstance(item, DecodeError)]
+        yield from (item for item in items if not isinstance(item, DecodeError))
+        yield from _index_mismatches(path)
+        yield from tail
     else:
         yield from _read_small_artifact(kind, path)
+
+
+def _index_mismatches(index: Path) -> Iterator[DecodeError]:
+    """The entries of an `.index` that do not point at a batch holding their offset in the `.log` beside
+    it (`DumpLogSegments` prints them as `Mismatches in`); nothing without that `.log`."""
+    from kafka_log_decoder.index_check import IndexCheck
+    from kafka_log_decoder.segment import iter_segment_runs
+
+    swap = index.name.endswith(".swap")
+    name = index.name.removesuffix(".swap")
+    log = index.with_name(name.removesuffix(".index") + ".log" + (".swap" if swap else ""))
+    if not log.is_file():
+        return
+    check = IndexCheck.of(str(log), str(index))
+    if check is None:
+        return
+    try:
+        for run in iter_segment_runs(log):
+            check.see(run)
+    except NotAKafkaArtifact:
+        return  # the .log cannot be read: the entries are not checked
+    check.partial = None  # the index's own reader reported it
+    yield from check.errors()
 
 
 def _read_small_artifact(kind: str, path: Path) -> Iterable[Any]:

@@ -25,6 +25,8 @@ from kafka_harness.faults import apply_fault
 from kafka_harness.scenarios import SEGMENTED_TOPIC, TRANSACTIONAL_TOPIC
 from schemas.tables import WALK_FIRST
 from tests.builders import V2Batch, build_v2, producer_snapshot, segment
+from tests.indexes import broker_like_index
+from tests.paths import REAL_FIXTURES
 from tests.table_rows import above_info, kinds_above_info
 
 Findings = list[dict[str, Any]]
@@ -381,3 +383,31 @@ def test_offsets_that_go_back_are_overlaps_inside_a_walk_at_a_split_and_across_f
     assert kinds(found) == [("OFFSET_OVERLAP", 3), ("OFFSET_OVERLAP", 6), ("OFFSET_OVERLAP", 11)]
     related = sorted((f["first_offset"], f["related_offset"]) for f in found if f["kind"] == "OFFSET_OVERLAP")
     assert related == [(3, 3), (6, 7), (11, 11)]
+
+
+def test_wrong_index_entries_are_one_finding_per_run_of_entries(spark: Any, tmp_path: Path) -> None:
+    """A real broker's segment whose `.index` (as the broker writes it) has one entry pointing 5 bytes
+    into its batch and three consecutive entries naming offsets past their batches': one INDEX_MISMATCH
+    for the entry and one for the three, at their byte positions in the index; nothing else."""
+    source = REAL_FIXTURES / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
+    part = tmp_path / "dump" / "meta-0"
+    part.mkdir(parents=True)
+    log = part / source.name
+    shutil.copyfile(source, log)
+    entries = broker_like_index(log)
+    edited = list(entries)
+    edited[100] = (entries[100][0], entries[100][1] + 5)
+    for i in (400, 401, 402):
+        edited[i] = (entries[i][0] + 2, entries[i][1])
+    index = log.with_suffix(".index")
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in edited))
+    found = audited(spark, {"d": tmp_path / "dump"}, tmp_path / "out")
+    assert set(kinds_above_info(found)) == {"INDEX_MISMATCH"}
+    mismatches = sorted(f["message"] for f in found if f["kind"] == "INDEX_MISMATCH")
+    assert len(mismatches) == 2, mismatches
+    one, three = sorted(mismatches, key=lambda m: "consecutive" in m)
+    assert one.startswith(f"{index} at byte 800 (8 bytes): index entry (offset {entries[100][0]}, "), one
+    assert three.startswith(
+        f"{index} at byte 3200 (24 bytes): 3 consecutive index entries do not point at batches holding "
+        f"their offsets; the first: index entry (offset {entries[400][0] + 2}, position {entries[400][1]})"
+    ), three

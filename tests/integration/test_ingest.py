@@ -415,7 +415,17 @@ def test_split_segment_gives_the_rows_of_the_whole_file_even_with_a_stale_index(
         write_index(segment)
     split_bytes = 256 << 10
     ranges = split_segment(
-        dt.WorkUnit(dt.LOG, "d", None, "t", 0, str(tampered), source.stat().st_size), split_bytes
+        dt.WorkUnit(
+            dt.LOG,
+            "d",
+            None,
+            "t",
+            0,
+            str(tampered),
+            source.stat().st_size,
+            index_file=str(tampered.with_suffix(".index")),
+        ),
+        split_bytes,
     )
     assert len(ranges) >= 10
     # A stale index entry (points 7 bytes into a batch), and a corrupt region over another boundary.

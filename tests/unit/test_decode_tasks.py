@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
 from collections.abc import Callable
 from dataclasses import replace
@@ -12,6 +13,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs import decode_tasks as dt
+from jobs.ingest import split_segment
 from kafka_log_decoder import native
 from kafka_log_decoder.constants import ATTRIBUTES_OFFSET, MAGIC_OFFSET
 from schemas.tables import (
@@ -25,6 +27,8 @@ from schemas.tables import (
     WALK_OVERLAP,
 )
 from tests.builders import V2Batch, build_v2, segment
+from tests.indexes import broker_like_index
+from tests.paths import REAL_FIXTURES
 
 REAL_SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "broker-4.3.1"
 
@@ -136,8 +140,10 @@ def test_a_stale_index_entry_sends_the_range_to_the_quarantine_pass(tmp_path: Pa
     whole = unit_of(tmp_path, clean())
     second = len(batches(1)[0])
     # The range after an index entry that points 3 bytes into the second batch.
-    stale = dt.IndexBoundary(whole.file.replace(".log", ".index"), 8, 2, second + 3)
-    ranged = replace(whole, start=second + 3, boundary=stale, fallbacks=(0,))
+    index = whole.file.replace(".log", ".index")
+    Path(index).write_bytes(struct.pack(">ii", 2, second + 3))
+    stale = dt.IndexBoundary(index, 0, 2, second + 3)
+    ranged = replace(whole, start=second + 3, boundary=stale, fallbacks=(0,), index_file=index)
     assert decode(ranged, BATCHES.name, records=False)[1] is True
     assert decode(ranged, QUARANTINE.name, records=False)[0] == 1
 
@@ -362,8 +368,11 @@ def test_an_index_entry_at_a_corrupt_batch_is_right_and_the_range_reports_what_t
     blamed (no INDEX_MISMATCH), and the range from it reports the corruption as the whole file does."""
     data = bytearray((REAL_SAMPLE / "codec-gzip-0" / "00000000000000000000.log").read_bytes())
     data[875 + (100 if damage == "crc" else 8)] ^= 0x10
-    whole = unit_of(tmp_path, bytes(data))
-    entry = dt.IndexBoundary(whole.file.replace(".log", ".index"), 8, 28, 875)
+    index = tmp_path / "t-0" / "00000000000000000000.index"
+    index.parent.mkdir(parents=True)
+    index.write_bytes(struct.pack(">iiii", 15, 227, 28, 875))
+    whole = replace(unit_of(tmp_path, bytes(data)), index_file=str(index))
+    entry = dt.IndexBoundary(str(index), 8, 28, 875)
     ranged = replace(whole, start=875, boundary=entry, fallbacks=(0,))
     assert dt.resolve_start(ranged) == (875, None)
     first = replace(whole, end=875)
@@ -372,3 +381,73 @@ def test_an_index_entry_at_a_corrupt_batch_is_right_and_the_range_reports_what_t
         return decode(unit, QUARANTINE.name, records=False)[0]
 
     assert regions(first) + regions(ranged) == regions(whole) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Every `.index` entry checked against the batches of the walk
+
+
+def index_mismatches(units: list[dt.WorkUnit]) -> list[tuple[str, int, int | None]]:
+    rows = []
+    for unit in units:
+        stream = dt.decode_unit_safely(unit, QUARANTINE.name, SCHEMAS[QUARANTINE.name], records=False)
+        for batch in stream:
+            rows += [r for r in batch.to_pylist() if r["kind"] in ("INDEX_MISMATCH", "UNREADABLE_FILE")]
+    return sorted((r["file"], r["position"], r["length"]) for r in rows)
+
+
+def test_every_index_entry_is_checked_once_whatever_the_split(tmp_path: Path) -> None:
+    """A real broker's segment (3.9 MB of `__cluster_metadata`) with an index as the broker writes it,
+    then edited: an entry 5 bytes into its batch, three that name an offset past their batch's, one
+    past the end of the file, and 3 stray bytes after the last entry. Each wrong entry is one
+    INDEX_MISMATCH row at its byte position in the index, the same rows whether the segment is decoded
+    whole or cut into ranges (where a wrong entry can also be a split point); the others, none."""
+    source = REAL_FIXTURES / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
+    log = tmp_path / "meta-0" / source.name
+    log.parent.mkdir()
+    shutil.copyfile(source, log)
+    entries = broker_like_index(log)
+    assert len(entries) > 800
+    index = log.with_suffix(".index")
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
+    whole = dt.WorkUnit(dt.LOG, "d", None, "meta", 0, str(log), log.stat().st_size, index_file=str(index))
+    assert index_mismatches([whole]) == []  # the broker's entries all check out
+
+    edited = list(entries)
+    edited[100] = (entries[100][0], entries[100][1] + 5)
+    for i in (400, 401, 402):
+        edited[i] = (entries[i][0] + 2, entries[i][1])
+    edited[-1] = (entries[-1][0], whole.size + 1000)
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in edited) + b"\x01\x02\x03")
+    expected = sorted(
+        [(str(index), 8 * i, 8) for i in (100, 400, 401, 402, len(entries) - 1)]
+        + [(str(index), 8 * len(entries), 3)]
+    )
+    assert index_mismatches([whole]) == expected
+    for split_bytes in (64 << 10, 300 << 10, 1 << 20):
+        units = split_segment(whole, split_bytes)
+        assert len(units) > 3
+        assert index_mismatches(units) == expected, split_bytes
+        # The walk that finds the quarantine rows sends exactly the ranges holding a wrong entry there.
+        owners = {
+            i
+            for i, u in enumerate(units)
+            for e in (100, 400, len(entries) - 1)
+            if u.start <= edited[e][1] and (u.end is None or edited[e][1] < u.end)
+        } | {0}
+        assert {i for i, u in enumerate(units) if decode(u, BATCHES.name, records=False)[1]} == owners
+
+
+def test_an_index_of_zeros_has_no_entry_to_check(tmp_path: Path) -> None:
+    """The active segment's index, preallocated with zeros (10 MiB by default), before and after its
+    first entry: the zeros are no entries (the broker never indexes position 0)."""
+    unit = unit_of(tmp_path, clean())
+    index = Path(unit.file).with_suffix(".index")
+    index.write_bytes(bytes(1 << 16))
+    unit = replace(unit, index_file=str(index))
+    assert index_mismatches([unit]) == []
+    second = len(batches(1)[0])
+    index.write_bytes(struct.pack(">ii", 3, second) + bytes(1 << 16))
+    assert index_mismatches([unit]) == []
+    index.write_bytes(struct.pack(">ii", 4, second) + bytes(1 << 16))
+    assert index_mismatches([unit]) == [(str(index), 0, 8)]

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from jobs.cli import main
 from kafka_log_decoder.dump import run_dump
+from tests.indexes import broker_like_index
 from tests.paths import REAL_FIXTURES
 
 REAL = REAL_FIXTURES
@@ -274,3 +276,27 @@ def test_a_kraft_bootstrap_checkpoint_is_dumped_alone_and_with_its_log_directory
     ]
     _, summaries = dump(bootstrap.parent, summary=True)
     assert [s["batches"] for s in summaries if s["file"] == str(bootstrap)] == [3]
+
+
+def test_an_index_is_checked_against_the_log_beside_it(tmp_path: Path) -> None:
+    """As `DumpLogSegments` prints `Mismatches in`: the entries of a real broker segment's index (placed
+    as the broker places them) all check out; one edited to point 5 bytes into its batch is an
+    INDEX_MISMATCH line at its byte position (a warning: exit status 0); without the `.log`, nothing
+    can be checked."""
+    source = REAL / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
+    log = tmp_path / "meta-0" / source.name
+    log.parent.mkdir()
+    shutil.copyfile(source, log)
+    entries = broker_like_index(log)
+    index = log.with_suffix(".index")
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
+    status, objs = dump(index)
+    assert status == 0
+    assert [o["type"] for o in objs] == ["index_entry"] * len(entries)
+    entries[100] = (entries[100][0], entries[100][1] + 5)
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
+    status, objs = dump(index)
+    errors = [(o["position"], o["kind"], o["length"]) for o in objs if o["type"] == "error"]
+    assert (status, errors) == (0, [(800, "INDEX_MISMATCH", 8)])
+    log.unlink()
+    assert [o for o in dump(index)[1] if o["type"] == "error"] == []
