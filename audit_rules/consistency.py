@@ -3,7 +3,7 @@ other."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
@@ -34,7 +34,10 @@ def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
                 rows,
                 kind,
                 F.concat(
-                    fmt("%s at byte %s", "file", "position"),
+                    # A bad row of a Parquet ledger is named by its number (in the message), not bytes.
+                    F.when(_parquet_ledger_row(), F.col("file")).otherwise(
+                        fmt("%s at byte %s", "file", "position")
+                    ),
                     F.when(F.col("length").isNotNull(), fmt(" (%s bytes)", "length")).otherwise(F.lit("")),
                     F.lit(": "),
                     F.col("message"),
@@ -52,6 +55,11 @@ def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
+
+
+def _parquet_ledger_row() -> Column:
+    """A quarantine row of a Parquet `--acks` ledger: `position` is the row's number, not a byte."""
+    return F.col("length").isNull() & F.col("message").startswith("acks row ")
 
 
 def _index_entry_runs(rows: DataFrame) -> DataFrame:

@@ -987,40 +987,128 @@ def ledger_columns(path: str) -> list[str]:
     return [c.strip() for c in next(csv.reader([first]), [])]
 
 
-def _ledger_rows(path: str) -> Iterator[dict[str, Any] | str]:
-    """Each row as a dict, or a string saying why a line could not be read."""
+# A ledger row, or why it cannot be read; where it starts (a byte position in a text ledger, the row's
+# number in a Parquet one) and its length in bytes (None in Parquet).
+_LedgerRow = tuple[dict[str, Any] | str, int, int | None]
+
+
+def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
+    """Each row of a ledger as a dict, or a string saying why it could not be read, with where it is."""
     fmt = ledger_format(path)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
+        number = 0
         for batch in pq.ParquetFile(path).iter_batches():
-            yield from batch.to_pylist()
-    elif fmt == "json":
-        with open(path, encoding="utf-8-sig", errors="replace") as handle:
-            for line in handle:
-                if not line.strip():
+            for row in batch.to_pylist():
+                yield row, number, None
+                number += 1
+        return
+    with open(path, "rb") as handle:
+        lines = _Lines(handle)
+        if fmt == "json":
+            for line in lines:
+                if line.blank:
+                    continue
+                if line.invalid is not None:
+                    yield f"not UTF-8 (byte {line.invalid})", line.start, line.end - line.start
                     continue
                 try:
-                    value = json.loads(line)
+                    value = json.loads(line.text)
                 except json.JSONDecodeError as exc:
-                    yield f"not JSON: {exc.msg}"
+                    yield f"not JSON: {exc.msg}", line.start, line.end - line.start
                     continue
-                yield value if isinstance(value, dict) else "not a JSON object"
-    else:
-        with open(path, encoding="utf-8-sig", errors="replace", newline="") as handle:
-            reader = csv.DictReader(handle)
-            for row in reader:
-                yield {k.strip(): (v if v != "" else None) for k, v in row.items() if k is not None}
+                yield (
+                    (value if isinstance(value, dict) else "not a JSON object"),
+                    line.start,
+                    line.end - line.start,
+                )
+            return
+        reader = csv.DictReader(lines.texts())
+        for row in reader:
+            start, end, invalid = lines.span(reader.line_num)
+            if invalid is not None:
+                yield f"not UTF-8 (byte {invalid})", start, end - start
+            else:
+                yield (
+                    {k.strip(): (v if v != "" else None) for k, v in row.items() if k is not None},
+                    start,
+                    end - start,
+                )
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    number: int  # 1-based, as `csv`'s `line_num` counts
+    start: int
+    end: int
+    invalid: int | None  # the position of the first byte that is not UTF-8
+    text: str
+
+    @property
+    def blank(self) -> bool:
+        return not self.text.strip()
+
+
+class _Lines:
+    """The lines of a text ledger read as bytes (each ended by `\\n`, `\\r\\n` or `\\r`, as universal
+    newlines split them) with the byte positions they span: a bad row's quarantine row names its
+    bytes. A line that is not UTF-8 is read with replacement characters and the position of its first
+    invalid byte kept, so that its row is quarantined rather than compared as mangled text. A UTF-8
+    BOM before the first line is skipped (and counted in the positions)."""
+
+    _LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.pending: list[_Line] = []  # the lines `csv` read since the last `span`
+
+    def __iter__(self) -> Iterator[_Line]:
+        position = number = 0
+        for chunk in self.handle:
+            for raw in self._LONE_CR.split(chunk):
+                if not raw:
+                    continue
+                start, position, number = position, position + len(raw), number + 1
+                body = raw.removeprefix(_UTF8_BOM) if start == 0 else raw
+                try:
+                    text, invalid = body.decode("utf-8"), None
+                except UnicodeDecodeError as exc:
+                    text = body.decode("utf-8", errors="replace")
+                    invalid = start + len(raw) - len(body) + exc.start
+                yield _Line(number, start, position, invalid, text)
+
+    def texts(self) -> Iterator[str]:
+        """The lines' text, for `csv`; `span` then tells where the rows it has read lie."""
+        for line in self:
+            self.pending.append(line)
+            yield line.text
+
+    def span(self, last: int) -> tuple[int, int, int | None]:
+        """(start, end, first invalid byte or None) of the row `csv` read up to line `last` (its
+        `line_num`): the lines read since the last call up to it, the blank ones before the row left
+        out (`csv` skips them) and the header's too, at the first call."""
+        mine = [line for line in self.pending if line.number <= last]
+        self.pending = [line for line in self.pending if line.number > last]
+        while len(mine) > 1 and (mine[0].blank or mine[0].number == 1):
+            mine.pop(0)
+        if not mine:
+            return 0, 0, None
+        invalid = next((line.invalid for line in mine if line.invalid is not None), None)
+        return mine[0].start, mine[-1].end, invalid
 
 
 def _acks_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
+    """The `acks` rows of a ledger (`position`: the row's number), or the `quarantine` rows of those
+    that cannot be used (`position`, `length`: the row's bytes in a text ledger, its number in Parquet)."""
     ctx = _Provenance(unit)
-    for number, row in enumerate(_ledger_rows(unit.file)):
+    for number, (row, at, length) in enumerate(_ledger_rows(unit.file)):
         ack = row if isinstance(row, str) else _ack(row)
         if isinstance(ack, str):
             if table == "quarantine":
                 message = f"acks row {number}: {ack}"
-                yield _error_row(ctx, DecodeError(unit.file, number, CorruptionKind.UNREADABLE_FILE, message))
+                error = DecodeError(unit.file, at, CorruptionKind.UNREADABLE_FILE, message, length)
+                yield _error_row(ctx, error)
         elif table == "acks":
             yield ctx.row(position=number, **ack)
 

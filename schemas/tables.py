@@ -270,7 +270,8 @@ QUARANTINE = TableSpec(
     schema=StructType(
         [
             *_provenance(),
-            # Bytes from `position` that are corrupt; null where the decoder cannot tell.
+            # Bytes from `position` that are corrupt; null where the decoder cannot tell. (A bad row of a
+            # Parquet `--acks` ledger: `position` is its number, `length` null.)
             _f("length", LongType()),
             # A corruption kind of audit-contract §4, or UNREADABLE_FILE.
             _f("kind", StringType(), False),

@@ -411,3 +411,35 @@ def test_wrong_index_entries_are_one_finding_per_run_of_entries(spark: Any, tmp_
         f"{index} at byte 3200 (24 bytes): 3 consecutive index entries do not point at batches holding "
         f"their offsets; the first: index entry (offset {entries[400][0] + 2}, position {entries[400][1]})"
     ), three
+
+
+def test_a_bad_ledger_row_is_one_finding_at_its_bytes_or_its_row_number(spark: Any, tmp_path: Path) -> None:
+    """An `--acks` row that cannot be used is an UNREADABLE_FILE finding: named by its bytes in a JSON
+    lines ledger, by its row number alone in a Parquet one (whose rows have no byte position)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dump = write_partition(tmp_path, [V2Batch(base_offset=0, records=((None, b"v"),))])
+    jsonl = tmp_path / "acks.jsonl"
+    first = '{"topic": "orders", "partition": 0, "offset": 0}\n'
+    jsonl.write_text(first + "{not json\n")
+    parquet = tmp_path / "acks.parquet"
+    pq.write_table(pa.Table.from_pylist([{"topic": "orders", "partition": 0, "offset": "x"}]), parquet)
+    out = tmp_path / "out"
+    run_ingest(
+        spark,
+        IngestOptions(
+            inputs=[LabeledPath("d", str(dump))],
+            output=str(out),
+            acks=[LabeledPath(None, str(jsonl)), LabeledPath(None, str(parquet))],
+        ),
+    )
+    found = [r.asDict() for r in audit(read_bronze(spark, str(out)), load_profile()).findings.collect()]
+    messages = sorted(f["message"] for f in found if f["kind"] == "UNREADABLE_FILE")
+    assert [m.split(" [")[0] for m in messages] == sorted(
+        [
+            f"{jsonl} at byte {len(first)} (10 bytes): acks row 1: not JSON: Expecting property name "
+            "enclosed in double quotes",
+            f"{parquet}: acks row 0: offset 'x' is not an integer",
+        ]
+    )

@@ -121,9 +121,14 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         # Past a long: this row is quarantined, not the whole ledger.
         '{"topic": "foo", "partition": 0, "offset": 99999999999999999999}',
     ]
-    jsonl.write_text("\n".join([*map(json.dumps, acks), *bad_rows]) + "\n")
+    # A key in Latin-1: quarantined, not compared as mangled text.
+    latin1 = b'{"topic": "foo", "partition": 0, "offset": 5, "key": "caf\xe9"}\n'
+    jsonl.write_bytes(("\n".join([*map(json.dumps, acks), *bad_rows]) + "\n").encode() + latin1)
     csv = root / "acks.csv"
-    csv.write_text("\ufefftopic,partition,offset,key\nfoo,0,0,k0\nfoo,0,2,\n")  # saved with a BOM
+    # Saved with a BOM; lines ended as Windows ends them, one row over two lines, one bad row.
+    csv.write_bytes(
+        '\ufefftopic,partition,offset,key\r\nfoo,0,0,k0\r\nfoo,0,2,\r\nfoo,0,x,"a\r\nb"\r\n'.encode()
+    )
     parquet = root / "acks.parquet"
     pq.write_table(pa.Table.from_pylist(acks), parquet)
     return [jsonl, csv, parquet]
@@ -260,11 +265,30 @@ def test_acks_ledgers_in_three_formats(real_out: Path, ledgers: list[Path]) -> N
     assert [r["offset"] for r in sorted(by_ledger["acks.jsonl"], key=lambda r: r["offset"])] == [0, 1, 2]
     assert sorted((r["offset"], r["key"]) for r in by_ledger["acks.csv"]) == [(0, "k0"), (2, None)]
     assert sorted(r["sequence"] for r in by_ledger["acks.parquet"]) == [0, 1, 2]
-    bad = sorted(
-        (r for r in read(real_out, "quarantine") if r["file"] == str(ledgers[0])), key=lambda r: r["position"]
-    )
-    assert [(r["position"], r["kind"]) for r in bad] == [(3, "UNREADABLE_FILE"), (4, "UNREADABLE_FILE")]
-    assert "out of range" in bad[1]["message"]
+    quarantine = read(real_out, "quarantine")
+
+    def bad(ledger: Path) -> list[tuple[int, int, str]]:
+        rows = [r for r in quarantine if r["file"] == str(ledger)]
+        assert {r["kind"] for r in rows} == {"UNREADABLE_FILE"}
+        return sorted((r["position"], r["length"], r["message"]) for r in rows)
+
+    # Each bad row is quarantined at its bytes (its line, terminator included) and named by its number.
+    data = ledgers[0].read_bytes()
+    lines = data.splitlines(keepends=True)
+    starts = [sum(map(len, lines[:i])) for i in range(len(lines))]
+    latin1 = data.index(b"\xe9")
+    assert bad(ledgers[0]) == [
+        (at, len(lines[i]), f"acks row {i}: {why}")
+        for i, at, why in (
+            (3, starts[3], "offset 'x' is not an integer"),
+            (4, starts[4], "offset 99999999999999999999 is out of range "
+             "(-9223372036854775808 to 9223372036854775807)"),
+            (5, starts[5], f"not UTF-8 (byte {latin1})"),
+        )
+    ]  # fmt: skip
+    data = ledgers[1].read_bytes()
+    row = data.index(b"foo,0,x")
+    assert bad(ledgers[1]) == [(row, len(data) - row, "acks row 2: offset 'x' is not an integer")]
 
 
 # ---------------------------------------------------------------------------------------------
