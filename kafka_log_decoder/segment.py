@@ -282,6 +282,29 @@ def iter_segment_runs(
                 decode_records=records,
                 max_batches=max_batches,
             )
+            cut = _inside_a_failed_batch(window, walk) if walk.n else None
+            if cut is not None:
+                # The batches before the failed one, walked again; its bytes up to the valid batch inside
+                # it are an unreadable region, and decoding goes on there.
+                failed, resume = cut
+                bad = window.start + walk.batches["position"][failed]
+                claimed = walk.batches["size_bytes"][failed]
+                if failed:
+                    walk = native.walk_batches(
+                        window.buf,
+                        local,
+                        min(len(window.buf), end - window.start),
+                        decode_records=records,
+                        max_batches=failed,
+                    )
+                    yield _batch_run(file, window, walk, records)
+                message = (
+                    f"batch length {claimed - LOG_OVERHEAD} runs over a valid batch at byte {resume} (its "
+                    f"CRC fails over those bytes); skipped to it"
+                )
+                yield [_unreadable(file, bad, resume - bad, message)]
+                pos = resume
+                continue
             if walk.n:
                 yield _batch_run(file, window, walk, records)
             pos = window.start + walk.next_pos
@@ -500,6 +523,25 @@ def _past_the_end(
         message = f"{past}; no valid batch follows before byte {end}"
         return [_unreadable(file, pos, window.size - pos, message)], window.size, True
     return _tail(file, window, pos), window.size, True
+
+
+def _inside_a_failed_batch(window: _Window, walk: native.WalkResult) -> tuple[int, int] | None:
+    """(index, position) of the first batch of the walk whose CRC fails and of a valid batch that starts
+    inside the bytes its length claims: its length is what is corrupt (a length too long, yet inside
+    the file, would hide the batches after it), and its bytes up to that batch are an unreadable
+    region, as a length past the end of the file is (`_past_the_end`). None when no failed batch
+    holds a valid one: a batch whose CRC fails over its own bytes is a CRC_MISMATCH. Searched only
+    behind a failed CRC, within the claimed bytes."""
+    crc_valid = walk.batches["crc_valid"].tobytes()[: walk.n]
+    i = crc_valid.find(0)
+    while i >= 0:
+        start = window.start + walk.batches["position"][i]
+        # Not bounded by the range's end: a range decodes as the whole file does.
+        found = _resync(window, start, start + walk.batches["size_bytes"][i])
+        if found is not None:
+            return i, found
+        i = crc_valid.find(0, i + 1)
+    return None
 
 
 def _legacy_crc_error(file: str, window: _Window, pos: int, total: int, stored: int) -> DecodeError:

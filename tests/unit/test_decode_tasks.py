@@ -7,6 +7,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -16,6 +17,9 @@ from jobs import decode_tasks as dt
 from jobs.ingest import split_segment
 from kafka_log_decoder import native
 from kafka_log_decoder.constants import ATTRIBUTES_OFFSET, MAGIC_OFFSET
+from kafka_log_decoder.errors import DecodeError
+from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.segment import read_log_segment
 from schemas.tables import (
     BATCHES,
     QUARANTINE,
@@ -451,3 +455,43 @@ def test_an_index_of_zeros_has_no_entry_to_check(tmp_path: Path) -> None:
     assert index_mismatches([unit]) == []
     index.write_bytes(struct.pack(">ii", 4, second) + bytes(1 << 16))
     assert index_mismatches([unit]) == [(str(index), 0, 8)]
+
+
+def test_a_failed_batch_whose_length_runs_over_the_next_batches_does_not_hide_them(tmp_path: Path) -> None:
+    """A real broker's segment (batches of 50 records, ~100 KB each) whose third batch's length claims
+    30,000 bytes more than it has: its CRC fails, and the next batch, intact, starts inside the bytes
+    it claims. That batch is found (the failed one's bytes up to it are an unreadable region), its
+    index entry is not blamed, and a split decode gives the rows of the whole file."""
+    source = REAL_SAMPLE / "idempotent-segments-0"
+    log = tmp_path / "idempotent-segments-0" / "00000000000000000500.log"
+    log.parent.mkdir()
+    data = bytearray((source / log.name).read_bytes())
+    shutil.copyfile(source / "00000000000000000500.index", log.with_suffix(".index"))
+    heads = [h for h in read_log_segment(source / log.name) if isinstance(h, BatchHeader)]
+    third = heads[2]
+    struct.pack_into(">i", data, third.position + 8, third.size_bytes - 12 + 30_000)
+    log.write_bytes(bytes(data))
+    items = list(read_log_segment(log))
+    assert [(h.position, h.base_offset) for h in items if isinstance(h, BatchHeader)] == [
+        (h.position, h.base_offset) for h in heads if h is not third
+    ]
+    # Its bytes up to the next batch are an unreadable region: its length is what is corrupt.
+    assert [(e.kind.value, e.position, e.length) for e in items if isinstance(e, DecodeError)] == [
+        ("UNREADABLE_BATCH", third.position, third.size_bytes)
+    ]
+    whole = dt.WorkUnit(
+        dt.LOG, "d", None, "s", 0, str(log), len(data), index_file=str(log.with_suffix(".index"))
+    )
+
+    def rows(units: list[dt.WorkUnit], table: str) -> list[tuple[Any, ...]]:
+        out = []
+        for unit in units:
+            for batch in dt.decode_unit_safely(unit, table, SCHEMAS[table], records=False):
+                out += [(r["position"], r.get("base_offset"), r.get("kind")) for r in batch.to_pylist()]
+        return sorted(out)
+
+    assert rows([whole], QUARANTINE.name) == [(third.position, None, "UNREADABLE_BATCH")]
+    units = split_segment(whole, 64 << 10)
+    assert len(units) > 3
+    for table in (BATCHES.name, QUARANTINE.name):
+        assert rows(units, table) == rows([whole], table), table
