@@ -934,6 +934,7 @@ _ACKS_INTEGERS = (
     "app_sequence",
 )
 _ACKS_STRINGS = ("topic", "key", "app_producer")
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 # Each integer column's range, from its type in the acks table: a value outside it is a bad row (it
 # would otherwise fail the Arrow batch of the whole ledger).
 _ACKS_BOUNDS = {
@@ -998,11 +999,21 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
+        ledger = pq.ParquetFile(path)
         number = 0
-        for batch in pq.ParquetFile(path).iter_batches():
-            for row in batch.to_pylist():
-                yield row, number, None
-                number += 1
+        # Row group by row group: one whose pages cannot be read is a bad region of its rows.
+        for group in range(ledger.num_row_groups):
+            first, rows = number, ledger.metadata.row_group(group).num_rows
+            try:
+                for batch in ledger.iter_batches(row_groups=[group]):
+                    for row in batch.to_pylist():
+                        yield row, number, None
+                        number += 1
+            except (OSError, pa.ArrowException) as exc:
+                # The rows from the first that could not be read to the group's last.
+                why = str(exc).split("\n")[0]
+                yield f"row group {group} (to row {first + rows - 1}) cannot be read: {why}", number, None
+                number = first + rows
         return
     with open(path, "rb") as handle:
         lines = _Lines(handle)
@@ -1018,14 +1029,30 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
                 except json.JSONDecodeError as exc:
                     yield f"not JSON: {exc.msg}", line.start, line.end - line.start
                     continue
+                except (ValueError, RecursionError) as exc:
+                    # An integer of thousands of digits (Python's int limit), arrays nested too deep.
+                    why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split("\n")[0]
+                    yield f"not JSON: {why}", line.start, line.end - line.start
+                    continue
                 yield (
                     (value if isinstance(value, dict) else "not a JSON object"),
                     line.start,
                     line.end - line.start,
                 )
             return
-        reader = csv.DictReader(lines.texts())
-        for row in reader:
+        # Strict: a quote left open is an error (at the end of the file), not a field that takes in
+        # every row after it.
+        reader = csv.DictReader(lines.texts(), strict=True)
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                # The lines `csv` read for the row it could not parse (it reads no further ahead).
+                start, end, _ = lines.span(None)
+                yield f"not CSV: {exc}", start, end - start
+                continue
             start, end, invalid = lines.span(reader.line_num)
             if invalid is not None:
                 yield f"not UTF-8 (byte {invalid})", start, end - start
@@ -1084,12 +1111,12 @@ class _Lines:
             self.pending.append(line)
             yield line.text
 
-    def span(self, last: int) -> tuple[int, int, int | None]:
+    def span(self, last: int | None) -> tuple[int, int, int | None]:
         """(start, end, first invalid byte or None) of the row `csv` read up to line `last` (its
-        `line_num`): the lines read since the last call up to it, the blank ones before the row left
-        out (`csv` skips them) and the header's too, at the first call."""
-        mine = [line for line in self.pending if line.number <= last]
-        self.pending = [line for line in self.pending if line.number > last]
+        `line_num`; None: every line read so far): the lines read since the last call up to it, the
+        blank ones before the row left out (`csv` skips them) and the header's too, at the first call."""
+        mine = [line for line in self.pending if last is None or line.number <= last]
+        self.pending = [line for line in self.pending if last is not None and line.number > last]
         while len(mine) > 1 and (mine[0].blank or mine[0].number == 1):
             mine.pop(0)
         if not mine:
@@ -1125,9 +1152,12 @@ def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
             continue
         if isinstance(value, bool) or not isinstance(value, int | str | float):
             return f"{name} {value!r} is not an integer"
+        # ASCII digits only: Python's int() also takes `1_0` and other scripts' digits.
+        if isinstance(value, str) and not _INTEGER_TEXT.fullmatch(value.strip()):
+            return f"{name} {value!r} is not an integer"
         try:
             out[name] = int(value) if not isinstance(value, float) or value.is_integer() else None
-        except ValueError:
+        except (ValueError, OverflowError):
             return f"{name} {value!r} is not an integer"
         if out[name] is None:
             return f"{name} {value!r} is not an integer"
@@ -1137,8 +1167,13 @@ def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
     for name in _ACKS_STRINGS:
         value = row.get(name)
         if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="replace")
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"{name} is not UTF-8 (its byte {exc.start})"
         if value is None and name in ACKS_REQUIRED:
             return f"no {name}"
+        if value is not None and not isinstance(value, str | int):
+            return f"{name} {value!r} is not a string"
         out[name] = None if value is None else str(value)
     return out

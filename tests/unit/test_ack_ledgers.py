@@ -1,0 +1,97 @@
+"""`--acks` ledgers read on an executor (`jobs.decode_tasks`): a row that cannot be used is a quarantine
+row at its bytes (its number in Parquet), and never costs the ledger its other rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from jobs import decode_tasks as dt
+
+
+def read(path: Path) -> tuple[list[int], list[tuple[int, int | None, str]]]:
+    """(the acks' offsets, the quarantine rows' (position, length, message))."""
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(path), path.stat().st_size)
+    acks = [row["offset"] for row in dt._acks_rows(unit, "acks")]
+    bad = [(row["position"], row["length"], row["message"]) for row in dt._acks_rows(unit, "quarantine")]
+    return acks, bad
+
+
+def ack(offset: Any, **more: Any) -> str:
+    return json.dumps({"topic": "t", "partition": 0, "offset": offset, **more})
+
+
+def test_json_lines_that_python_cannot_take_are_bad_rows_and_the_others_are_kept(tmp_path: Path) -> None:
+    lines = [
+        ack(1),
+        '{"topic": "t", "partition": 0, "offset": ' + "9" * 5000 + "}",  # past Python's int digits
+        '{"topic": "t", "partition": 0, "offset": 2, "key": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        ack("1_0"),  # int() would read 10
+        ack("\u0663"),  # an Arabic-Indic 3
+        '{"topic": ["t"], "partition": 0, "offset": 4}',
+        ack(5),
+    ]
+    ledger = tmp_path / "acks.jsonl"
+    ledger.write_text("\n".join(lines) + "\n")
+    starts = [sum(len(line.encode()) + 1 for line in lines[:i]) for i in range(len(lines))]
+    acks, bad = read(ledger)
+    assert acks == [1, 5]
+    assert [(position, message.split(":")[0]) for position, _, message in bad] == [
+        (starts[i], f"acks row {i}") for i in range(1, 6)
+    ]
+    assert "Exceeds the limit" in bad[0][2] and bad[1][2].endswith("not JSON: nested too deeply")
+    assert bad[2][2] == "acks row 3: offset '1_0' is not an integer"
+    assert bad[4][2] == "acks row 5: topic ['t'] is not a string"
+
+
+def test_csv_rows_the_reader_rejects_are_bad_rows_and_the_others_are_kept(tmp_path: Path) -> None:
+    ledger = tmp_path / "acks.csv"
+    rows = [
+        "topic,partition,offset\n",
+        "t,0,1\n",
+        "t,0," + "9" * 140_000 + "\n",
+        "t,0,3\n",
+        't,0,"4\n',
+        "t,0,5\n",
+    ]
+    ledger.write_text("".join(rows))
+    starts = [sum(len(r) for r in rows[:i]) for i in range(len(rows))]
+    acks, bad = read(ledger)
+    # The field past csv's limit is one bad row; a quote left open takes the rest of the file with it,
+    # as one bad region, not as a field holding the rows after it.
+    assert acks == [1, 3]
+    assert bad == [
+        (starts[2], len(rows[2]), "acks row 1: not CSV: field larger than field limit (131072)"),
+        (starts[4], len(rows[4]) + len(rows[5]), "acks row 3: not CSV: unexpected end of data"),
+    ]
+
+
+def test_a_parquet_row_group_that_cannot_be_read_is_one_bad_region(tmp_path: Path) -> None:
+    ledger = tmp_path / "acks.parquet"
+    table = pa.Table.from_pylist([{"topic": "t", "partition": 0, "offset": o} for o in range(2000)])
+    pq.write_table(table, ledger, row_group_size=1000, compression="none")
+    data = bytearray(ledger.read_bytes())
+    second = pq.ParquetFile(ledger).metadata.row_group(1).column(2)
+    start = second.data_page_offset
+    data[start : start + 16] = b"\xff" * 16  # the second group's offset page header
+    ledger.write_bytes(bytes(data))
+    acks, bad = read(ledger)
+    assert acks == list(range(1000))
+    assert [(position, length) for position, length, _ in bad] == [(1000, None)]
+    assert bad[0][2].startswith("acks row 1000: row group 1 (to row 1999) cannot be read")
+
+
+def test_a_parquet_key_that_is_not_utf8_is_a_bad_row(tmp_path: Path) -> None:
+    ledger = tmp_path / "acks.parquet"
+    keys = [b"k0", b"k\xff", b"k2"]
+    pq.write_table(
+        pa.table({"topic": ["t"] * 3, "partition": [0] * 3, "offset": [0, 1, 2], "key": pa.array(keys)}),
+        ledger,
+    )
+    acks, bad = read(ledger)
+    assert acks == [0, 2]
+    assert bad == [(1, None, "acks row 1: key is not UTF-8 (its byte 1)")]
