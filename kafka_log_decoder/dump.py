@@ -99,10 +99,16 @@ def iter_file_items(path: Path, *, records: bool, kind: str | None = None) -> It
             if records or not isinstance(item, Record):
                 yield item
     elif kind == "index":
-        # The entries, then those that do not check out against the `.log`, then a partial entry.
-        items = list(_read_small_artifact(kind, path))
-        tail = [item for item in items if isinstance(item, DecodeError)]
-        yield from (item for item in items if not isinstance(item, DecodeError))
+        from kafka_log_decoder.index_files import read_offset_index
+
+        # The entries (streamed: an index may be large), then those that do not check out against the
+        # `.log`, then a partial entry.
+        tail = []
+        for item in read_offset_index(path):
+            if isinstance(item, DecodeError):
+                tail.append(item)
+            else:
+                yield item
         yield from _index_mismatches(path)
         yield from tail
     else:
