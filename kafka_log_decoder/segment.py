@@ -274,14 +274,7 @@ def iter_segment_runs(
         pos = start_position
         while pos < end:
             window.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
-            local = pos - window.start
-            walk = native.walk_batches(
-                window.buf,
-                local,
-                min(len(window.buf), end - window.start),
-                decode_records=records,
-                max_batches=max_batches,
-            )
+            walk = _walk(window, pos, end, records, max_batches)
             cut = _inside_a_failed_batch(window, walk) if walk.n else None
             if cut is not None:
                 # The batches before the failed one, walked again; its bytes up to the valid batch inside
@@ -290,14 +283,7 @@ def iter_segment_runs(
                 bad = window.start + walk.batches["position"][failed]
                 claimed = walk.batches["size_bytes"][failed]
                 if failed:
-                    walk = native.walk_batches(
-                        window.buf,
-                        local,
-                        min(len(window.buf), end - window.start),
-                        decode_records=records,
-                        max_batches=failed,
-                    )
-                    yield _batch_run(file, window, walk, records)
+                    yield _batch_run(file, window, _walk(window, pos, end, records, failed), records)
                 message = (
                     f"batch length {claimed - LOG_OVERHEAD} runs over a valid batch at byte {resume} (its "
                     f"CRC fails over those bytes); skipped to it"
@@ -523,6 +509,17 @@ def _past_the_end(
         message = f"{past}; no valid batch follows before byte {end}"
         return [_unreadable(file, pos, window.size - pos, message)], window.size, True
     return _tail(file, window, pos), window.size, True
+
+
+def _walk(window: _Window, pos: int, end: int, records: bool, batches: int) -> native.WalkResult:
+    """The native walker from `pos` over the window's bytes before `end`, for at most `batches`."""
+    return native.walk_batches(
+        window.buf,
+        pos - window.start,
+        min(len(window.buf), end - window.start),
+        decode_records=records,
+        max_batches=batches,
+    )
 
 
 def _inside_a_failed_batch(window: _Window, walk: native.WalkResult) -> tuple[int, int] | None:
