@@ -5,8 +5,10 @@ One entry point, `decompress`, raises `CodecError` with a plain reason on any co
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
+from typing import Any
 
 import cramjam
 import zstandard
@@ -28,23 +30,67 @@ class CodecError(ValueError):
     """A compressed payload that cannot be decompressed."""
 
 
+# The most bytes one payload may decompress to: past it the batch is unreadable. A bound on the
+# memory a decode takes whatever the data (1 MB of gzip can hold 1 GiB of zeros); the codecs write
+# into one lazily mapped buffer of this size per thread, so only the bytes written take memory.
+MAX_DECOMPRESSED_BYTES = 256 << 20
+# zstd's largest ratio: a 3-byte block header and one byte stand for a 128 KiB run (an RLE block).
+# Payloads this small cannot pass the limit; they take the faster reused-context path.
+_ZSTD_SMALL_PAYLOAD = MAX_DECOMPRESSED_BYTES // ((128 << 10) // 4)
+# After a payload this large, the buffer's pages are given back.
+_RELEASE_ABOVE = 16 << 20
+_OUTPUT = threading.local()
+
+
 def decompress(codec: str, payload: bytes | memoryview, *, magic: int = 2) -> bytes:
-    """The plain bytes of a compressed batch payload (v2 records, or a legacy inner message set)."""
+    """The plain bytes of a compressed batch payload (v2 records, or a legacy inner message set), at most
+    MAX_DECOMPRESSED_BYTES of them."""
     try:
         if codec == "gzip":
             # GZIPInputStream reads concatenated members; cramjam does too.
-            return bytes(cramjam.gzip.decompress(payload))
+            return _bounded(codec, cramjam.gzip.decompress_into, payload)
         if codec == "snappy":
             return _snappy_decompress(payload)
         if codec == "lz4":
             if magic == 0:
                 payload = fix_broken_lz4_header_checksum(payload)
-            return bytes(cramjam.lz4.decompress(payload))
+            return _bounded(codec, cramjam.lz4.decompress_into, payload)
         if codec == "zstd":
-            return _zstd_decompress(payload)
+            if len(payload) <= _ZSTD_SMALL_PAYLOAD:
+                return _zstd_decompress(payload)
+            return _bounded(codec, cramjam.zstd.decompress_into, payload)
+    except CodecError:
+        raise
     except (cramjam.DecompressionError, zstandard.ZstdError, ValueError, OSError) as exc:
         raise CodecError(f"corrupt {codec} payload: {_first_line(exc)}") from None
     raise CodecError(f"unknown compression codec {codec!r}")
+
+
+def _bounded(codec: str, decompress_into: Any, payload: bytes | memoryview) -> bytes:
+    """`decompress_into` the thread's output buffer: an output past its end is a CodecError."""
+    out = getattr(_OUTPUT, "buffer", None)
+    if out is None:
+        out = _OUTPUT.buffer = mmap.mmap(-1, MAX_DECOMPRESSED_BYTES)
+    try:
+        n = decompress_into(payload, out)
+    except cramjam.DecompressionError as exc:
+        if "failed to write whole buffer" in str(exc):
+            _release(out, MAX_DECOMPRESSED_BYTES)
+            raise _too_large(codec) from None
+        if codec == "zstd" and "incomplete frame" in str(exc):
+            raise CodecError("corrupt zstd payload: the last frame is truncated") from None
+        raise
+    with memoryview(out) as view:
+        plain = bytes(view[:n])
+    if n > _RELEASE_ABOVE:
+        _release(out, n)
+    return plain
+
+
+def _release(buffer: mmap.mmap, length: int) -> None:
+    """Give the first `length` bytes' pages back (they read as zeros again)."""
+    if hasattr(mmap, "MADV_DONTNEED"):
+        buffer.madvise(mmap.MADV_DONTNEED, 0, length)
 
 
 _ZSTD = threading.local()
@@ -72,6 +118,7 @@ def _zstd_decompress(payload: bytes | memoryview) -> bytes:
 def _snappy_decompress(payload: bytes | memoryview) -> bytes:
     view = memoryview(payload)
     if bytes(view[:8]) != XERIAL_SNAPPY_MAGIC:
+        _check_snappy_length(cramjam.snappy.decompress_raw_len(view))
         return bytes(cramjam.snappy.decompress_raw(view))
     # xerial: magic(8) version(4) compatible(4), then repeated [int32 BE length][raw block].
     out = bytearray()
@@ -83,9 +130,21 @@ def _snappy_decompress(payload: bytes | memoryview) -> bytes:
         pos += 4
         if length < 0 or pos + length > len(view):
             raise CodecError(f"xerial snappy block of {length} bytes at {pos - 4} overruns the payload")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + length])
+        block = view[pos : pos + length]
+        _check_snappy_length(len(out) + cramjam.snappy.decompress_raw_len(block))
+        out += cramjam.snappy.decompress_raw(block)
         pos += length
     return bytes(out)
+
+
+def _check_snappy_length(length: int) -> None:
+    """A snappy block states its plain length first: past the limit, nothing is decompressed."""
+    if length > MAX_DECOMPRESSED_BYTES:
+        raise _too_large("snappy")
+
+
+def _too_large(codec: str) -> CodecError:
+    return CodecError(f"{codec} payload decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes (the limit)")
 
 
 def fix_broken_lz4_header_checksum(payload: bytes | memoryview) -> bytes:

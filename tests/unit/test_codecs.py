@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import threading
 
 import lz4.frame
 import pytest
@@ -71,3 +72,31 @@ def test_zstd_concatenated_frames_and_a_truncated_last_frame() -> None:
     assert decompress("zstd", two) == PLAIN
     with pytest.raises(CodecError, match="truncated"):
         decompress("zstd", two[:-5])
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_payload_that_decompresses_past_the_limit_is_a_codec_error_in_bounded_memory(
+    codec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few KB that decompress to gigabytes (1 MB of gzip holds 1 GiB of zeros) must not take the
+    memory: past MAX_DECOMPRESSED_BYTES the payload is a CodecError. Measured against a small limit
+    (the thread's buffer is made at that size), and the same payload within a larger one decodes."""
+    import kafka_log_decoder.codecs as codecs
+
+    zeros = bytes(4 << 20)
+    payload = {
+        "gzip": lambda: gzip.compress(zeros),
+        "snappy": lambda: snappy.compress(zeros),
+        "lz4": lambda: lz4.frame.compress(zeros),
+        "zstd": lambda: zstandard.ZstdCompressor(write_content_size=False).compress(zeros),
+    }[codec]()
+    assert len(payload) < len(zeros) // 20  # snappy packs at most ~21:1, the others far more
+    for limit, fits in ((1 << 20, False), (8 << 20, True)):
+        monkeypatch.setattr(codecs, "MAX_DECOMPRESSED_BYTES", limit)
+        monkeypatch.setattr(codecs, "_ZSTD_SMALL_PAYLOAD", limit // 32768)
+        monkeypatch.setattr(codecs, "_OUTPUT", threading.local())
+        if fits:
+            assert decompress(codec, payload) == zeros
+        else:
+            with pytest.raises(CodecError, match=f"{codec} payload decompresses to more than {limit} bytes"):
+                decompress(codec, payload)
