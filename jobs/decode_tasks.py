@@ -39,7 +39,6 @@ from kafka_log_decoder.constants import (
     MAGIC_OFFSET,
     MAX_SANE_BATCH_LENGTH,
     MIN_BATCH_LENGTH,
-    OFFSET_INDEX_ENTRY_SIZE,
     PRODUCER_SNAPSHOT_ENTRY_SIZE,
     PRODUCER_SNAPSHOT_HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
@@ -280,8 +279,7 @@ class _Provenance:
 
 
 def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, records: bool) -> Decoded:
-    # A stale split point is one of the index's bad entries: `IndexCheck` reports it with the others.
-    start, _ = resolve_start(unit)
+    start = resolve_start(unit)
     corrupt = False
     # Headers alone for `batches`: the walker never touches record bytes then.
     decode_records = table in ("records", "remote_log_metadata") or (table == "quarantine" and records)
@@ -428,25 +426,17 @@ def _runs_past_end(item: Any, end: int, size: int) -> bool:
     )
 
 
-def resolve_start(unit: WorkUnit) -> tuple[int, DecodeError | None]:
+def resolve_start(unit: WorkUnit) -> int:
     """Where to start decoding the unit: its boundary if a batch holding the entry's offset starts there,
-    else the nearest earlier split point that checks out (an index can be stale), with an
-    INDEX_MISMATCH for the bad entry."""
+    else the nearest earlier split point that checks out (an index can be stale; `IndexCheck` reports
+    the entry with the index's other wrong ones)."""
     b = unit.boundary
     if b is None or batch_holds_offset(unit.file, b.position, b.offset):
-        return unit.start, None
-    error = DecodeError(
-        b.index_file,
-        b.entry_position,
-        CorruptionKind.INDEX_MISMATCH,
-        f"index entry (offset {b.offset}, position {b.position}) does not point at a batch holding "
-        f"offset {b.offset} in {unit.file}",
-        OFFSET_INDEX_ENTRY_SIZE,
-    )
+        return unit.start
     for position in unit.fallbacks:
         if position == 0 or batch_starts_at(unit.file, position):
-            return position, error
-    return 0, error
+            return position
+    return 0
 
 
 _LENGTH = struct.Struct(">i")  # a batch's length, after its base offset

@@ -411,6 +411,7 @@ def split_segment(unit: dt.WorkUnit, split_bytes: int) -> list[dt.WorkUnit]:
     index_path = unit.index_file
     if index_path is None or not os.path.isfile(index_path):
         return [unit]
+    from kafka_log_decoder.constants import OFFSET_INDEX_ENTRY_SIZE
     from kafka_log_decoder.index_files import read_offset_index
     from kafka_log_decoder.rows import IndexEntry
 
@@ -423,7 +424,7 @@ def split_segment(unit: dt.WorkUnit, split_bytes: int) -> list[dt.WorkUnit]:
             if entry.position >= last + split_bytes and entry.position < unit.size:
                 boundaries.append(
                     dt.IndexBoundary(
-                        index_path, number * dt.OFFSET_INDEX_ENTRY_SIZE, entry.offset, entry.position
+                        index_path, number * OFFSET_INDEX_ENTRY_SIZE, entry.offset, entry.position
                     )
                 )
                 last = entry.position

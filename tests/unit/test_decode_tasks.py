@@ -378,7 +378,7 @@ def test_an_index_entry_at_a_corrupt_batch_is_right_and_the_range_reports_what_t
     whole = replace(unit_of(tmp_path, bytes(data)), index_file=str(index))
     entry = dt.IndexBoundary(str(index), 8, 28, 875)
     ranged = replace(whole, start=875, boundary=entry, fallbacks=(0,))
-    assert dt.resolve_start(ranged) == (875, None)
+    assert dt.resolve_start(ranged) == 875
     first = replace(whole, end=875)
 
     def regions(unit: dt.WorkUnit) -> int:
