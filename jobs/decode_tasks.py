@@ -1012,23 +1012,19 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
                 if line.blank:
                     continue
                 if line.invalid is not None:
-                    yield f"not UTF-8 (byte {line.invalid})", line.start, line.end - line.start
+                    yield f"not UTF-8 (byte {line.invalid})", *line.where
                     continue
                 try:
                     value = json.loads(line.text)
                 except json.JSONDecodeError as exc:
-                    yield f"not JSON: {exc.msg}", line.start, line.end - line.start
+                    yield f"not JSON: {exc.msg}", *line.where
                     continue
                 except (ValueError, RecursionError) as exc:
                     # An integer of thousands of digits (Python's int limit), arrays nested too deep.
                     why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split("\n")[0]
-                    yield f"not JSON: {why}", line.start, line.end - line.start
+                    yield f"not JSON: {why}", *line.where
                     continue
-                yield (
-                    (value if isinstance(value, dict) else "not a JSON object"),
-                    line.start,
-                    line.end - line.start,
-                )
+                yield (value if isinstance(value, dict) else "not a JSON object"), *line.where
             return
         # Strict: a quote left open is an error (at the end of the file), not a field that takes in
         # every row after it.
@@ -1065,6 +1061,11 @@ class _Line:
     @property
     def blank(self) -> bool:
         return not self.text.strip()
+
+    @property
+    def where(self) -> tuple[int, int]:
+        """(start, length) of the line's bytes."""
+        return self.start, self.end - self.start
 
 
 class _Lines:
