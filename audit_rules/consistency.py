@@ -13,9 +13,14 @@ from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SI
 from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
 
 
-def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
+def quarantined(quarantine: DataFrame, batches: DataFrame, fills: DataFrame | None = None) -> DataFrame:
     """CRC_MISMATCH, TRUNCATED_TAIL, UNREADABLE_BATCH, INDEX_MISMATCH, SNAPSHOT_CORRUPT, UNREADABLE_FILE
-    from the quarantine table, with the offsets of the region where the log tells them."""
+    from the quarantine table, with the offsets of the region where the log tells them.
+
+    A CRC_MISMATCH also says what the failed batch's header names (producer, epoch, sequences: no
+    longer vouched for by the CRC), and, where that fills a gap of its producer (`fills`:
+    `history.corrupt_fills`), that the skipped records are in the log but unreadable: the gap itself
+    is not reported as lost."""
     located = _locate_regions(quarantine, batches)
     frames = []
     for kind in (
@@ -27,6 +32,10 @@ def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
         "UNREADABLE_FILE",
     ):
         rows = located.where(F.col("kind") == kind)
+        about = F.lit("")
+        if kind == "CRC_MISMATCH":
+            rows, about = _failed_header(rows, fills)
+        rows = rows.withColumn("_about", about).drop("region_batch")
         if kind == "INDEX_MISMATCH":
             rows = _index_entry_runs(rows)
         frames.append(
@@ -41,6 +50,7 @@ def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
                     F.when(F.col("length").isNotNull(), fmt(" (%s bytes)", "length")).otherwise(F.lit("")),
                     F.lit(": "),
                     F.col("message"),
+                    F.col("_about"),
                     F.lit(
                         f" [{KINDS[kind].category}: the bytes are quarantined, the rest of the file was read]"
                     ),
@@ -55,6 +65,35 @@ def quarantined(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
+
+
+def _failed_header(rows: DataFrame, fills: DataFrame | None) -> tuple[DataFrame, Column]:
+    """CRC_MISMATCH rows (`_locate_regions`) with the words that tell what the failed batch's header
+    names, and which gap of its producer it fills (`fills`, one row per failed batch at most)."""
+    b = F.col("region_batch")
+    named = (b.magic == 2) & (b.producer_id >= 0) & ~b.is_control
+    header = F.when(
+        named,
+        fmt(
+            "; its header, which the CRC no longer vouches for, names producer %s epoch %s, sequences %s-%s",
+            b.producer_id,
+            b.producer_epoch,
+            b.base_sequence,
+            b.last_sequence,
+        ),
+    ).otherwise(F.lit(""))
+    if fills is None:
+        return rows, header
+    keys = ("dump_id", "replica", "file", "position")
+    gap = fills.select(*[F.col(k).alias(f"_fill_{k}") for k in keys], "gap_offset", "gap_prev_offset")
+    rows = rows.join(gap, [F.col(k).eqNullSafe(F.col(f"_fill_{k}")) for k in keys], "left")
+    filled = fmt(
+        ", the sequences it skipped between its batches at offsets %s and %s: those records are in the "
+        "log, unreadable, not lost",
+        "gap_prev_offset",
+        "gap_offset",
+    )
+    return rows, F.concat(header, F.when(F.col("gap_offset").isNotNull(), filled).otherwise(F.lit("")))
 
 
 def _parquet_ledger_row() -> Column:
@@ -120,8 +159,18 @@ def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     )
     at = batches.select(
         *keys,
-        # Offsets lie outside the CRC; the producer fields of a failed batch cannot be trusted.
-        F.struct("base_offset", "last_offset").alias("b"),
+        # Offsets lie outside the CRC; the producer fields of a failed batch cannot be trusted (they are
+        # quoted as its header's, `_failed_header`).
+        F.struct(
+            "base_offset",
+            "last_offset",
+            "magic",
+            "producer_id",
+            "producer_epoch",
+            "base_sequence",
+            "last_sequence",
+            "is_control",
+        ).alias("b"),
         F.lit(0).alias("_order"),
     )
     events = regions.withColumn("b", F.lit(None).cast(at.schema["b"].dataType)).unionByName(
@@ -156,6 +205,7 @@ def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
         "message",
         F.when(same, F.col("_before.base_offset")).otherwise(after).alias("region_first_offset"),
         F.when(same, F.col("_before.last_offset")).alias("region_last_offset"),
+        F.when(same, F.col("_before")).alias("region_batch"),
     )
 
 

@@ -318,9 +318,63 @@ def coordinator_epoch_before() -> tuple[Column, Column]:
 _BEYOND = 1 << 62
 
 
-def coverage_holes(events: DataFrame) -> DataFrame:
+def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
+    """CRC-failed data batches that hold sequences a gap of their producer skipped (`events`: the history's
+    events, with its GAP batches), one row per (failed batch, gap): the failed batch's `dump_id`,
+    `replica`, `file` and `position`, the stream (`STREAM_KEY`), its unwrapped range `_from`-`_to`, and
+    the gap's `gap_offset` and `gap_prev_offset`.
+
+    The CRC-32C covers a batch's producer id, epoch and sequences (formats §1.3), so a failed batch takes
+    no part in the replay (`is_producer_batch`) and the batches around it show a gap. Its header is
+    believed only where it fits the gap exactly as a sent batch would: magic 2, a data batch lying
+    between the gap's batch and the one before it, a sequence span equal to its offset span, and every
+    sequence inside the skipped range. A flipped byte among the records leaves it so; one in the
+    producer fields almost never does. Then the skipped sequences are in the log, unreadable: the
+    corruption (CRC_MISMATCH) is the finding, not a loss (`coverage_holes` counts the range as covered).
+    """
+    failed = with_log_id(
+        batches.where(
+            (F.col("magic") == 2) & (F.col("producer_id") >= 0) & ~F.col("crc_valid") & ~F.col("is_control")
+        ),
+        *("dump_id", "replica", "file", "position", "producer_id", "producer_epoch"),
+        *("base_offset", "last_offset", "base_sequence", "last_sequence"),
+    ).alias("c")
+    gaps = events.where(F.col("transition") == "GAP").select(
+        *STREAM_KEY, "base_offset", "prev_base_offset", "expected_unwrapped", "base_sequence_unwrapped"
+    )
+    j = gaps.alias("j")
+    joined = failed.join(
+        j,
+        [F.col(f"c.{k}") == F.col(f"j.{k}") for k in STREAM_KEY]
+        + [
+            F.col("c.base_offset") > F.col("j.prev_base_offset"),
+            F.col("c.last_offset") < F.col("j.base_offset"),
+        ],
+    )
+    modulus = F.lit(SEQUENCE_MODULUS)
+    expected = F.col("j.expected_unwrapped")
+    # The failed batch's sequences read from the first skipped one on (a lower base wraps far beyond).
+    start = expected + F.pmod(F.col("c.base_sequence") - F.pmod(expected, modulus), modulus)
+    span = F.pmod(F.col("c.last_sequence").cast("long") - F.col("c.base_sequence"), modulus)
+    fits = (
+        (F.col("c.base_sequence") >= 0)
+        & (F.col("c.last_sequence") >= 0)
+        & (span == F.col("c.last_offset") - F.col("c.base_offset"))
+        & (start + span < F.col("j.base_sequence_unwrapped"))
+    )
+    return joined.where(fits).select(
+        *[F.col(f"c.{k}") for k in ("dump_id", "replica", "file", "position", *STREAM_KEY)],
+        start.alias("_from"),
+        (start + span).alias("_to"),
+        F.col("j.base_offset").alias("gap_offset"),
+        F.col("j.prev_base_offset").alias("gap_prev_offset"),
+    )
+
+
+def coverage_holes(events: DataFrame, fills: DataFrame | None = None) -> DataFrame:
     """Sequence ranges of each (log, pid, epoch) that no retained batch covers, between its lowest and
-    highest (`events` holds its late and jump batches).
+    highest (`events` holds its late and jump batches; `fills`, from `corrupt_fills`, the ranges of
+    CRC-failed batches that hold skipped sequences, which count as covered).
 
     Read in offset order, a stream's highest sequence so far rises contiguously except at a jump, so its
     batches cover [first base, the highest before the first jump], then from each jump's base to the
@@ -346,6 +400,8 @@ def coverage_holes(events: DataFrame) -> DataFrame:
         F.col("last_sequence_unwrapped").alias("_to"),
     )
     covered = from_first.select(*STREAM_KEY, "_from", "_to").unionByName(from_jumps).unionByName(lates)
+    if fills is not None:
+        covered = covered.unionByName(fills.select(*STREAM_KEY, "_from", "_to"))
     w = Window.partitionBy(*STREAM_KEY).orderBy("_from", "_to").rowsBetween(Window.unboundedPreceding, -1)
     covered = covered.withColumn("_covered_to", F.max("_to").over(w))
     return covered.where(F.col("_from") > F.col("_covered_to") + 1).select(

@@ -17,6 +17,7 @@ from audit_rules import consistency, duplicates, epochs, ordering, retention, se
 from audit_rules.findings import union_findings
 from audit_rules.history import (
     copies,
+    corrupt_fills,
     coverage_holes,
     derived,
     events,
@@ -299,8 +300,10 @@ def audit(
     if on_silver is not None:
         on_silver(silver)
     settled = numbered(event_rows) if decided else settle(event_rows, copied)
-    holes = coverage_holes(settled)
     present |= evidence()
+    # CRC-failed batches that hold what a gap skipped (none without a quarantined region).
+    fills = corrupt_fills(bronze.batches, settled) if "quarantine" in present else None
+    holes = coverage_holes(settled, fills)
     stored_frames = (
         facts,
         segments,
@@ -365,7 +368,7 @@ def audit(
             )
         )
     if "quarantine" in present:
-        frames.append(consistency.quarantined(bronze.quarantine, bronze.batches))
+        frames.append(consistency.quarantined(bronze.quarantine, bronze.batches, fills))
     if bronze.records is not None:
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
         if profile.app_sequence is not None:

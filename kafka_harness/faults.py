@@ -1255,21 +1255,38 @@ def truncate_tail(log: PartitionLog, *, cut_bytes: int | None = None) -> Injecti
 
 
 def flip_byte(
-    log: PartitionLog, *, batch_offset: int | None = None, position: int | None = None
+    log: PartitionLog,
+    *,
+    batch_offset: int | None = None,
+    position: int | None = None,
+    in_sequence: bool = False,
 ) -> Injection:
     """Flip every bit of one byte inside a batch's records (default: a value byte of the middle batch of
-    a non-idempotent producer, else the last data batch of a non-transactional producer epoch).
+    a non-idempotent producer, else the last data batch of a non-transactional producer epoch; with
+    `in_sequence`, the middle data batch of the longest non-transactional idempotent epoch).
 
     Rule (contract §4 CRC_MISMATCH, formats §1.3): the stored CRC-32C no longer matches: one
     CRC_MISMATCH at the batch (not about a producer: its header cannot be trusted). Such a batch takes
-    no part in replay, so it must be one whose absence changes nothing: no producer id, or the last
-    batch of its (pid, epoch) outside any transaction. Flipping a value byte of an uncompressed batch
-    keeps the record framing readable, so record-level mode finds nothing more.
+    no part in replay. Without `in_sequence` it is one whose absence changes nothing: no producer id,
+    or the last batch of its (pid, epoch) outside any transaction. With it, the batches around it skip
+    its sequences; its header, intact since only a value byte changed, fills that gap exactly, so the
+    skipped records are in the log, unreadable, and nothing is lost (RULES.md): still one CRC_MISMATCH
+    and no SEQUENCE_GAP. Flipping a value byte of an uncompressed batch keeps the record framing
+    readable, so record-level mode finds nothing more.
     """
     streams = log.streams()
     last_of_epoch = {id(s[-1]) for s in streams.values()}
+    inner = {
+        id(b): len(s)
+        for s in streams.values()
+        if not any(x.is_transactional for x in s)
+        for b in s[1:-1]
+        if not b.is_control
+    }
 
     def safe(b: LogBatch) -> bool:
+        if in_sequence:
+            return id(b) in inner
         return not b.is_control and (b.producer_id < 0 or (id(b) in last_of_epoch and not b.is_transactional))
 
     if batch_offset is not None:
@@ -1278,6 +1295,13 @@ def flip_byte(
             raise FaultError(f"{log.name}: no batch starts at offset {batch_offset}")
         if not safe(target):
             raise FaultError(f"the batch at {batch_offset} is in a producer's sequence or transaction")
+    elif in_sequence:
+        candidates = [b for b in log.batches if safe(b) and _value_byte(b) is not None]
+        if not candidates:
+            raise FaultNotApplicable(f"{log.name}: no uncompressed batch inside an idempotent epoch")
+        longest = max(inner[id(b)] for b in candidates)
+        stream = [b for b in candidates if inner[id(b)] == longest]
+        target = stream[len(stream) // 2]
     else:
         plain = [b for b in log.batches if safe(b) and b.producer_id < 0 and _value_byte(b) is not None]
         idempotent = [b for b in log.batches if safe(b) and b.producer_id >= 0 and _value_byte(b) is not None]
@@ -1474,6 +1498,7 @@ CORPUS_CASES: tuple[CaseSpec, ...] = (
     CaseSpec("delete_head_segment", "delete_head_segment", {}),
     CaseSpec("truncate_tail", "truncate_tail", {}),
     CaseSpec("flip_byte", "flip_byte", {}),
+    CaseSpec("flip_byte_in_sequence", "flip_byte", {"in_sequence": True}),
     CaseSpec("drop_marker", "drop_marker", {}),
     CaseSpec("space_batches", "space_batches", {}),
 )

@@ -70,7 +70,7 @@ def reference_findings(
     findings: list[Finding] = []
     findings += _crc_mismatches(rows)
     findings += _offset_overlaps(rows)
-    replay = _Replay(profile, log_start_offset, compacted)
+    replay = _Replay(profile, log_start_offset, compacted, _failed_data_batches(rows))
     for batch in sorted(_producer_batches(rows), key=_offset_order):
         replay.append(batch)
     findings += [f for f in replay.finish() if sequenced or f["kind"] not in SEQUENCE_KINDS]
@@ -145,7 +145,10 @@ class _ProducerState:
 
 
 class _Replay:
-    def __init__(self, profile: Profile, log_start_offset: int, compacted: bool) -> None:
+    def __init__(
+        self, profile: Profile, log_start_offset: int, compacted: bool, failed: list[Batch] | None = None
+    ) -> None:
+        self.failed = failed or []
         self.profile = profile
         self.log_start_offset = log_start_offset
         self.compacted = compacted
@@ -299,8 +302,10 @@ class _Replay:
         )
         return f"copy of offset {first_copy.batch['base_offset']}, {between} batch(es) later: {verdict}"
 
-    def _resolve_gap(self, gap: _PendingGap) -> None:
-        missing = _uncovered(gap.expected, gap.base - 1, ((s.base, s.last) for s in gap.stream))
+    def _resolve_gap(self, gap: _PendingGap, fills: list[tuple[int, int]]) -> None:
+        """`fills`: the ranges CRC-failed batches hold of every gap of the stream (`_failed_fills`)."""
+        ranges = [(s.base, s.last) for s in gap.stream] + fills
+        missing = _uncovered(gap.expected, gap.base - 1, ranges)
         if missing == 0 or self.compacted:
             return  # every skipped number arrived elsewhere: the late batches are the regression
         expired = self.profile.accepts_unknown_producer and gap.expired
@@ -313,6 +318,25 @@ class _Replay:
             explained_by="expiry" if expired else None,
             message=f"{missing} sequence number(s) from {gap.expected % SEQUENCE_MODULUS} are in no batch",
         )
+
+    def _failed_fills(self, gap: _PendingGap) -> list[tuple[int, int]]:
+        """The skipped ranges CRC-failed batches hold, by their headers (RULES.md, corruption is not
+        loss): a data batch of the same producer and epoch between the two batches, whose sequence span
+        is its offset span and whose sequences all lie in the skipped range."""
+        batch, previous = gap.batch, gap.previous.batch
+        out = []
+        for f in self.failed:
+            if (f["producer_id"], f["producer_epoch"]) != (batch["producer_id"], batch["producer_epoch"]):
+                continue
+            if not previous["base_offset"] < f["base_offset"] <= f["last_offset"] < batch["base_offset"]:
+                continue
+            if f["base_sequence"] < 0 or f["last_sequence"] < 0:
+                continue
+            span = sequence_span(f["base_sequence"], f["last_sequence"])
+            start = gap.expected + (f["base_sequence"] - gap.expected) % SEQUENCE_MODULUS
+            if span == f["last_offset"] - f["base_offset"] and start + span < gap.base:
+                out.append((start, start + span))
+        return out
 
     # -- markers -------------------------------------------------------------------------------
 
@@ -357,8 +381,13 @@ class _Replay:
         self.findings.append(_finding(kind, batch, **fields))
 
     def finish(self) -> list[Finding]:
+        # A failed batch holds the sequences it holds for the whole stream, as a late batch does.
+        fills: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for gap in self.pending_gaps:
-            self._resolve_gap(gap)
+            stream = (gap.batch["producer_id"], gap.batch["producer_epoch"])
+            fills.setdefault(stream, []).extend(self._failed_fills(gap))
+        for gap in self.pending_gaps:
+            self._resolve_gap(gap, fills[(gap.batch["producer_id"], gap.batch["producer_epoch"])])
         self.pending_gaps = []
         return self.findings
 
@@ -458,6 +487,16 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
 def _producer_batches(rows: Iterable[Batch]) -> list[Batch]:
     """Batches that take part in producer state (§5.1): magic 2, a producer id, a header to trust."""
     return [b for b in rows if b["magic"] == 2 and b["producer_id"] >= 0 and b["crc_valid"]]
+
+
+def _failed_data_batches(rows: Iterable[Batch]) -> list[Batch]:
+    """CRC-failed data batches whose header names a producer: they take no part in producer state, but
+    may hold the sequences a gap skipped (`_Replay._failed_fills`)."""
+    return [
+        b
+        for b in rows
+        if b["magic"] == 2 and b["producer_id"] >= 0 and not b["crc_valid"] and not b["is_control"]
+    ]
 
 
 def _offset_order(b: Batch) -> tuple[int, str, int]:

@@ -230,7 +230,7 @@ class _Producer:
 _ACTIONS = (
     ["send"] * 8
     + ["gap", "duplicate", "reorder", "bump", "marker", "idle"] * 2
-    + ["regress", "zombie", "invalid", "corrupt", "plain", "overlap"]
+    + ["regress", "zombie", "invalid", "corrupt", "rot", "plain", "overlap"]
 )
 
 _first_sequences = st.one_of(
@@ -375,6 +375,14 @@ def _corrupt(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
     )
 
 
+def _rot(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
+    """A batch the producer sent in sequence whose records rotted on disk: its CRC fails, its header is
+    intact, and the batches around it skip its sequences (corruption, not loss: RULES.md)."""
+    n = draw(st.integers(1, 4))
+    log.data(p.producer_id, p.epoch, p.next_sequence, n, transactional=p.transactional, crc_valid=False)
+    p.next_sequence = (p.next_sequence + n) % SEQUENCE_MODULUS
+
+
 def _plain(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
     log.plain(draw(st.integers(1, 3)))
 
@@ -396,6 +404,7 @@ _ACT = {
     "idle": _idle,
     "invalid": _invalid,
     "corrupt": _corrupt,
+    "rot": _rot,
     "plain": _plain,
     "overlap": _overlap,
 }

@@ -21,6 +21,8 @@ from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.faults import CorpusCase, apply_fault, build_corpus
+from kafka_log_decoder.rows import BatchHeader
+from kafka_log_decoder.segment import read_log_segment
 from tests.table_rows import above_info
 
 
@@ -149,6 +151,35 @@ def test_duplicate_messages_say_whether_the_five_batch_window_should_have_caught
         (dup,) = [f for f in found if f["kind"] == "DUPLICATE_BATCH"]
         verdicts[case.expected.params.get("distance", "end")] = "should have caught it" in dup["message"]
     assert verdicts.get(2) is True and verdicts.get(6) is False, verdicts
+
+
+def test_a_corrupt_batch_inside_a_sequence_is_corruption_not_loss(corpus: dict[str, Any]) -> None:
+    case, found = corpus["flip_byte_in_sequence"]
+    offset = case.expected.params["batch_offset"]
+    assert not [f for f in found if f["kind"].startswith("SEQUENCE_GAP")], describe(found)
+    (crc,) = [f for f in found if f["kind"] == "CRC_MISMATCH"]
+    assert crc["first_offset"] == offset and crc["producer_id"] is None
+    # Its header, not vouched for, names the sequences its producer skipped between its neighbours.
+    headers = [
+        h
+        for log in sorted(case.log_dir.rglob("*.log"))  # its one partition, renamed (`_own_topic`)
+        for h in read_log_segment(log)
+        if isinstance(h, BatchHeader)
+    ]
+    flipped = next(h for h in headers if h.base_offset == offset)
+    key = (flipped.producer_id, flipped.producer_epoch)
+    stream = [h for h in headers if (h.producer_id, h.producer_epoch) == key and not h.is_control]
+    before, after = stream[stream.index(flipped) - 1], stream[stream.index(flipped) + 1]
+    assert (
+        f"names producer {flipped.producer_id} epoch {flipped.producer_epoch}, sequences "
+        f"{flipped.base_sequence}-{flipped.last_sequence}, the sequences it skipped between its batches at "
+        f"offsets {before.base_offset} and {after.base_offset}: those records are in the log, unreadable, "
+        "not lost"
+    ) in crc["message"], crc["message"]
+    # The other flip, on a batch no producer's sequence needs, fills no gap.
+    _, plain = corpus["flip_byte"]
+    (other,) = [f for f in plain if f["kind"] == "CRC_MISMATCH"]
+    assert "not lost" not in other["message"], other["message"]
 
 
 def test_a_replica_that_lost_a_batch_diverges_from_the_original(

@@ -54,6 +54,8 @@ EXPECTED_KINDS = {
     "delete_head_segment": ("idempotent-segments-0", []),
     "truncate_tail": ("idempotent-segments-0", ["TRUNCATED_TAIL"]),
     "flip_byte": ("idempotent-segments-0", ["CRC_MISMATCH"]),
+    # A batch inside a producer's sequence: the gap around it is the corruption, not a loss.
+    "flip_byte_in_sequence": ("idempotent-segments-0", ["CRC_MISMATCH"]),
     "drop_marker": (None, ["HANGING_TRANSACTION"]),
     "space_batches": ("idempotent-segments-0", ["SEQUENCE_GAP_UNVERIFIED"]),
 }
@@ -135,7 +137,7 @@ def test_every_case_is_a_valid_contiguous_log_but_for_its_fault(corpus: Corpus, 
     directory = partition_dir(corpus, name)
     headers, errors = decoded(directory)
     expected = corpus.cases[name].expected
-    if name == "flip_byte":
+    if expected.fault == "flip_byte":
         (finding,) = expected.findings
         assert [(e.kind, e.position) for e in errors] == [
             (CorruptionKind.CRC_MISMATCH, at(headers, finding.first_offset).position)
@@ -281,9 +283,10 @@ def test_truncate_tail_leaves_part_of_the_last_batch(corpus: Corpus) -> None:
     assert not (directory.parent / ".kafka_cleanshutdown").exists()
 
 
-def test_flip_byte_changes_one_payload_byte(corpus: Corpus) -> None:
-    expected = corpus.cases["flip_byte"].expected
-    directory, source = partition_dir(corpus, "flip_byte"), source_of(corpus, "flip_byte")
+@pytest.mark.parametrize("name", ["flip_byte", "flip_byte_in_sequence"])
+def test_flip_byte_changes_one_payload_byte(corpus: Corpus, name: str) -> None:
+    expected = corpus.cases[name].expected
+    directory, source = partition_dir(corpus, name), source_of(corpus, name)
     changed = [
         (log.name, i)
         for log in sorted(directory.glob("*.log"))
@@ -294,6 +297,12 @@ def test_flip_byte_changes_one_payload_byte(corpus: Corpus) -> None:
     header = at(decoded(directory)[0], expected.params["batch_offset"])
     assert flipped == (Path(header.file).name, header.position + expected.params["position"])
     assert expected.params["position"] >= 61  # inside the records, past the header
+    if name == "flip_byte_in_sequence":
+        # A batch the replay of its producer's epoch needs: the ones around it skip its sequences.
+        headers = decoded(directory)[0]
+        stream = stream_of(headers, header.producer_id, header.producer_epoch)
+        assert header.producer_id >= 0 and not header.is_transactional
+        assert stream[0].base_offset < header.base_offset < stream[-1].base_offset
 
 
 def test_drop_marker_leaves_an_open_transaction_older_than_the_timeout(corpus: Corpus) -> None:
@@ -343,8 +352,11 @@ def test_dump_log_segments_reads_every_rewritten_batch_and_only_the_injected_dam
         if isinstance(b, BatchHeader)
     ]
     invalid = [(Path(b.file).parts[-3], b.base_offset) for b in batches if not b.crc_valid]
-    flipped = corpus.cases["flip_byte"].expected.params["batch_offset"]
-    assert invalid == [("flip_byte", flipped)]
+    flipped = [
+        (name, corpus.cases[name].expected.params["batch_offset"])
+        for name in ("flip_byte", "flip_byte_in_sequence")
+    ]
+    assert sorted(invalid) == flipped
     assert len(batches) == sum(len(decoded(Path(c.expected.partition_dir))[0]) for c in corpus.cases.values())
     torn = corpus.cases["truncate_tail"].expected.params["cut_bytes"]
     assert text.count("invalid bytes at the end of") == 1

@@ -241,6 +241,10 @@ def read_back(partition_dir: Path) -> tuple[list[Read], dict[str, int]]:
     return batches, trailing
 
 
+def read_back_log(log: Path) -> list[BatchHeader]:
+    return [h for h in read_log_segment(log) if isinstance(h, BatchHeader)]
+
+
 def assert_valid_log(partition_dir: Path, corrupt_offsets: tuple[int, ...] = ()) -> list[Read]:
     """CRCs hold (but at `corrupt_offsets`), offsets are contiguous, and every segment and index file
     names and points at what it should."""
@@ -539,6 +543,46 @@ def test_flip_byte_breaks_one_crc_and_nothing_else(source: Path, tmp_path: Path)
     assert reference(out_dir(tmp_path)) == [("CRC_MISMATCH", None, finding.first_offset)]
 
 
+def test_flip_byte_in_sequence_is_corruption_not_a_gap(source: Path, tmp_path: Path) -> None:
+    expected = apply_fault("flip_byte", source, out_dir(tmp_path), in_sequence=True)
+
+    (finding,) = expected.findings
+    assert (finding.kind, finding.producer_id) == ("CRC_MISMATCH", None)
+    batches = assert_valid_log(out_dir(tmp_path), corrupt_offsets=(finding.first_offset,))
+    flipped = next(b for b in batches if b.base_offset == finding.first_offset)
+    stream = [b for b in idempotent(batches) if not b.control]
+    # Inside the producer's sequence: the batches around it skip exactly its sequences.
+    assert stream[0].base_offset < flipped.base_offset < stream[-1].base_offset
+    i = stream.index(flipped)
+    assert stream[i - 1].last_sequence + 1 == flipped.base_sequence
+    assert flipped.last_sequence + 1 == stream[i + 1].base_sequence
+    # Its header fills that gap: the replay reports the corruption, not a loss.
+    assert reference(out_dir(tmp_path)) == [("CRC_MISMATCH", None, finding.first_offset)]
+
+
+def test_a_corrupt_batch_whose_header_does_not_fit_the_gap_leaves_it_reported(
+    source: Path, tmp_path: Path
+) -> None:
+    """The header is believed only where it fits the gap exactly: a batch whose producer fields were hit
+    too (here its base sequence) does not explain the gap, which stays a loss."""
+    expected = apply_fault("flip_byte", source, out_dir(tmp_path), in_sequence=True)
+    (finding,) = expected.findings
+    log = next(
+        p
+        for p in sorted(out_dir(tmp_path).glob("*.log"))
+        if any(b.base_offset == finding.first_offset for b in read_back_log(p))
+    )
+    data = bytearray(log.read_bytes())
+    header = next(b for b in read_back_log(log) if b.base_offset == finding.first_offset)
+    data[header.position + 53 + 3] ^= 0x01  # the base sequence's low byte (CRC-covered, formats §1.3)
+    log.write_bytes(bytes(data))
+    stream = [b for b in idempotent(read_back(out_dir(tmp_path))[0]) if not b.control]
+    after = next(b for b in stream if b.base_offset > finding.first_offset)
+    assert reference(out_dir(tmp_path)) == sorted(
+        [("CRC_MISMATCH", None, finding.first_offset), ("SEQUENCE_GAP", IDEMPOTENT, after.base_offset)]
+    )
+
+
 def test_drop_marker_leaves_an_old_open_transaction(source: Path, tmp_path: Path) -> None:
     expected = apply_fault("drop_marker", source, out_dir(tmp_path))
 
@@ -745,6 +789,7 @@ def test_cli_writes_the_chosen_faults(
         "duplicate_batch_outside_window",
         "duplicate_batch_at_log_end",
         "flip_byte",
+        "flip_byte_in_sequence",
     ]
     assert "flip_byte: " in capsys.readouterr().out
 
