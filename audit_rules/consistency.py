@@ -85,15 +85,26 @@ def _failed_header(rows: DataFrame, fills: DataFrame | None) -> tuple[DataFrame,
     if fills is None:
         return rows, header
     keys = ("dump_id", "replica", "file", "position")
-    gap = fills.select(*[F.col(k).alias(f"_fill_{k}") for k in keys], "gap_offset", "gap_prev_offset")
-    rows = rows.join(gap, [F.col(k).eqNullSafe(F.col(f"_fill_{k}")) for k in keys], "left")
-    filled = fmt(
-        ", the sequences it skipped between its batches at offsets %s and %s: those records are in the "
-        "log, unreadable, not lost",
-        "gap_prev_offset",
-        "gap_offset",
+    gap = fills.select(
+        *[F.col(k).alias(f"_fill_{k}") for k in keys], "gap_offset", "gap_prev_offset", "is_start"
     )
-    return rows, F.concat(header, F.when(F.col("gap_offset").isNotNull(), filled).otherwise(F.lit("")))
+    rows = rows.join(gap, [F.col(k).eqNullSafe(F.col(f"_fill_{k}")) for k in keys], "left")
+    unread = ": those records are in the log, unreadable, not lost"
+    filled = (
+        F.when(F.col("gap_offset").isNull(), F.lit(""))
+        .when(
+            F.col("is_start"),
+            fmt(", sequences its epoch skipped before its batch at offset %s" + unread, "gap_offset"),
+        )
+        .otherwise(
+            fmt(
+                ", the sequences it skipped between its batches at offsets %s and %s" + unread,
+                "gap_prev_offset",
+                "gap_offset",
+            )
+        )
+    )
+    return rows, F.concat(header, filled)
 
 
 def _parquet_ledger_row() -> Column:

@@ -35,7 +35,7 @@ def epoch_regression(history: DataFrame) -> DataFrame:
     )
 
 
-def epoch_starts(history: DataFrame) -> DataFrame:
+def epoch_starts(history: DataFrame, filled: DataFrame | None = None) -> DataFrame:
     """EPOCH_BUMP (info) when a new epoch starts at sequence 0; NEW_EPOCH_NONZERO_SEQUENCE otherwise
     (KIP-360).
 
@@ -45,8 +45,13 @@ def epoch_starts(history: DataFrame) -> DataFrame:
     from sequence 0. That is each transaction's normal end, not a recovery, so it is no finding (a
     Kafka 4.3.1 log of a Java transactional producer would otherwise carry one per transaction per
     partition). A batch at sequence 0 above the marker's epoch (a re-initialised producer) still is.
+
+    No NEW_EPOCH_NONZERO_SEQUENCE where CRC-failed batches before the epoch's first batch hold the
+    sequences it skips (`filled`: `history.filled_starts`, RULES.md failed fill).
     """
     rows = history.where(F.col("transition") == "EPOCH_START")
+    if filled is not None:
+        rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
     raised_by_marker = F.coalesce(F.col("prev_producer_epoch") == F.col("producer_epoch"), F.lit(False))
     bumps = to_findings(
         rows.where((F.col("base_sequence") == 0) & ~raised_by_marker),

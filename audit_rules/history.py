@@ -319,18 +319,21 @@ _BEYOND = 1 << 62
 
 
 def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
-    """CRC-failed data batches that hold sequences a gap of their producer skipped (`events`: the history's
-    events, with its GAP batches), one row per (failed batch, gap): the failed batch's `dump_id`,
-    `replica`, `file` and `position`, the stream (`STREAM_KEY`), its unwrapped range `_from`-`_to`, and
-    the gap's `gap_offset` and `gap_prev_offset`.
+    """CRC-failed data batches that hold sequences their producer skipped (`events`: the history's events),
+    one row per (failed batch, skip): the failed batch's `dump_id`, `replica`, `file` and `position`,
+    the stream (`STREAM_KEY`), its unwrapped range `_from`-`_to`, and the skip: `gap_offset`, the batch
+    after it, `gap_prev_offset`, the producer's batch before it (null if none), and `is_start`.
 
-    The CRC-32C covers a batch's producer id, epoch and sequences (formats §1.3), so a failed batch takes
-    no part in the replay (`is_producer_batch`) and the batches around it show a gap. Its header is
-    believed only where it fits the gap exactly as a sent batch would: magic 2, a data batch lying
-    between the gap's batch and the one before it, a sequence span equal to its offset span, and every
-    sequence inside the skipped range. A flipped byte among the records leaves it so; one in the
-    producer fields almost never does. Then the skipped sequences are in the log, unreadable: the
-    corruption (CRC_MISMATCH) is the finding, not a loss (`coverage_holes` counts the range as covered).
+    A skip is a GAP batch's `[expected, base - 1]`, or the sequences `[0, base - 1]` before a stream's
+    first batch (FIRST or EPOCH_START with a base above 0: `is_start`), the previous batch then being
+    the producer's previous row of any epoch. The CRC-32C covers a batch's producer id, epoch and
+    sequences (formats §1.3), so a failed batch takes no part in the replay (`is_producer_batch`) and
+    the batches around it show the skip. Its header is believed only where it fits the skip exactly
+    as a sent batch would: magic 2, a data batch lying between the two batches, a sequence span equal
+    to its offset span, and every sequence inside the skipped range. A flipped byte among the records
+    leaves it so; one in the producer fields almost never does. Then the skipped sequences are in the
+    log, unreadable: the corruption (CRC_MISMATCH) is the finding, not a loss (`coverage_holes` counts
+    a gap's fills as covered; `filled_starts` tells the starts they fill).
     """
     failed = with_log_id(
         batches.where(
@@ -339,20 +342,27 @@ def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
         *("dump_id", "replica", "file", "position", "producer_id", "producer_epoch"),
         *("base_offset", "last_offset", "base_sequence", "last_sequence"),
     ).alias("c")
-    gaps = events.where(F.col("transition") == "GAP").select(
-        *STREAM_KEY, "base_offset", "prev_base_offset", "expected_unwrapped", "base_sequence_unwrapped"
+    gap = F.col("transition") == "GAP"
+    is_start = F.col("transition").isin("FIRST", "EPOCH_START") & (F.col("base_sequence") > 0)
+    skips = events.where(gap | is_start).select(
+        *STREAM_KEY,
+        "base_offset",
+        F.when(gap, F.col("prev_base_offset")).otherwise(F.col("prev_offset")).alias("_prev"),
+        F.when(gap, F.col("expected_unwrapped")).otherwise(F.lit(0).cast("long")).alias("_expected"),
+        "base_sequence_unwrapped",
+        (~gap).alias("is_start"),
     )
-    j = gaps.alias("j")
+    j = skips.alias("j")
     joined = failed.join(
         j,
         [F.col(f"c.{k}") == F.col(f"j.{k}") for k in STREAM_KEY]
         + [
-            F.col("c.base_offset") > F.col("j.prev_base_offset"),
+            F.col("c.base_offset") > F.coalesce(F.col("j._prev"), F.lit(-1)),
             F.col("c.last_offset") < F.col("j.base_offset"),
         ],
     )
     modulus = F.lit(SEQUENCE_MODULUS)
-    expected = F.col("j.expected_unwrapped")
+    expected = F.col("j._expected")
     # The failed batch's sequences read from the first skipped one on (a lower base wraps far beyond).
     start = expected + F.pmod(F.col("c.base_sequence") - F.pmod(expected, modulus), modulus)
     span = F.pmod(F.col("c.last_sequence").cast("long") - F.col("c.base_sequence"), modulus)
@@ -367,14 +377,33 @@ def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
         start.alias("_from"),
         (start + span).alias("_to"),
         F.col("j.base_offset").alias("gap_offset"),
-        F.col("j.prev_base_offset").alias("gap_prev_offset"),
+        F.col("j._prev").alias("gap_prev_offset"),
+        F.col("j.base_sequence_unwrapped").alias("gap_base_sequence"),
+        "j.is_start",
+    )
+
+
+def filled_starts(fills: DataFrame) -> DataFrame:
+    """The stream starts (`corrupt_fills` rows with `is_start`) whose sequences `[0, base - 1]` the failed
+    batches cover without a hole: (`log_id`, `producer_id`, `base_offset`) of the stream's first batch,
+    which then starts where its producer began, as far as the log can tell."""
+    key = [*STREAM_KEY, "gap_offset"]
+    w = Window.partitionBy(*key).orderBy("_from", "_to").rowsBetween(Window.unboundedPreceding, -1)
+    ranges = fills.where(F.col("is_start")).withColumn(
+        "_joins", F.col("_from") <= F.coalesce(F.max("_to").over(w), F.lit(-1)) + 1
+    )
+    covered = ranges.groupBy(*key, "gap_base_sequence").agg(
+        F.bool_and("_joins").alias("_joined"), F.max("_to").alias("_reach")
+    )
+    return covered.where(F.col("_joined") & (F.col("_reach") == F.col("gap_base_sequence") - 1)).select(
+        "log_id", "producer_id", F.col("gap_offset").alias("base_offset")
     )
 
 
 def coverage_holes(events: DataFrame, fills: DataFrame | None = None) -> DataFrame:
     """Sequence ranges of each (log, pid, epoch) that no retained batch covers, between its lowest and
     highest (`events` holds its late and jump batches; `fills`, from `corrupt_fills`, the ranges of
-    CRC-failed batches that hold skipped sequences, which count as covered).
+    CRC-failed batches that hold sequences a gap skipped, which count as covered).
 
     Read in offset order, a stream's highest sequence so far rises contiguously except at a jump, so its
     batches cover [first base, the highest before the first jump], then from each jump's base to the
@@ -401,7 +430,7 @@ def coverage_holes(events: DataFrame, fills: DataFrame | None = None) -> DataFra
     )
     covered = from_first.select(*STREAM_KEY, "_from", "_to").unionByName(from_jumps).unionByName(lates)
     if fills is not None:
-        covered = covered.unionByName(fills.select(*STREAM_KEY, "_from", "_to"))
+        covered = covered.unionByName(fills.where(~F.col("is_start")).select(*STREAM_KEY, "_from", "_to"))
     w = Window.partitionBy(*STREAM_KEY).orderBy("_from", "_to").rowsBetween(Window.unboundedPreceding, -1)
     covered = covered.withColumn("_covered_to", F.max("_to").over(w))
     return covered.where(F.col("_from") > F.col("_covered_to") + 1).select(

@@ -21,6 +21,7 @@ from audit_rules.history import (
     coverage_holes,
     derived,
     events,
+    filled_starts,
     history_table,
     late_ranges,
     numbered,
@@ -304,6 +305,7 @@ def audit(
     # CRC-failed batches that hold what a gap skipped (none without a quarantined region).
     fills = corrupt_fills(bronze.batches, settled) if "quarantine" in present else None
     holes = coverage_holes(settled, fills)
+    starts = filled_starts(fills) if fills is not None else None
     stored_frames = (
         facts,
         segments,
@@ -321,11 +323,11 @@ def audit(
     checked_rows, checked = event_rows.where(sequenced()), settled.where(sequenced())
     frames = [
         sequences.invalid_sequence(checked_rows),
-        sequences.history_start(checked_rows),
+        sequences.history_start(checked_rows, starts),
         sequences.sequence_regression(checked),
         sequences.sequence_gaps(checked, holes, profile),
         epochs.epoch_regression(event_rows),
-        epochs.epoch_starts(event_rows),
+        epochs.epoch_starts(event_rows, starts),
         duplicates.duplicate_batches(checked, profile),
         transactions.hanging_transactions(event_rows, producers, profile),
         transactions.coordinator_epoch_regression(event_rows),

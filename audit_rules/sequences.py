@@ -40,10 +40,13 @@ def invalid_sequence(history: DataFrame) -> DataFrame:
     )
 
 
-def history_start(history: DataFrame) -> DataFrame:
+def history_start(history: DataFrame, filled: DataFrame | None = None) -> DataFrame:
     """HISTORY_TRUNCATED_BY_RETENTION or HISTORY_START_MISSING for a producer whose first retained batch
-    starts mid-sequence (KIP-360)."""
+    starts mid-sequence (KIP-360); none where CRC-failed batches before it hold the sequences it skips
+    (`filled`: `history.filled_starts`, RULES.md failed fill)."""
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
+    if filled is not None:
+        rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
     # The producer's earlier batches lay between the log's start and this batch.
     compaction = compaction_may_have_removed(F.col("log_start_offset"))
     explained = rows.where((F.col("log_start_offset") > 0) | compaction)

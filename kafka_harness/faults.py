@@ -1260,10 +1260,12 @@ def flip_byte(
     batch_offset: int | None = None,
     position: int | None = None,
     in_sequence: bool = False,
+    first_of_epoch: bool = False,
 ) -> Injection:
     """Flip every bit of one byte inside a batch's records (default: a value byte of the middle batch of
     a non-idempotent producer, else the last data batch of a non-transactional producer epoch; with
-    `in_sequence`, the middle data batch of the longest non-transactional idempotent epoch).
+    `in_sequence`, the middle data batch of the longest non-transactional idempotent epoch; with
+    `first_of_epoch`, that epoch's first batch).
 
     Rule (contract §4 CRC_MISMATCH, formats §1.3): the stored CRC-32C no longer matches: one
     CRC_MISMATCH at the batch (not about a producer: its header cannot be trusted). Such a batch takes
@@ -1271,21 +1273,24 @@ def flip_byte(
     or the last batch of its (pid, epoch) outside any transaction. With it, the batches around it skip
     its sequences; its header, intact since only a value byte changed, fills that gap exactly, so the
     skipped records are in the log, unreadable, and nothing is lost (RULES.md): still one CRC_MISMATCH
-    and no SEQUENCE_GAP. Flipping a value byte of an uncompressed batch keeps the record framing
-    readable, so record-level mode finds nothing more.
+    and no SEQUENCE_GAP. With `first_of_epoch`, the epoch's next batch starts above sequence 0, and
+    the failed batch before it holds the sequences it skips: no HISTORY_START_MISSING. Flipping a
+    value byte of an uncompressed batch keeps the record framing readable, so record-level mode finds
+    nothing more.
     """
     streams = log.streams()
     last_of_epoch = {id(s[-1]) for s in streams.values()}
+    if in_sequence and first_of_epoch:
+        raise FaultError("in_sequence and first_of_epoch choose different batches: give one")
     inner = {
         id(b): len(s)
         for s in streams.values()
-        if not any(x.is_transactional for x in s)
-        for b in s[1:-1]
-        if not b.is_control
+        if len(s) > 1 and not any(x.is_transactional for x in s)
+        for b in (s[:1] if first_of_epoch else s[1:-1])
     }
 
     def safe(b: LogBatch) -> bool:
-        if in_sequence:
+        if in_sequence or first_of_epoch:
             return id(b) in inner
         return not b.is_control and (b.producer_id < 0 or (id(b) in last_of_epoch and not b.is_transactional))
 
@@ -1295,7 +1300,7 @@ def flip_byte(
             raise FaultError(f"{log.name}: no batch starts at offset {batch_offset}")
         if not safe(target):
             raise FaultError(f"the batch at {batch_offset} is in a producer's sequence or transaction")
-    elif in_sequence:
+    elif in_sequence or first_of_epoch:
         candidates = [b for b in log.batches if safe(b) and _value_byte(b) is not None]
         if not candidates:
             raise FaultNotApplicable(f"{log.name}: no uncompressed batch inside an idempotent epoch")
@@ -1499,6 +1504,7 @@ CORPUS_CASES: tuple[CaseSpec, ...] = (
     CaseSpec("truncate_tail", "truncate_tail", {}),
     CaseSpec("flip_byte", "flip_byte", {}),
     CaseSpec("flip_byte_in_sequence", "flip_byte", {"in_sequence": True}),
+    CaseSpec("flip_byte_first_of_epoch", "flip_byte", {"first_of_epoch": True}),
     CaseSpec("drop_marker", "drop_marker", {}),
     CaseSpec("space_batches", "space_batches", {}),
 )

@@ -198,6 +198,8 @@ class _Replay:
 
     def _first_of_epoch(self, state: _ProducerState, batch: Batch) -> None:
         epoch, base_sequence = batch["producer_epoch"], batch["base_sequence"]
+        if base_sequence > 0 and self._start_filled(state, batch):
+            return  # the epoch's first sequences are in CRC-failed batches before it (a failed fill)
         history_starts_here = all(is_control and e == epoch for is_control, e in state.accepted)
         if history_starts_here:
             if base_sequence == 0:
@@ -318,6 +320,15 @@ class _Replay:
             explained_by="expiry" if expired else None,
             message=f"{missing} sequence number(s) from {gap.expected % SEQUENCE_MODULUS} are in no batch",
         )
+
+    def _start_filled(self, state: _ProducerState, batch: Batch) -> bool:
+        """Whether CRC-failed batches between the producer's previous batch or marker and `batch`, the
+        first of its epoch, hold every sequence of `[0, base - 1]` (RULES.md, failed fill)."""
+        low = state.previous["base_offset"] if state.previous is not None else -1
+        skip = _PendingGap(
+            batch, _StreamBatch({"base_offset": low}, -1, -1), 0, batch["base_sequence"], [], False
+        )
+        return _uncovered(0, batch["base_sequence"] - 1, self._failed_fills(skip)) == 0
 
     def _failed_fills(self, gap: _PendingGap) -> list[tuple[int, int]]:
         """The skipped ranges CRC-failed batches hold, by their headers (RULES.md, corruption is not

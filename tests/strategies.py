@@ -230,7 +230,7 @@ class _Producer:
 _ACTIONS = (
     ["send"] * 8
     + ["gap", "duplicate", "reorder", "bump", "marker", "idle"] * 2
-    + ["regress", "zombie", "invalid", "corrupt", "rot", "plain", "overlap"]
+    + ["regress", "zombie", "invalid", "corrupt", "rot", "bump_rot", "plain", "overlap"]
 )
 
 _first_sequences = st.one_of(
@@ -383,6 +383,14 @@ def _rot(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
     p.next_sequence = (p.next_sequence + n) % SEQUENCE_MODULUS
 
 
+def _bump_rot(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
+    """A new epoch whose first batch rotted on disk: the next batch starts above sequence 0, and the
+    failed batch before it holds the sequences it skips."""
+    p.bump(1, 0)
+    _rot(draw, log, p)
+    _send(draw, log, p)
+
+
 def _plain(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
     log.plain(draw(st.integers(1, 3)))
 
@@ -405,6 +413,7 @@ _ACT = {
     "invalid": _invalid,
     "corrupt": _corrupt,
     "rot": _rot,
+    "bump_rot": _bump_rot,
     "plain": _plain,
     "overlap": _overlap,
 }

@@ -153,10 +153,11 @@ def test_duplicate_messages_say_whether_the_five_batch_window_should_have_caught
     assert verdicts.get(2) is True and verdicts.get(6) is False, verdicts
 
 
-def test_a_corrupt_batch_inside_a_sequence_is_corruption_not_loss(corpus: dict[str, Any]) -> None:
-    case, found = corpus["flip_byte_in_sequence"]
+@pytest.mark.parametrize("name", ["flip_byte_in_sequence", "flip_byte_first_of_epoch"])
+def test_a_corrupt_batch_inside_a_sequence_is_corruption_not_loss(corpus: dict[str, Any], name: str) -> None:
+    case, found = corpus[name]
     offset = case.expected.params["batch_offset"]
-    assert not [f for f in found if f["kind"].startswith("SEQUENCE_GAP")], describe(found)
+    assert [f["kind"] for f in above_info(found)] == ["CRC_MISMATCH"], describe(found)
     (crc,) = [f for f in found if f["kind"] == "CRC_MISMATCH"]
     assert crc["first_offset"] == offset and crc["producer_id"] is None
     # Its header, not vouched for, names the sequences its producer skipped between its neighbours.
@@ -169,13 +170,19 @@ def test_a_corrupt_batch_inside_a_sequence_is_corruption_not_loss(corpus: dict[s
     flipped = next(h for h in headers if h.base_offset == offset)
     key = (flipped.producer_id, flipped.producer_epoch)
     stream = [h for h in headers if (h.producer_id, h.producer_epoch) == key and not h.is_control]
-    before, after = stream[stream.index(flipped) - 1], stream[stream.index(flipped) + 1]
-    assert (
+    after = stream[stream.index(flipped) + 1]
+    names = (
         f"names producer {flipped.producer_id} epoch {flipped.producer_epoch}, sequences "
-        f"{flipped.base_sequence}-{flipped.last_sequence}, the sequences it skipped between its batches at "
-        f"offsets {before.base_offset} and {after.base_offset}: those records are in the log, unreadable, "
-        "not lost"
-    ) in crc["message"], crc["message"]
+        f"{flipped.base_sequence}-{flipped.last_sequence}, "
+    )
+    if name == "flip_byte_in_sequence":
+        before = stream[stream.index(flipped) - 1]
+        skipped = f"the sequences it skipped between its batches at offsets {before.base_offset} and "
+    else:
+        assert flipped is stream[0] and flipped.base_sequence == 0
+        skipped = "sequences its epoch skipped before its batch at offset "
+    unread = f"{after.base_offset}: those records are in the log, unreadable, not lost"
+    assert names + skipped + unread in crc["message"], crc["message"]
     # The other flip, on a batch no producer's sequence needs, fills no gap.
     _, plain = corpus["flip_byte"]
     (other,) = [f for f in plain if f["kind"] == "CRC_MISMATCH"]

@@ -56,6 +56,8 @@ EXPECTED_KINDS = {
     "flip_byte": ("idempotent-segments-0", ["CRC_MISMATCH"]),
     # A batch inside a producer's sequence: the gap around it is the corruption, not a loss.
     "flip_byte_in_sequence": ("idempotent-segments-0", ["CRC_MISMATCH"]),
+    # The first batch of an epoch: the next one starts above sequence 0, and nothing is missing.
+    "flip_byte_first_of_epoch": ("idempotent-segments-0", ["CRC_MISMATCH"]),
     "drop_marker": (None, ["HANGING_TRANSACTION"]),
     "space_batches": ("idempotent-segments-0", ["SEQUENCE_GAP_UNVERIFIED"]),
 }
@@ -283,7 +285,7 @@ def test_truncate_tail_leaves_part_of_the_last_batch(corpus: Corpus) -> None:
     assert not (directory.parent / ".kafka_cleanshutdown").exists()
 
 
-@pytest.mark.parametrize("name", ["flip_byte", "flip_byte_in_sequence"])
+@pytest.mark.parametrize("name", ["flip_byte", "flip_byte_in_sequence", "flip_byte_first_of_epoch"])
 def test_flip_byte_changes_one_payload_byte(corpus: Corpus, name: str) -> None:
     expected = corpus.cases[name].expected
     directory, source = partition_dir(corpus, name), source_of(corpus, name)
@@ -297,12 +299,15 @@ def test_flip_byte_changes_one_payload_byte(corpus: Corpus, name: str) -> None:
     header = at(decoded(directory)[0], expected.params["batch_offset"])
     assert flipped == (Path(header.file).name, header.position + expected.params["position"])
     assert expected.params["position"] >= 61  # inside the records, past the header
-    if name == "flip_byte_in_sequence":
-        # A batch the replay of its producer's epoch needs: the ones around it skip its sequences.
+    if name != "flip_byte":
+        # A batch the replay of its producer's epoch needs: the ones after it skip its sequences.
         headers = decoded(directory)[0]
-        stream = stream_of(headers, header.producer_id, header.producer_epoch)
+        stream = [h.base_offset for h in stream_of(headers, header.producer_id, header.producer_epoch)]
         assert header.producer_id >= 0 and not header.is_transactional
-        assert stream[0].base_offset < header.base_offset < stream[-1].base_offset
+        if name == "flip_byte_in_sequence":
+            assert stream[0] < header.base_offset < stream[-1]
+        else:
+            assert stream[0] == header.base_offset < stream[-1]
 
 
 def test_drop_marker_leaves_an_open_transaction_older_than_the_timeout(corpus: Corpus) -> None:
@@ -354,7 +359,7 @@ def test_dump_log_segments_reads_every_rewritten_batch_and_only_the_injected_dam
     invalid = [(Path(b.file).parts[-3], b.base_offset) for b in batches if not b.crc_valid]
     flipped = [
         (name, corpus.cases[name].expected.params["batch_offset"])
-        for name in ("flip_byte", "flip_byte_in_sequence")
+        for name in ("flip_byte", "flip_byte_first_of_epoch", "flip_byte_in_sequence")
     ]
     assert sorted(invalid) == flipped
     assert len(batches) == sum(len(decoded(Path(c.expected.partition_dir))[0]) for c in corpus.cases.values())

@@ -560,6 +560,18 @@ def test_flip_byte_in_sequence_is_corruption_not_a_gap(source: Path, tmp_path: P
     assert reference(out_dir(tmp_path)) == [("CRC_MISMATCH", None, finding.first_offset)]
 
 
+def test_flip_byte_first_of_epoch_is_corruption_not_a_missing_start(source: Path, tmp_path: Path) -> None:
+    expected = apply_fault("flip_byte", source, out_dir(tmp_path), first_of_epoch=True)
+
+    (finding,) = expected.findings
+    batches = assert_valid_log(out_dir(tmp_path), corrupt_offsets=(finding.first_offset,))
+    stream = [b for b in idempotent(batches) if not b.control]
+    assert stream[0].base_offset == finding.first_offset and stream[0].base_sequence == 0
+    assert stream[1].base_sequence == stream[0].last_sequence + 1
+    # The next batch starts above 0 in a log complete from offset 0; the failed batch holds the start.
+    assert reference(out_dir(tmp_path)) == [("CRC_MISMATCH", None, finding.first_offset)]
+
+
 def test_a_corrupt_batch_whose_header_does_not_fit_the_gap_leaves_it_reported(
     source: Path, tmp_path: Path
 ) -> None:
@@ -790,6 +802,7 @@ def test_cli_writes_the_chosen_faults(
         "duplicate_batch_at_log_end",
         "flip_byte",
         "flip_byte_in_sequence",
+        "flip_byte_first_of_epoch",
     ]
     assert "flip_byte: " in capsys.readouterr().out
 
