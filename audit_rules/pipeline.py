@@ -206,6 +206,8 @@ def audit(
             "snapshots": bronze.producer_snapshots,
             "acks": bronze.acks,
             "quarantine": bronze.quarantine,
+            # A batch whose CRC fails always leaves one (ingest quarantines its bytes).
+            "crc mismatches": bronze.quarantine.where(F.col("kind") == "CRC_MISMATCH"),
             **(
                 {"remote segments": bronze.remote_log_metadata}
                 if bronze.remote_log_metadata is not None
@@ -302,8 +304,8 @@ def audit(
         on_silver(silver)
     settled = numbered(event_rows) if decided else settle(event_rows, copied)
     present |= evidence()
-    # CRC-failed batches that hold what a gap skipped (none without a quarantined region).
-    fills = corrupt_fills(bronze.batches, settled) if "quarantine" in present else None
+    # CRC-failed batches that hold what a gap or an epoch's start skipped (RULES.md, failed fill).
+    fills = corrupt_fills(bronze.batches, settled) if "crc mismatches" in present else None
     holes = coverage_holes(settled, fills)
     starts = filled_starts(fills) if fills is not None else None
     stored_frames = (
