@@ -67,6 +67,23 @@ def quarantined(quarantine: DataFrame, batches: DataFrame, fills: DataFrame | No
     return out
 
 
+# Quarantined segment regions from which no batch header could be read.
+UNREADABLE_KINDS = ("UNREADABLE_BATCH", "TRUNCATED_TAIL")
+
+
+def unreadable_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
+    """The quarantined regions of `.log` segments where no batch header could be read (`UNREADABLE_KINDS`:
+    a corrupt length, a torn write), with their log (`dump_id`, `replica`, `topic`, `partition`), `file`,
+    `position`, `kind` and `region_first_offset`: the offset after the last readable batch before them
+    (else the segment's base offset). Whatever the region held lies at or after that offset and before
+    the next readable batch: a producer's records there cannot be told from lost ones."""
+    rows = quarantine.where(F.col("kind").isin(*UNREADABLE_KINDS) & F.col("file").endswith(".log"))
+    located = _locate_regions(rows, batches)
+    return located.where(F.col("region_first_offset").isNotNull()).select(
+        "dump_id", "replica", "topic", "partition", "file", "position", "kind", "region_first_offset"
+    )
+
+
 def _failed_header(rows: DataFrame, fills: DataFrame | None) -> tuple[DataFrame, Column]:
     """CRC_MISMATCH rows (`_locate_regions`) with the words that tell what the failed batch's header
     names, and which gap of its producer it fills (`fills`, one row per failed batch at most)."""

@@ -205,9 +205,6 @@ def audit(
             "txnindex": bronze.files.where(F.col("kind") == "txnindex"),
             "snapshots": bronze.producer_snapshots,
             "acks": bronze.acks,
-            "quarantine": bronze.quarantine,
-            # A batch whose CRC fails always leaves one (ingest quarantines its bytes).
-            "crc mismatches": bronze.quarantine.where(F.col("kind") == "CRC_MISMATCH"),
             **(
                 {"remote segments": bronze.remote_log_metadata}
                 if bronze.remote_log_metadata is not None
@@ -225,6 +222,13 @@ def audit(
                 else {}
             ),
         },
+        background=background,
+    )
+
+    # The kinds of quarantined region (a few rows of one small job): which corruption rules have work.
+    quarantined_kinds = started(
+        bronze.batches.sparkSession,
+        lambda: {r["kind"] for r in bronze.quarantine.select("kind").distinct().collect()},
         background=background,
     )
 
@@ -304,10 +308,18 @@ def audit(
         on_silver(silver)
     settled = numbered(event_rows) if decided else settle(event_rows, copied)
     present |= evidence()
-    # CRC-failed batches that hold what a gap or an epoch's start skipped (RULES.md, failed fill).
-    fills = corrupt_fills(bronze.batches, settled) if "crc mismatches" in present else None
+    kinds = quarantined_kinds()
+    # CRC-failed batches that hold what a gap or an epoch's start skipped (RULES.md, failed fill): a
+    # batch whose CRC fails always leaves a CRC_MISMATCH region.
+    fills = corrupt_fills(bronze.batches, settled) if "CRC_MISMATCH" in kinds else None
     holes = coverage_holes(settled, fills)
     starts = filled_starts(fills) if fills is not None else None
+    # Segment bytes no batch header could be read from, which a gap's records may be in.
+    unreadable = (
+        consistency.unreadable_regions(bronze.quarantine, bronze.batches)
+        if kinds & set(consistency.UNREADABLE_KINDS)
+        else None
+    )
     stored_frames = (
         facts,
         segments,
@@ -327,7 +339,7 @@ def audit(
         sequences.invalid_sequence(checked_rows),
         sequences.history_start(checked_rows, starts),
         sequences.sequence_regression(checked),
-        sequences.sequence_gaps(checked, holes, profile),
+        sequences.sequence_gaps(checked, holes, profile, unreadable),
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts),
         duplicates.duplicate_batches(checked, profile),
@@ -371,7 +383,7 @@ def audit(
                 remote=remote,
             )
         )
-    if "quarantine" in present:
+    if kinds:
         frames.append(consistency.quarantined(bronze.quarantine, bronze.batches, fills))
     if bronze.records is not None:
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))

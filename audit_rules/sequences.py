@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
@@ -127,9 +127,15 @@ def sequence_regression(history: DataFrame) -> DataFrame:
     )
 
 
-def sequence_gaps(history: DataFrame, holes: DataFrame, profile: Profile) -> DataFrame:
+def sequence_gaps(
+    history: DataFrame, holes: DataFrame, profile: Profile, unreadable: DataFrame | None = None
+) -> DataFrame:
     """SEQUENCE_GAP (critical) or SEQUENCE_GAP_UNVERIFIED (expiry, KIP-854): sequences skipped and found
-    nowhere else in the epoch (`holes`: `history.coverage_holes`, what no batch of the epoch covers)."""
+    nowhere else in the epoch (`holes`: `history.coverage_holes`, what no batch of the epoch covers).
+
+    Where unreadable segment bytes lie between the two batches (`unreadable`:
+    `consistency.unreadable_regions`), the message names the first region: the records may be in it,
+    and nothing tells them from lost ones, so the finding stays."""
     jumps = history.where(F.col("transition") == "GAP").alias("j")
     holes = holes.alias("h")
     overlap = (
@@ -153,6 +159,9 @@ def sequence_gaps(history: DataFrame, holes: DataFrame, profile: Profile) -> Dat
     gaps = jumps.join(missing, list(ROW_KEY), "inner").where(
         ~compaction_may_have_removed(F.col("prev_base_offset"))
     )
+    note = F.lit("")
+    if unreadable is not None:
+        gaps, note = _unreadable_between(gaps, unreadable)
     elapsed = F.col("max_timestamp") - F.col("prev_event_timestamp")
     expired = F.lit(profile.accepts_unknown_producer) & state_expired(profile.producer_id_expiration_ms)
     common: dict[str, Any] = {
@@ -164,39 +173,76 @@ def sequence_gaps(history: DataFrame, holes: DataFrame, profile: Profile) -> Dat
     lost = to_findings(
         gaps.where(~expired),
         "SEQUENCE_GAP",
-        fmt(
-            "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s): %s record(s) were "
-            "acknowledged by the producer's sequence but are absent from the log.",
-            "producer_id",
-            "producer_epoch",
-            "prev_last_sequence",
-            "prev_base_offset",
-            "base_sequence",
-            "base_offset",
-            "missing",
+        F.concat(
+            fmt(
+                "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s): %s record(s) "
+                "were acknowledged by the producer's sequence but are absent from the log.",
+                "producer_id",
+                "producer_epoch",
+                "prev_last_sequence",
+                "prev_base_offset",
+                "base_sequence",
+                "base_offset",
+                "missing",
+            ),
+            note,
         ),
         **common,
     )
     unverified = to_findings(
         gaps.where(expired),
         "SEQUENCE_GAP_UNVERIFIED",
-        fmt(
-            "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s) after %s ms idle, "
-            "longer "
-            "than producer.id.expiration.ms = %s: the broker had forgotten the producer and did not check, "
-            "so "
-            "the loss of %s record(s) cannot be excluded.",
-            "producer_id",
-            "producer_epoch",
-            "prev_last_sequence",
-            "prev_base_offset",
-            "base_sequence",
-            "base_offset",
-            elapsed,
-            F.lit(profile.producer_id_expiration_ms),
-            "missing",
+        F.concat(
+            fmt(
+                "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s) after %s ms "
+                "idle, longer than producer.id.expiration.ms = %s: the broker had forgotten the producer "
+                "and did not check, so the loss of %s record(s) cannot be excluded.",
+                "producer_id",
+                "producer_epoch",
+                "prev_last_sequence",
+                "prev_base_offset",
+                "base_sequence",
+                "base_offset",
+                elapsed,
+                F.lit(profile.producer_id_expiration_ms),
+                "missing",
+            ),
+            note,
         ),
         explained_by=F.lit("expiry"),
         **common,
     )
     return lost.unionByName(unverified)
+
+
+def _unreadable_between(gaps: DataFrame, unreadable: DataFrame) -> tuple[DataFrame, Column]:
+    """`gaps` with the first unreadable region (`consistency.unreadable_regions`) of their log lying
+    between the gap's two batches, and the sentence that names it (empty where there is none)."""
+    log = ("dump_id", "replica", "topic", "partition")
+    g = gaps.select(*ROW_KEY, *log, "prev_base_offset", "base_offset").alias("g")
+    r = unreadable.alias("r")
+    near = g.join(
+        r,
+        [F.col(f"g.{k}").eqNullSafe(F.col(f"r.{k}")) for k in log]
+        + [
+            F.col("r.region_first_offset") > F.col("g.prev_base_offset"),
+            F.col("r.region_first_offset") < F.col("g.base_offset"),
+        ],
+    )
+    first = near.groupBy(*[F.col(f"g.{k}") for k in ROW_KEY]).agg(
+        F.min_by(
+            F.struct(F.col("r.file"), F.col("r.position"), F.col("r.kind")), F.col("r.region_first_offset")
+        ).alias("_unreadable")
+    )
+    region = F.col("_unreadable")
+    note = F.when(
+        region.isNotNull(),
+        fmt(
+            " Unreadable bytes lie between the two batches (%s at byte %s, %s): the records may be in "
+            "them rather than lost.",
+            region.file,
+            region.position,
+            region.kind,
+        ),
+    ).otherwise(F.lit(""))
+    return gaps.join(first, list(ROW_KEY), "left"), note

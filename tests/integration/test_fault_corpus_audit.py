@@ -9,6 +9,7 @@ then audits a case together with the original on purpose: a replica that diverge
 from __future__ import annotations
 
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,27 @@ def test_a_replica_that_lost_a_batch_diverges_from_the_original(
     # One finding for the pair; every other partition of the original has no counterpart to differ from.
     assert [(f["topic"], f["partition"]) for f in divergence] == [("idempotent-segments", 0)], describe(found)
     assert divergence[0]["severity"] == "critical"
+
+
+def test_a_gap_across_unreadable_bytes_names_them(spark: Any, broker_dump: Any, tmp_path: Path) -> None:
+    """A batch of a producer's sequence whose length field is corrupt: no header can be read there, so the
+    gap around it stays a SEQUENCE_GAP, and its message names the unreadable region the records may be in."""
+    part = tmp_path / "dump" / "idempotent-segments-0"
+    shutil.copytree(broker_dump.log_dir / "idempotent-segments-0", part)
+    segment = min(part.glob("*.log"))
+    headers = [h for h in read_log_segment(segment) if isinstance(h, BatchHeader)]
+    producer = [h for h in headers if h.producer_id >= 0 and not h.is_control]
+    victim = producer[len(producer) // 2]
+    data = bytearray(segment.read_bytes())
+    data[victim.position + 8 : victim.position + 12] = (victim.size_bytes + 7).to_bytes(4, "big")
+    segment.write_bytes(bytes(data))
+    ingest(spark, tmp_path / "out", f"torn={part.parent}")
+    found = audit_dumps(spark, tmp_path / "out", "torn")
+    (region,) = [f for f in found if f["kind"] == "UNREADABLE_BATCH"]
+    (gap,) = [f for f in found if f["kind"] == "SEQUENCE_GAP"]
+    assert gap["severity"] == "critical" and gap["producer_id"] == victim.producer_id
+    where = f"({segment} at byte {victim.position}, UNREADABLE_BATCH)"
+    assert f"Unreadable bytes lie between the two batches {where}" in gap["message"], (
+        gap["message"],
+        region["message"],
+    )
