@@ -7,6 +7,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
+from audit_rules.history import ROW_KEY
 from audit_rules.kinds import KINDS
 from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
 from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SIZE
@@ -18,9 +19,9 @@ def quarantined(quarantine: DataFrame, batches: DataFrame, fills: DataFrame | No
     from the quarantine table, with the offsets of the region where the log tells them.
 
     A CRC_MISMATCH also says what the failed batch's header names (producer, epoch, sequences: no
-    longer vouched for by the CRC), and, where that fills a gap of its producer (`fills`:
-    `history.corrupt_fills`), that the skipped records are in the log but unreadable: the gap itself
-    is not reported as lost."""
+    longer vouched for by the CRC), and, where that fills a gap of its producer or the start of its
+    epoch (`fills`: `history.corrupt_fills`), that the skipped records are in the log but unreadable:
+    what they fill is not reported as lost."""
     located = _locate_regions(quarantine, batches)
     frames = []
     for kind in (
@@ -84,9 +85,48 @@ def unreadable_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     )
 
 
+def unreadable_before(
+    rows: DataFrame, unreadable: DataFrame, after: Column, where: str, what: str
+) -> tuple[DataFrame, Column]:
+    """History `rows` with the first region of `unreadable` (`unreadable_regions`) of their log that
+    begins after the offset `after` (a column of `rows`; null: the log's start) and before the row's
+    `base_offset`, and the sentence that names it (empty where there is none): "Unreadable bytes lie
+    `where` (file at byte P, KIND): `what` may be in them rather than lost."
+
+    The finding stays: nothing tells the records from lost ones."""
+    log = ("dump_id", "replica", "topic", "partition")
+    g = rows.select(*ROW_KEY, *log, F.coalesce(after, F.lit(-1)).alias("_after"), "base_offset").alias("g")
+    r = unreadable.alias("r")
+    near = g.join(
+        r,
+        [F.col(f"g.{k}").eqNullSafe(F.col(f"r.{k}")) for k in log]
+        + [
+            F.col("r.region_first_offset") > F.col("g._after"),
+            F.col("r.region_first_offset") < F.col("g.base_offset"),
+        ],
+    )
+    first = near.groupBy(*[F.col(f"g.{k}") for k in ROW_KEY]).agg(
+        F.min_by(
+            F.struct(F.col("r.file"), F.col("r.position"), F.col("r.kind")), F.col("r.region_first_offset")
+        ).alias("_unreadable")
+    )
+    region = F.col("_unreadable")
+    note = F.when(
+        region.isNotNull(),
+        fmt(
+            f" Unreadable bytes lie {where} (%s at byte %s, %s): {what} may be in them rather than lost.",
+            region.file,
+            region.position,
+            region.kind,
+        ),
+    ).otherwise(F.lit(""))
+    return rows.join(first, list(ROW_KEY), "left"), note
+
+
 def _failed_header(rows: DataFrame, fills: DataFrame | None) -> tuple[DataFrame, Column]:
     """CRC_MISMATCH rows (`_locate_regions`) with the words that tell what the failed batch's header
-    names, and which gap of its producer it fills (`fills`, one row per failed batch at most)."""
+    names, and which gap or epoch start of its producer it fills (`fills`: one row per failed batch at
+    most, since the skips of a stream lie between different batches)."""
     b = F.col("region_batch")
     named = (b.magic == 2) & (b.producer_id >= 0) & ~b.is_control
     header = F.when(
@@ -115,7 +155,7 @@ def _failed_header(rows: DataFrame, fills: DataFrame | None) -> tuple[DataFrame,
         )
         .otherwise(
             fmt(
-                ", the sequences it skipped between its batches at offsets %s and %s" + unread,
+                ", sequences it skipped between its batches at offsets %s and %s" + unread,
                 "gap_prev_offset",
                 "gap_offset",
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.logs import compaction_may_have_removed, sequenced
 
@@ -35,7 +36,9 @@ def epoch_regression(history: DataFrame) -> DataFrame:
     )
 
 
-def epoch_starts(history: DataFrame, filled: DataFrame | None = None) -> DataFrame:
+def epoch_starts(
+    history: DataFrame, filled: DataFrame | None = None, unreadable: DataFrame | None = None
+) -> DataFrame:
     """EPOCH_BUMP (info) when a new epoch starts at sequence 0; NEW_EPOCH_NONZERO_SEQUENCE otherwise
     (KIP-360).
 
@@ -47,7 +50,9 @@ def epoch_starts(history: DataFrame, filled: DataFrame | None = None) -> DataFra
     partition). A batch at sequence 0 above the marker's epoch (a re-initialised producer) still is.
 
     No NEW_EPOCH_NONZERO_SEQUENCE where CRC-failed batches before the epoch's first batch hold the
-    sequences it skips (`filled`: `history.filled_starts`, RULES.md failed fill).
+    sequences it skips (`filled`: `history.filled_starts`, RULES.md failed fill); one names the first
+    unreadable region between the producer's previous row and the batch (`unreadable`:
+    `consistency.unreadable_regions`), where the epoch's first records may be.
     """
     rows = history.where(F.col("transition") == "EPOCH_START")
     if filled is not None:
@@ -76,20 +81,28 @@ def epoch_starts(history: DataFrame, filled: DataFrame | None = None) -> DataFra
     nonzero = rows.where(
         (F.col("base_sequence") != 0) & ~compaction_may_have_removed(F.col("prev_offset")) & sequenced()
     )
+    note = F.lit("")
+    if unreadable is not None:
+        nonzero, note = unreadable_before(
+            nonzero, unreadable, F.col("prev_offset"), "between the two epochs' batches", "those records"
+        )
     wrong = to_findings(
         nonzero,
         "NEW_EPOCH_NONZERO_SEQUENCE",
-        fmt(
-            "Producer %s started epoch %s at offset %s with sequence %s instead of 0 (previous epoch %s at "
-            "offset "
-            "%s): the first %s record(s) of the new epoch are missing or the producer reused sequences.",
-            "producer_id",
-            "producer_epoch",
-            "base_offset",
-            "base_sequence",
-            "prev_producer_epoch",
-            "prev_offset",
-            "base_sequence",
+        F.concat(
+            fmt(
+                "Producer %s started epoch %s at offset %s with sequence %s instead of 0 (previous epoch %s "
+                "at offset %s): the first %s record(s) of the new epoch are missing or the producer reused "
+                "sequences.",
+                "producer_id",
+                "producer_epoch",
+                "base_offset",
+                "base_sequence",
+                "prev_producer_epoch",
+                "prev_offset",
+                "base_sequence",
+            ),
+            note,
         ),
         related_offset="prev_offset",
         expected_sequence=F.lit(0),

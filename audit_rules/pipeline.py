@@ -337,11 +337,11 @@ def audit(
     checked_rows, checked = event_rows.where(sequenced()), settled.where(sequenced())
     frames = [
         sequences.invalid_sequence(checked_rows),
-        sequences.history_start(checked_rows, starts),
+        sequences.history_start(checked_rows, starts, unreadable),
         sequences.sequence_regression(checked),
         sequences.sequence_gaps(checked, holes, profile, unreadable),
         epochs.epoch_regression(event_rows),
-        epochs.epoch_starts(event_rows, starts),
+        epochs.epoch_starts(event_rows, starts, unreadable),
         duplicates.duplicate_batches(checked, profile),
         transactions.hanging_transactions(event_rows, producers, profile),
         transactions.coordinator_epoch_regression(event_rows),

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.history import ROW_KEY, state_expired
 from audit_rules.logs import below_start_cause, compaction_evidence, compaction_may_have_removed
@@ -40,10 +41,14 @@ def invalid_sequence(history: DataFrame) -> DataFrame:
     )
 
 
-def history_start(history: DataFrame, filled: DataFrame | None = None) -> DataFrame:
+def history_start(
+    history: DataFrame, filled: DataFrame | None = None, unreadable: DataFrame | None = None
+) -> DataFrame:
     """HISTORY_TRUNCATED_BY_RETENTION or HISTORY_START_MISSING for a producer whose first retained batch
     starts mid-sequence (KIP-360); none where CRC-failed batches before it hold the sequences it skips
-    (`filled`: `history.filled_starts`, RULES.md failed fill)."""
+    (`filled`: `history.filled_starts`, RULES.md failed fill). A HISTORY_START_MISSING names the first
+    unreadable region before the batch (`unreadable`: `consistency.unreadable_regions`), where its
+    epoch's first records may be."""
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
     if filled is not None:
         rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
@@ -81,18 +86,25 @@ def history_start(history: DataFrame, filled: DataFrame | None = None) -> DataFr
         explained_by=because,
         **BATCH_FIELDS,
     )
+    unexplained, note = rows.where((F.col("log_start_offset") <= 0) & ~compaction), F.lit("")
+    if unreadable is not None:
+        unexplained, note = unreadable_before(
+            unexplained, unreadable, F.col("prev_offset"), "before it", "those records"
+        )
     missing = to_findings(
-        rows.where((F.col("log_start_offset") <= 0) & ~compaction),
+        unexplained,
         "HISTORY_START_MISSING",
-        fmt(
-            "Producer %s epoch %s first appears at offset %s with sequence %s, but the log is complete "
-            "from offset 0: "
-            "%s record(s) of that epoch before it are missing.",
-            "producer_id",
-            "producer_epoch",
-            "base_offset",
-            "base_sequence",
-            "base_sequence",
+        F.concat(
+            fmt(
+                "Producer %s epoch %s first appears at offset %s with sequence %s, but the log is complete "
+                "from offset 0: %s record(s) of that epoch before it are missing.",
+                "producer_id",
+                "producer_epoch",
+                "base_offset",
+                "base_sequence",
+                "base_sequence",
+            ),
+            note,
         ),
         expected_sequence=F.lit(0),
         missing_records=F.col("base_sequence").cast("long"),
@@ -161,7 +173,9 @@ def sequence_gaps(
     )
     note = F.lit("")
     if unreadable is not None:
-        gaps, note = _unreadable_between(gaps, unreadable)
+        gaps, note = unreadable_before(
+            gaps, unreadable, F.col("prev_base_offset"), "between the two batches", "the records"
+        )
     elapsed = F.col("max_timestamp") - F.col("prev_event_timestamp")
     expired = F.lit(profile.accepts_unknown_producer) & state_expired(profile.producer_id_expiration_ms)
     common: dict[str, Any] = {
@@ -170,19 +184,24 @@ def sequence_gaps(
         "related_offset": "prev_base_offset",
         "missing_records": "missing",
     }
+    # The jump itself, as both messages open.
+    jumped = "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s)"
+    jump = (
+        "producer_id",
+        "producer_epoch",
+        "prev_last_sequence",
+        "prev_base_offset",
+        "base_sequence",
+        "base_offset",
+    )
     lost = to_findings(
         gaps.where(~expired),
         "SEQUENCE_GAP",
         F.concat(
             fmt(
-                "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s): %s record(s) "
-                "were acknowledged by the producer's sequence but are absent from the log.",
-                "producer_id",
-                "producer_epoch",
-                "prev_last_sequence",
-                "prev_base_offset",
-                "base_sequence",
-                "base_offset",
+                jumped + ": %s record(s) were acknowledged by the producer's sequence but are absent from "
+                "the log.",
+                *jump,
                 "missing",
             ),
             note,
@@ -194,15 +213,9 @@ def sequence_gaps(
         "SEQUENCE_GAP_UNVERIFIED",
         F.concat(
             fmt(
-                "Producer %s epoch %s jumped from sequence %s (offset %s) to %s (offset %s) after %s ms "
-                "idle, longer than producer.id.expiration.ms = %s: the broker had forgotten the producer "
-                "and did not check, so the loss of %s record(s) cannot be excluded.",
-                "producer_id",
-                "producer_epoch",
-                "prev_last_sequence",
-                "prev_base_offset",
-                "base_sequence",
-                "base_offset",
+                jumped + " after %s ms idle, longer than producer.id.expiration.ms = %s: the broker had "
+                "forgotten the producer and did not check, so the loss of %s record(s) cannot be excluded.",
+                *jump,
                 elapsed,
                 F.lit(profile.producer_id_expiration_ms),
                 "missing",
@@ -213,36 +226,3 @@ def sequence_gaps(
         **common,
     )
     return lost.unionByName(unverified)
-
-
-def _unreadable_between(gaps: DataFrame, unreadable: DataFrame) -> tuple[DataFrame, Column]:
-    """`gaps` with the first unreadable region (`consistency.unreadable_regions`) of their log lying
-    between the gap's two batches, and the sentence that names it (empty where there is none)."""
-    log = ("dump_id", "replica", "topic", "partition")
-    g = gaps.select(*ROW_KEY, *log, "prev_base_offset", "base_offset").alias("g")
-    r = unreadable.alias("r")
-    near = g.join(
-        r,
-        [F.col(f"g.{k}").eqNullSafe(F.col(f"r.{k}")) for k in log]
-        + [
-            F.col("r.region_first_offset") > F.col("g.prev_base_offset"),
-            F.col("r.region_first_offset") < F.col("g.base_offset"),
-        ],
-    )
-    first = near.groupBy(*[F.col(f"g.{k}") for k in ROW_KEY]).agg(
-        F.min_by(
-            F.struct(F.col("r.file"), F.col("r.position"), F.col("r.kind")), F.col("r.region_first_offset")
-        ).alias("_unreadable")
-    )
-    region = F.col("_unreadable")
-    note = F.when(
-        region.isNotNull(),
-        fmt(
-            " Unreadable bytes lie between the two batches (%s at byte %s, %s): the records may be in "
-            "them rather than lost.",
-            region.file,
-            region.position,
-            region.kind,
-        ),
-    ).otherwise(F.lit(""))
-    return gaps.join(first, list(ROW_KEY), "left"), note

@@ -178,7 +178,7 @@ def test_a_corrupt_batch_inside_a_sequence_is_corruption_not_loss(corpus: dict[s
     )
     if name == "flip_byte_in_sequence":
         before = stream[stream.index(flipped) - 1]
-        skipped = f"the sequences it skipped between its batches at offsets {before.base_offset} and "
+        skipped = f"sequences it skipped between its batches at offsets {before.base_offset} and "
     else:
         assert flipped is stream[0] and flipped.base_sequence == 0
         skipped = "sequences its epoch skipped before its batch at offset "
@@ -204,25 +204,33 @@ def test_a_replica_that_lost_a_batch_diverges_from_the_original(
     assert divergence[0]["severity"] == "critical"
 
 
-def test_a_gap_across_unreadable_bytes_names_them(spark: Any, broker_dump: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("which", "kind", "where"),
+    [
+        ("middle", "SEQUENCE_GAP", "between the two batches"),
+        ("first", "HISTORY_START_MISSING", "before it"),
+    ],
+)
+def test_a_gap_across_unreadable_bytes_names_them(
+    spark: Any, broker_dump: Any, tmp_path: Path, which: str, kind: str, where: str
+) -> None:
     """A batch of a producer's sequence whose length field is corrupt: no header can be read there, so the
-    gap around it stays a SEQUENCE_GAP, and its message names the unreadable region the records may be in."""
+    gap around it (or the missing start of the producer's history) stays critical, and its message names
+    the unreadable region the records may be in."""
     part = tmp_path / "dump" / "idempotent-segments-0"
     shutil.copytree(broker_dump.log_dir / "idempotent-segments-0", part)
     segment = min(part.glob("*.log"))
     headers = [h for h in read_log_segment(segment) if isinstance(h, BatchHeader)]
     producer = [h for h in headers if h.producer_id >= 0 and not h.is_control]
-    victim = producer[len(producer) // 2]
+    victim = producer[len(producer) // 2] if which == "middle" else producer[0]
+    assert which == "middle" or victim.base_sequence == 0
     data = bytearray(segment.read_bytes())
     data[victim.position + 8 : victim.position + 12] = (victim.size_bytes + 7).to_bytes(4, "big")
     segment.write_bytes(bytes(data))
     ingest(spark, tmp_path / "out", f"torn={part.parent}")
     found = audit_dumps(spark, tmp_path / "out", "torn")
     (region,) = [f for f in found if f["kind"] == "UNREADABLE_BATCH"]
-    (gap,) = [f for f in found if f["kind"] == "SEQUENCE_GAP"]
-    assert gap["severity"] == "critical" and gap["producer_id"] == victim.producer_id
-    where = f"({segment} at byte {victim.position}, UNREADABLE_BATCH)"
-    assert f"Unreadable bytes lie between the two batches {where}" in gap["message"], (
-        gap["message"],
-        region["message"],
-    )
+    (loss,) = [f for f in found if f["kind"] == kind]
+    assert loss["severity"] == "critical" and loss["producer_id"] == victim.producer_id
+    named = f"Unreadable bytes lie {where} ({segment} at byte {victim.position}, UNREADABLE_BATCH)"
+    assert named in loss["message"], (loss["message"], region["message"])

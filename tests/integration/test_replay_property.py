@@ -29,7 +29,7 @@ from jobs.ingest import session_conf
 from jobs.profiles import available_profiles, load_profile
 from schemas.tables import BATCHES, QUARANTINE
 from tests.reference_replay import COORDINATOR_TOPICS, reference_findings
-from tests.strategies import COMPACTED_TOPIC, LogHistory, log_histories
+from tests.strategies import COMPACTED_TOPIC, LogBuilder, LogHistory, log_histories
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -196,3 +196,40 @@ def _side_by_side(
 
 def _show(key: tuple[Any, ...]) -> str:
     return " ".join(f"{name}={value}" for name, value in zip(KEY, key, strict=True) if value is not None)
+
+
+def test_a_new_epoch_after_unreadable_bytes_names_them(spark: SparkSession) -> None:
+    """A producer's new epoch starts at sequence 3 after bytes no header could be read from: the finding
+    stays (an error), and names the region where the epoch's first records may be. One after a readable
+    stretch does not."""
+    log = LogBuilder()
+    log.data(7, 0, 0, 2)
+    log.data(7, 0, 2, 1)
+    torn_at = log.position
+    log.position += 500  # bytes no header could be read from (a corrupt length), then the log goes on
+    log.next_offset += 3
+    log.data(7, 1, 3, 2)
+    log.data(8, 0, 0, 1)
+    log.data(8, 1, 4, 1)  # a new epoch at sequence 4 with nothing unreadable before it
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    quarantine = spark.createDataFrame(
+        [
+            {
+                **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition", "file")},
+                "position": torn_at,
+                "length": 500,
+                "kind": "UNREADABLE_BATCH",
+                "message": "batch length 1234567 runs past a valid batch",
+            }
+        ],
+        QUARANTINE.schema,
+    )
+    bronze = replace(Bronze.from_batches(batches), quarantine=quarantine)
+    found = {
+        r["producer_id"]: r["message"]
+        for r in audit(bronze, load_profile()).findings.where("kind = 'NEW_EPOCH_NONZERO_SEQUENCE'").collect()
+    }
+    assert set(found) == {7, 8}, found
+    named = f"Unreadable bytes lie between the two epochs' batches ({log.rows[0]['file']} at byte {torn_at}, "
+    assert named in found[7] and "UNREADABLE_BATCH" in found[7], found[7]
+    assert "Unreadable" not in found[8], found[8]
