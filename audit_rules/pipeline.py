@@ -343,7 +343,9 @@ def audit(
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts, unreadable),
         duplicates.duplicate_batches(checked, profile),
-        transactions.hanging_transactions(event_rows, producers, profile),
+        transactions.hanging_transactions(
+            event_rows, producers, profile, bronze.batches if "CRC_MISMATCH" in kinds else None
+        ),
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,
     ]

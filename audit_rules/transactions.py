@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import coordinator_epoch_before
-from audit_rules.logs import below_start_cause
+from audit_rules.logs import below_start_cause, with_log_key
 from audit_rules.profile import Profile
 from audit_rules.retention import latest_snapshot_entries
 
 
-def hanging_transactions(history: DataFrame, producers: DataFrame, profile: Profile) -> DataFrame:
+def hanging_transactions(
+    history: DataFrame, producers: DataFrame, profile: Profile, batches: DataFrame | None = None
+) -> DataFrame:
     """HANGING_TRANSACTION: transactional data with no later marker, older than transaction.max.timeout.ms at
-    the log's last timestamp (`producers`: `history.producer_summary`, for the producer's last marker)."""
+    the log's last timestamp (`producers`: `history.producer_summary`, for the producer's last marker).
+
+    `batches` (given where some batch's CRC failed): a failed batch after the open data whose header,
+    not vouched for by the CRC, claims to be a marker of that producer at the transaction's epoch or
+    above is named in the message: the transaction's end may be there, unreadable. The finding stays
+    (a consumer cannot read past either)."""
     data = history.where(F.col("is_transactional") & ~F.col("is_control")).join(
         producers.select("log_key", "producer_id", "last_marker"), ["log_key", "producer_id"]
     )
@@ -30,21 +37,25 @@ def hanging_transactions(history: DataFrame, producers: DataFrame, profile: Prof
     )
     age = F.col("max_timestamp") - F.col("f.max_timestamp")
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
+    note = F.lit("")
+    if batches is not None:
+        hanging, note = _failed_marker_after(hanging, batches)
     return to_findings(
         hanging,
         "HANGING_TRANSACTION",
-        fmt(
-            "Producer %s epoch %s opened a transaction at offset %s that has no COMMIT or ABORT marker, %s "
-            "ms before "
-            "the partition's last timestamp (transaction.max.timeout.ms = %s): read_committed consumers "
-            "are stuck "
-            "at offset %s.",
-            "producer_id",
-            "f.producer_epoch",
-            "f.base_offset",
-            age,
-            F.lit(profile.transaction_max_timeout_ms),
-            "f.base_offset",
+        F.concat(
+            fmt(
+                "Producer %s epoch %s opened a transaction at offset %s that has no COMMIT or ABORT marker, "
+                "%s ms before the partition's last timestamp (transaction.max.timeout.ms = %s): "
+                "read_committed consumers are stuck at offset %s.",
+                "producer_id",
+                "f.producer_epoch",
+                "f.base_offset",
+                age,
+                F.lit(profile.transaction_max_timeout_ms),
+                "f.base_offset",
+            ),
+            note,
         ),
         producer_id="producer_id",
         producer_epoch="f.producer_epoch",
@@ -52,6 +63,46 @@ def hanging_transactions(history: DataFrame, producers: DataFrame, profile: Prof
         last_offset="open_last_offset",
         base_sequence="f.base_sequence",
     )
+
+
+def _failed_marker_after(hanging: DataFrame, batches: DataFrame) -> tuple[DataFrame, Column]:
+    """`hanging` transactions with the first CRC-failed batch after their open data whose header claims
+    to be their producer's marker (at the transaction's epoch or above), and the sentence naming it."""
+    failed = with_log_key(
+        batches.where(
+            (F.col("magic") == 2) & ~F.col("crc_valid") & F.col("is_control") & (F.col("producer_id") >= 0)
+        )
+    ).select(
+        F.col("log_key").alias("_log_key"),
+        F.col("producer_id").alias("_producer_id"),
+        F.struct("base_offset", "producer_epoch", "file", "position").alias("_marker"),
+    )
+    key = ["log_key", "producer_id", "open_last_offset"]
+    near = (
+        hanging.select(*key, F.col("f.producer_epoch").alias("_epoch"))
+        .join(
+            failed,
+            (F.col("log_key") == F.col("_log_key"))
+            & (F.col("producer_id") == F.col("_producer_id"))
+            & (F.col("_marker.base_offset") > F.col("open_last_offset"))
+            & (F.col("_marker.producer_epoch") >= F.col("_epoch")),
+        )
+        .groupBy(*key)
+        .agg(F.min_by("_marker", F.col("_marker.base_offset")).alias("_failed_marker"))
+    )
+    m = F.col("_failed_marker")
+    note = F.when(
+        m.isNotNull(),
+        fmt(
+            " The batch at offset %s (%s at byte %s) fails its CRC and its header claims to be this "
+            "producer's marker at epoch %s: the transaction's end may be there, unreadable.",
+            m.base_offset,
+            m.file,
+            m.position,
+            m.producer_epoch,
+        ),
+    ).otherwise(F.lit(""))
+    return hanging.join(near, key, "left"), note
 
 
 def hanging_transactions_in_snapshots(

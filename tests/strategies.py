@@ -105,6 +105,7 @@ class LogBuilder:
         coordinator_epoch: int = 0,
         *,
         timestamp: int | None = None,
+        crc_valid: bool = True,
     ) -> dict[str, Any]:
         """A COMMIT or ABORT marker as `writeEndTransactionalMarker` writes it: one record, sequence -1."""
         return self._append(
@@ -118,6 +119,7 @@ class LogBuilder:
             control_type=control_type,
             coordinator_epoch=coordinator_epoch,
             timestamp=timestamp,
+            crc_valid=crc_valid,
         )
 
     def plain(self, records: int = 1) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from jobs.ingest import session_conf
 from jobs.profiles import available_profiles, load_profile
 from schemas.tables import BATCHES, QUARANTINE
 from tests.reference_replay import COORDINATOR_TOPICS, reference_findings
-from tests.strategies import COMPACTED_TOPIC, LogBuilder, LogHistory, log_histories
+from tests.strategies import COMPACTED_TOPIC, DAY_MS, LogBuilder, LogHistory, log_histories
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -233,3 +233,28 @@ def test_a_new_epoch_after_unreadable_bytes_names_them(spark: SparkSession) -> N
     named = f"Unreadable bytes lie between the two epochs' batches ({log.rows[0]['file']} at byte {torn_at}, "
     assert named in found[7] and "UNREADABLE_BATCH" in found[7], found[7]
     assert "Unreadable" not in found[8], found[8]
+
+
+def test_a_hanging_transaction_names_a_failed_batch_that_claims_to_be_its_marker(spark: SparkSession) -> None:
+    """Producer 7's COMMIT rotted on disk: its transaction stays open (HANGING_TRANSACTION, as a consumer
+    cannot read past the corrupt batch either), and the message names the failed batch whose header
+    claims to be the marker. Producer 8's transaction, with no failed batch after it, names none."""
+    log = LogBuilder()
+    log.data(7, 0, 0, 2, transactional=True)
+    log.data(8, 0, 0, 1, transactional=True)
+    rotted = log.marker(7, 0, "COMMIT", crc_valid=False)
+    log.wait(2 * DAY_MS)
+    log.plain(1)
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    bronze = replace(Bronze.from_batches(batches), quarantine=_crc_quarantine(spark, log.rows))
+    found = {
+        r["producer_id"]: r["message"]
+        for r in audit(bronze, load_profile()).findings.where("kind = 'HANGING_TRANSACTION'").collect()
+    }
+    assert set(found) == {7, 8}, found
+    named = (
+        f"The batch at offset {rotted['base_offset']} ({rotted['file']} at byte {rotted['position']}) fails "
+        "its CRC and its header claims to be this producer's marker at epoch 0"
+    )
+    assert named in found[7], found[7]
+    assert "fails its CRC" not in found[8], found[8]
