@@ -80,7 +80,9 @@ def unreadable_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     the next readable batch: a producer's records there cannot be told from lost ones."""
     rows = quarantine.where(F.col("kind").isin(*UNREADABLE_KINDS) & F.col("file").endswith(".log"))
     located = _locate_regions(rows, batches)
-    return located.where(F.col("region_first_offset").isNotNull()).select(
+    # A region where a header was read (a batch whose records would not decode) is that batch's: its
+    # offsets and producer are known.
+    return located.where(F.col("region_first_offset").isNotNull() & F.col("region_batch").isNull()).select(
         "dump_id", "replica", "topic", "partition", "file", "position", "kind", "region_first_offset"
     )
 
@@ -107,7 +109,8 @@ def unreadable_before(
     )
     first = near.groupBy(*[F.col(f"g.{k}") for k in ROW_KEY]).agg(
         F.min_by(
-            F.struct(F.col("r.file"), F.col("r.position"), F.col("r.kind")), F.col("r.region_first_offset")
+            F.struct(F.col("r.file"), F.col("r.position"), F.col("r.kind")),
+            F.struct(F.col("r.region_first_offset"), F.col("r.file"), F.col("r.position")),
         ).alias("_unreadable")
     )
     region = F.col("_unreadable")

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
+from audit_rules.history import start_after
 from audit_rules.logs import compaction_may_have_removed, sequenced
 
 
@@ -84,7 +85,7 @@ def epoch_starts(
     note = F.lit("")
     if unreadable is not None:
         nonzero, note = unreadable_before(
-            nonzero, unreadable, F.col("prev_offset"), "between the two epochs' batches", "those records"
+            nonzero, unreadable, start_after(), "before it, after the previous epoch", "those records"
         )
     wrong = to_findings(
         nonzero,

@@ -326,14 +326,17 @@ def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
 
     A skip is a GAP batch's `[expected, base - 1]`, or the sequences `[0, base - 1]` before a stream's
     first batch (FIRST or EPOCH_START with a base above 0: `is_start`), the previous batch then being
-    the producer's previous row of any epoch. The CRC-32C covers a batch's producer id, epoch and
-    sequences (formats §1.3), so a failed batch takes no part in the replay (`is_producer_batch`) and
-    the batches around it show the skip. Its header is believed only where it fits the skip exactly
-    as a sent batch would: magic 2, a data batch lying between the two batches, a sequence span equal
-    to its offset span, and every sequence inside the skipped range. A flipped byte among the records
-    leaves it so; one in the producer fields almost never does. Then the skipped sequences are in the
-    log, unreadable: the corruption (CRC_MISMATCH) is the finding, not a loss (`coverage_holes` counts
-    a gap's fills as covered; `filled_starts` tells the starts they fill).
+    the producer's previous row if its epoch is lower (`start_after`; else none: a marker of the same
+    epoch may follow the epoch's first, rotted, transaction).
+
+    The CRC-32C covers a batch's producer id, epoch and sequences (formats §1.3), so a failed batch
+    takes no part in the replay (`is_producer_batch`) and the batches around it show the skip. Its
+    header is believed only where it fits the skip exactly as a sent batch would: magic 2, a data batch
+    lying between the two batches, a sequence span equal to its offset span, and every sequence inside
+    the skipped range. A flipped byte among the records leaves it so; one in the producer fields almost
+    never does. Then the skipped sequences are in the log, unreadable: the corruption (CRC_MISMATCH) is
+    the finding, not a loss (`coverage_holes` counts a gap's fills as covered; `filled_starts` tells
+    the starts they fill).
     """
     failed = with_log_id(
         batches.where(
@@ -347,7 +350,7 @@ def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
     skips = events.where(gap | is_start).select(
         *STREAM_KEY,
         "base_offset",
-        F.when(gap, F.col("prev_base_offset")).otherwise(F.col("prev_offset")).alias("_prev"),
+        F.when(gap, F.col("prev_base_offset")).otherwise(start_after()).alias("_prev"),
         F.when(gap, F.col("expected_unwrapped")).otherwise(F.lit(0).cast("long")).alias("_expected"),
         "base_sequence_unwrapped",
         (~gap).alias("is_start"),
@@ -380,6 +383,24 @@ def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
         F.col("j._prev").alias("gap_prev_offset"),
         F.col("j.base_sequence_unwrapped").alias("gap_base_sequence"),
         "j.is_start",
+    )
+
+
+def start_after() -> Column:
+    """Of a stream's first batch: the offset after which its epoch's earlier batches would lie, the
+    producer's previous row when that row's epoch is lower; null (the log's start) when there is none or
+    it is a marker of the same epoch (transactions V1 write an epoch's markers after its data; V2 a
+    marker one epoch above its transaction's data, which raises the epoch)."""
+    return F.when(F.col("prev_producer_epoch") < F.col("producer_epoch"), F.col("prev_offset"))
+
+
+def explaining_fills(fills: DataFrame, starts: DataFrame) -> DataFrame:
+    """The `fills` whose records their CRC_MISMATCH may call not lost: every gap's (a gap counts what they
+    hold as covered) and the starts' that `starts` (`filled_starts`) holds complete (a start filled in
+    part keeps its finding and its whole count)."""
+    complete = starts.select("log_id", "producer_id", F.col("base_offset").alias("gap_offset"))
+    return fills.where(~F.col("is_start")).unionByName(
+        fills.where(F.col("is_start")).join(complete, ["log_id", "producer_id", "gap_offset"], "left_semi")
     )
 
 

@@ -21,6 +21,7 @@ from audit_rules.history import (
     coverage_holes,
     derived,
     events,
+    explaining_fills,
     filled_starts,
     history_table,
     late_ranges,
@@ -386,7 +387,8 @@ def audit(
             )
         )
     if kinds:
-        frames.append(consistency.quarantined(bronze.quarantine, bronze.batches, fills))
+        explaining = explaining_fills(fills, starts) if fills is not None and starts is not None else None
+        frames.append(consistency.quarantined(bronze.quarantine, bronze.batches, explaining))
     if bronze.records is not None:
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
         if profile.app_sequence is not None:

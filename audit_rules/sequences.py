@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import ROW_KEY, state_expired
+from audit_rules.history import ROW_KEY, start_after, state_expired
 from audit_rules.logs import below_start_cause, compaction_evidence, compaction_may_have_removed
 from audit_rules.profile import Profile
 
@@ -89,7 +89,7 @@ def history_start(
     unexplained, note = rows.where((F.col("log_start_offset") <= 0) & ~compaction), F.lit("")
     if unreadable is not None:
         unexplained, note = unreadable_before(
-            unexplained, unreadable, F.col("prev_offset"), "before it", "those records"
+            unexplained, unreadable, start_after(), "before it", "those records"
         )
     missing = to_findings(
         unexplained,

@@ -322,9 +322,12 @@ class _Replay:
         )
 
     def _start_filled(self, state: _ProducerState, batch: Batch) -> bool:
-        """Whether CRC-failed batches between the producer's previous batch or marker and `batch`, the
-        first of its epoch, hold every sequence of `[0, base - 1]` (RULES.md, failed fill)."""
-        low = state.previous["base_offset"] if state.previous is not None else -1
+        """Whether CRC-failed batches before `batch`, the first of its epoch, and after the producer's
+        previous row when that row's epoch is lower (a marker of the same epoch may follow the epoch's
+        first, rotted, transaction), hold every sequence of `[0, base - 1]` (RULES.md, failed fill)."""
+        previous = state.previous
+        lower = previous is not None and previous["producer_epoch"] < batch["producer_epoch"]
+        low = previous["base_offset"] if previous is not None and lower else -1
         skip = _PendingGap(
             batch, _StreamBatch({"base_offset": low}, -1, -1), 0, batch["base_sequence"], [], False
         )

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from audit_rules.kinds import KINDS
 from audit_rules.pipeline import Bronze, audit
 from audit_rules.profile import Profile
 from audit_rules.replay import COPY_LOOKBACK
@@ -230,7 +231,9 @@ def test_a_new_epoch_after_unreadable_bytes_names_them(spark: SparkSession) -> N
         for r in audit(bronze, load_profile()).findings.where("kind = 'NEW_EPOCH_NONZERO_SEQUENCE'").collect()
     }
     assert set(found) == {7, 8}, found
-    named = f"Unreadable bytes lie between the two epochs' batches ({log.rows[0]['file']} at byte {torn_at}, "
+    named = (
+        f"Unreadable bytes lie before it, after the previous epoch ({log.rows[0]['file']} at byte {torn_at}, "
+    )
     assert named in found[7] and "UNREADABLE_BATCH" in found[7], found[7]
     assert "Unreadable" not in found[8], found[8]
 
@@ -258,3 +261,56 @@ def test_a_hanging_transaction_names_a_failed_batch_that_claims_to_be_its_marker
     )
     assert named in found[7], found[7]
     assert "fails its CRC" not in found[8], found[8]
+
+
+def test_failed_fills_behind_a_marker_in_part_and_at_a_readable_header(spark: SparkSession) -> None:
+    """Three corner cases of the failed fill and the unreadable note, against the reference replay:
+    - producer 7's first transaction rotted before its own COMMIT (transactions V1 write an epoch's
+      markers after its data): the start is filled, nothing is missing;
+    - producer 8's rotted first batch holds sequences 0-1 of the 0-4 its next batch skips: the start
+      stays missing (all 5), and its CRC_MISMATCH does not call the records not lost;
+    - producer 9 skips sequences across a region quarantined at a batch whose header was read (its
+      records would not decode): that batch is producer 10's, and the gap names no unreadable bytes."""
+    log = LogBuilder()
+    log.data(7, 0, 0, 2, transactional=True, crc_valid=False)
+    log.marker(7, 0, "COMMIT")
+    log.data(7, 0, 2, 1)
+    log.data(8, 0, 0, 2, crc_valid=False)
+    log.data(8, 0, 5, 1)
+    log.data(9, 0, 0, 1)
+    undecodable = log.data(10, 0, 0, 1)
+    log.data(9, 0, 3, 1)
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    quarantine = _crc_quarantine(spark, log.rows).unionByName(
+        spark.createDataFrame(
+            [
+                {
+                    **{k: undecodable[k] for k in ("dump_id", "replica", "topic", "partition", "file")},
+                    "position": undecodable["position"],
+                    "length": undecodable["size_bytes"],
+                    "kind": "UNREADABLE_BATCH",
+                    "message": "records do not decompress",
+                }
+            ],
+            QUARANTINE.schema,
+        )
+    )
+    bronze = replace(Bronze.from_batches(batches), quarantine=quarantine)
+    found = [r.asDict() for r in audit(bronze, load_profile()).findings.collect()]
+    loss = sorted(
+        (f["kind"], f["producer_id"], f["missing_records"]) for f in found if f["severity"] == "critical"
+    )
+    assert loss == [("HISTORY_START_MISSING", 8, 5), ("SEQUENCE_GAP", 9, 2)], found
+    expected = reference_findings(log.rows, profile=load_profile(), log_start_offset=0)
+    assert (
+        sorted(
+            (f["kind"], f["producer_id"], f["missing_records"])
+            for f in expected
+            if KINDS[f["kind"]].severity.label == "critical"
+        )
+        == loss
+    )
+    crc = {f["first_offset"]: f["message"] for f in found if f["kind"] == "CRC_MISMATCH"}
+    assert "not lost" in crc[0] and "not lost" not in crc[log.rows[3]["base_offset"]], crc
+    (gap,) = [f for f in found if f["kind"] == "SEQUENCE_GAP"]
+    assert "Unreadable" not in gap["message"], gap["message"]
