@@ -199,6 +199,12 @@ def _show(key: tuple[Any, ...]) -> str:
     return " ".join(f"{name}={value}" for name, value in zip(KEY, key, strict=True) if value is not None)
 
 
+def _messages(bronze: Bronze, kind: str) -> dict[int, str]:
+    """The audit's `kind` findings of `bronze`: each one's message by its producer id."""
+    found = audit(bronze, load_profile()).findings.where(f"kind = '{kind}'").collect()
+    return {r["producer_id"]: r["message"] for r in found}
+
+
 def test_a_new_epoch_after_unreadable_bytes_names_them(spark: SparkSession) -> None:
     """A producer's new epoch starts at sequence 3 after bytes no header could be read from: the finding
     stays (an error), and names the region where the epoch's first records may be. One after a readable
@@ -226,10 +232,7 @@ def test_a_new_epoch_after_unreadable_bytes_names_them(spark: SparkSession) -> N
         QUARANTINE.schema,
     )
     bronze = replace(Bronze.from_batches(batches), quarantine=quarantine)
-    found = {
-        r["producer_id"]: r["message"]
-        for r in audit(bronze, load_profile()).findings.where("kind = 'NEW_EPOCH_NONZERO_SEQUENCE'").collect()
-    }
+    found = _messages(bronze, "NEW_EPOCH_NONZERO_SEQUENCE")
     assert set(found) == {7, 8}, found
     named = (
         f"Unreadable bytes lie before it, after the previous epoch ({log.rows[0]['file']} at byte {torn_at}, "
@@ -250,10 +253,7 @@ def test_a_hanging_transaction_names_a_failed_batch_that_claims_to_be_its_marker
     log.plain(1)
     batches = spark.createDataFrame(log.rows, BATCHES.schema)
     bronze = replace(Bronze.from_batches(batches), quarantine=_crc_quarantine(spark, log.rows))
-    found = {
-        r["producer_id"]: r["message"]
-        for r in audit(bronze, load_profile()).findings.where("kind = 'HANGING_TRANSACTION'").collect()
-    }
+    found = _messages(bronze, "HANGING_TRANSACTION")
     assert set(found) == {7, 8}, found
     named = (
         f"The batch at offset {rotted['base_offset']} ({rotted['file']} at byte {rotted['position']}) fails "
