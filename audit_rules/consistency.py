@@ -14,15 +14,15 @@ from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SI
 from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
 
 
-def quarantined(quarantine: DataFrame, batches: DataFrame, fills: DataFrame | None = None) -> DataFrame:
+def quarantined(located: DataFrame, fills: DataFrame | None = None) -> DataFrame:
     """CRC_MISMATCH, TRUNCATED_TAIL, UNREADABLE_BATCH, INDEX_MISMATCH, SNAPSHOT_CORRUPT, UNREADABLE_FILE
-    from the quarantine table, with the offsets of the region where the log tells them.
+    from the quarantine table's rows with the offsets of the region where the log tells them
+    (`located`: `located_regions`).
 
     A CRC_MISMATCH also says what the failed batch's header names (producer, epoch, sequences: no
     longer vouched for by the CRC), and, where that fills a gap of its producer or the start of its
     epoch (`fills`: `history.corrupt_fills`), that the skipped records are in the log but unreadable:
     what they fill is not reported as lost."""
-    located = _locate_regions(quarantine, batches)
     frames = []
     for kind in (
         "CRC_MISMATCH",
@@ -72,17 +72,17 @@ def quarantined(quarantine: DataFrame, batches: DataFrame, fills: DataFrame | No
 UNREADABLE_KINDS = ("UNREADABLE_BATCH", "TRUNCATED_TAIL")
 
 
-def unreadable_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
+def unreadable_regions(located: DataFrame) -> DataFrame:
     """The quarantined regions of `.log` segments where no batch header could be read (`UNREADABLE_KINDS`:
-    a corrupt length, a torn write), with their log (`dump_id`, `replica`, `topic`, `partition`), `file`,
-    `position`, `kind` and `region_first_offset`: the offset after the last readable batch before them
-    (else the segment's base offset). Whatever the region held lies at or after that offset and before
-    the next readable batch: a producer's records there cannot be told from lost ones."""
-    rows = quarantine.where(F.col("kind").isin(*UNREADABLE_KINDS) & F.col("file").endswith(".log"))
-    located = _locate_regions(rows, batches)
+    a corrupt length, a torn write; `located`: `located_regions`), with their log (`dump_id`,
+    `replica`, `topic`, `partition`), `file`, `position`, `kind` and `region_first_offset`: the offset
+    after the last readable batch before them (else the segment's base offset). Whatever the region
+    held lies at or after that offset and before the next readable batch: a producer's records there
+    cannot be told from lost ones."""
+    rows = located.where(F.col("kind").isin(*UNREADABLE_KINDS) & F.col("file").endswith(".log"))
     # A region where a header was read (a batch whose records would not decode) is that batch's: its
     # offsets and producer are known.
-    return located.where(F.col("region_first_offset").isNotNull() & F.col("region_batch").isNull()).select(
+    return rows.where(F.col("region_first_offset").isNotNull() & F.col("region_batch").isNull()).select(
         "dump_id", "replica", "topic", "partition", "file", "position", "kind", "region_first_offset"
     )
 
@@ -127,7 +127,7 @@ def unreadable_before(
 
 
 def _failed_header(rows: DataFrame, fills: DataFrame | None) -> tuple[DataFrame, Column]:
-    """CRC_MISMATCH rows (`_locate_regions`) with the words that tell what the failed batch's header
+    """CRC_MISMATCH rows (`located_regions`) with the words that tell what the failed batch's header
     names, and which gap or epoch start of its producer it fills (`fills`: one row per failed batch at
     most, since the skips of a stream lie between different batches)."""
     b = F.col("region_batch")
@@ -217,7 +217,7 @@ def _index_entry_runs(rows: DataFrame) -> DataFrame:
     ).select(*rows.columns)
 
 
-def _locate_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
+def located_regions(quarantine: DataFrame, batches: DataFrame) -> DataFrame:
     """The offsets of each quarantined region of a segment: those of the (CRC-failed) batch that starts
     there, else the offset right after the last readable batch before it (a torn tail, garbage)."""
     keys = ["dump_id", "replica", "file", "position"]

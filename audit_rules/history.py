@@ -318,8 +318,15 @@ def coordinator_epoch_before() -> tuple[Column, Column]:
 _BEYOND = 1 << 62
 
 
-def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
-    """CRC-failed data batches that hold sequences their producer skipped (`events`: the history's events),
+def failed_producer_batches(batches: DataFrame) -> DataFrame:
+    """Batches whose CRC failed and whose (untrusted) header names a producer: magic 2, a producer id.
+    Read by `corrupt_fills` (data batches) and `transactions.hanging_transactions` (markers)."""
+    return batches.where((F.col("magic") == 2) & (F.col("producer_id") >= 0) & ~F.col("crc_valid"))
+
+
+def corrupt_fills(failed: DataFrame, events: DataFrame) -> DataFrame:
+    """CRC-failed data batches (of `failed`: `failed_producer_batches`) that hold sequences their producer
+    skipped (`events`: the history's events),
     one row per (failed batch, skip): the failed batch's `dump_id`, `replica`, `file` and `position`,
     the stream (`STREAM_KEY`), its unwrapped range `_from`-`_to`, and the skip: `gap_offset`, the batch
     after it, `gap_prev_offset`, the producer's batch before it (null if none), and `is_start`.
@@ -338,10 +345,8 @@ def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
     the finding, not a loss (`coverage_holes` counts a gap's fills as covered; `filled_starts` tells
     the starts they fill).
     """
-    failed = with_log_id(
-        batches.where(
-            (F.col("magic") == 2) & (F.col("producer_id") >= 0) & ~F.col("crc_valid") & ~F.col("is_control")
-        ),
+    data = with_log_id(
+        failed.where(~F.col("is_control")),
         *("dump_id", "replica", "file", "position", "producer_id", "producer_epoch"),
         *("base_offset", "last_offset", "base_sequence", "last_sequence"),
     ).alias("c")
@@ -356,7 +361,7 @@ def corrupt_fills(batches: DataFrame, events: DataFrame) -> DataFrame:
         (~gap).alias("is_start"),
     )
     j = skips.alias("j")
-    joined = failed.join(
+    joined = data.join(
         j,
         [F.col(f"c.{k}") == F.col(f"j.{k}") for k in STREAM_KEY]
         + [

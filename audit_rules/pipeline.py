@@ -22,6 +22,7 @@ from audit_rules.history import (
     derived,
     events,
     explaining_fills,
+    failed_producer_batches,
     filled_starts,
     history_table,
     late_ranges,
@@ -310,15 +311,22 @@ def audit(
     settled = numbered(event_rows) if decided else settle(event_rows, copied)
     present |= evidence()
     kinds = quarantined_kinds()
-    # CRC-failed batches that hold what a gap or an epoch's start skipped (RULES.md, failed fill): a
-    # batch whose CRC fails always leaves a CRC_MISMATCH region.
-    fills = corrupt_fills(bronze.batches, settled) if "CRC_MISMATCH" in kinds else None
+    # The batches whose CRC failed (a CRC_MISMATCH region each: few), and the quarantined regions with
+    # their offsets, are stored once for the rules that read them: each is a pass over the batches.
+    # The failed batches may hold what a gap or an epoch's start skipped (RULES.md, failed fill).
+    failed = (
+        keep(failed_producer_batches(bronze.batches), "failed batches") if "CRC_MISMATCH" in kinds else None
+    )
+    located = (
+        keep(consistency.located_regions(bronze.quarantine, bronze.batches), "regions") if kinds else None
+    )
+    fills = corrupt_fills(failed, settled) if failed is not None else None
     holes = coverage_holes(settled, fills)
     starts = filled_starts(fills) if fills is not None else None
     # Segment bytes no batch header could be read from, which a gap's records may be in.
     unreadable = (
-        consistency.unreadable_regions(bronze.quarantine, bronze.batches)
-        if kinds & set(consistency.UNREADABLE_KINDS)
+        consistency.unreadable_regions(located)
+        if located is not None and kinds & set(consistency.UNREADABLE_KINDS)
         else None
     )
     stored_frames = (
@@ -332,6 +340,8 @@ def audit(
         producers,
         overlaps,
         stored_copies,
+        failed,
+        located,
     )
     persisted = tuple(df for df in stored_frames if df is not None) if background else ()
     # The sequence rules only where the broker checked sequences (not a coordinator's internal topic).
@@ -344,9 +354,7 @@ def audit(
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts, unreadable),
         duplicates.duplicate_batches(checked, profile),
-        transactions.hanging_transactions(
-            event_rows, producers, profile, bronze.batches if "CRC_MISMATCH" in kinds else None
-        ),
+        transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,
     ]
@@ -386,9 +394,9 @@ def audit(
                 remote=remote,
             )
         )
-    if kinds:
+    if located is not None:
         explaining = explaining_fills(fills, starts) if fills is not None and starts is not None else None
-        frames.append(consistency.quarantined(bronze.quarantine, bronze.batches, explaining))
+        frames.append(consistency.quarantined(located, explaining))
     if bronze.records is not None:
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
         if profile.app_sequence is not None:

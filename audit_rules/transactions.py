@@ -13,12 +13,13 @@ from audit_rules.retention import latest_snapshot_entries
 
 
 def hanging_transactions(
-    history: DataFrame, producers: DataFrame, profile: Profile, batches: DataFrame | None = None
+    history: DataFrame, producers: DataFrame, profile: Profile, failed: DataFrame | None = None
 ) -> DataFrame:
     """HANGING_TRANSACTION: transactional data with no later marker, older than transaction.max.timeout.ms at
     the log's last timestamp (`producers`: `history.producer_summary`, for the producer's last marker).
 
-    `batches` (given where some batch's CRC failed): a failed batch after the open data whose header,
+    `failed` (`history.failed_producer_batches`, where some CRC failed): a failed batch after the open
+    data whose header,
     not vouched for by the CRC, claims to be a marker of that producer at the transaction's epoch or
     above is named in the message: the transaction's end may be there, unreadable. The finding stays
     (a consumer cannot read past either)."""
@@ -38,8 +39,8 @@ def hanging_transactions(
     age = F.col("max_timestamp") - F.col("f.max_timestamp")
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
     note = F.lit("")
-    if batches is not None:
-        hanging, note = _failed_marker_after(hanging, batches)
+    if failed is not None:
+        hanging, note = _failed_marker_after(hanging, failed)
     return to_findings(
         hanging,
         "HANGING_TRANSACTION",
@@ -65,14 +66,10 @@ def hanging_transactions(
     )
 
 
-def _failed_marker_after(hanging: DataFrame, batches: DataFrame) -> tuple[DataFrame, Column]:
+def _failed_marker_after(hanging: DataFrame, failed: DataFrame) -> tuple[DataFrame, Column]:
     """`hanging` transactions with the first CRC-failed batch after their open data whose header claims
     to be their producer's marker (at the transaction's epoch or above), and the sentence naming it."""
-    failed = with_log_key(
-        batches.where(
-            (F.col("magic") == 2) & ~F.col("crc_valid") & F.col("is_control") & (F.col("producer_id") >= 0)
-        )
-    ).select(
+    markers = with_log_key(failed.where(F.col("is_control"))).select(
         F.col("log_key").alias("_log_key"),
         F.col("producer_id").alias("_producer_id"),
         F.struct("base_offset", "producer_epoch", "file", "position").alias("_marker"),
@@ -81,7 +78,7 @@ def _failed_marker_after(hanging: DataFrame, batches: DataFrame) -> tuple[DataFr
     near = (
         hanging.select(*key, F.col("f.producer_epoch").alias("_epoch"))
         .join(
-            failed,
+            markers,
             (F.col("log_key") == F.col("_log_key"))
             & (F.col("producer_id") == F.col("_producer_id"))
             & (F.col("_marker.base_offset") > F.col("open_last_offset"))
