@@ -18,53 +18,83 @@ from audit_rules.profile import Profile
 
 def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
     """DUPLICATE_BATCH: the same (pid, epoch, baseSeq, lastSeq) retained at two offsets; says whether the
-    profile's broker should have caught it."""
+    profile's broker should have caught it (RULES.md).
+
+    The broker's cache holds the producer's last appended batches, a copy among them too, so the
+    window is measured from the nearest earlier copy (`copy_of_offset`, `copy_of_index`); the finding
+    points at the first (`first_copy_offset`). Outside the window a broker holding the producer's state
+    refuses the copy as out of sequence, unless it follows the batch before it in sequence; without
+    state it accepts it only if it accepts an unknown producer's sequence (`accepts_unknown_producer`)
+    or the sequence is 0."""
     rows = history.where(F.col("transition") == "DUPLICATE")
-    between = F.col("stream_index") - F.col("first_copy_stream_index") - 1
+    between = F.col("stream_index") - F.col("copy_of_index") - 1
     if profile.duplicate_window_sequences is not None:
         in_window = (
             F.col("prev_last_unwrapped") - F.col("last_sequence_unwrapped")
         ) < profile.duplicate_window_sequences
     else:
         in_window = between < profile.duplicate_window_batches
-    fresh = ~state_expired(profile.producer_id_expiration_ms)
+    # Expiry explains the copy only where the broker accepts it from a producer it holds no state for.
+    accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
+    forgotten = state_expired(profile.producer_id_expiration_ms) & accepted_unknown
+    follows = F.col("base_sequence_unwrapped") == F.col("prev_last_unwrapped") + 1
     window = profile.describe_window()
+    not_a_retry = f"outside {window} ({profile.name}) the broker would not have recognised it as a retry"
     verdict = (
         F.when(
-            in_window & fresh,
+            in_window & ~forgotten,
             F.lit(f"a broker keeping {window} ({profile.name}) should have caught it"),
         )
         .when(
-            ~fresh,
+            forgotten,
             F.lit(
                 f"the producer had been idle longer than producer.id.expiration.ms, so {profile.name} had "
                 f"forgotten it"
             ),
         )
+        .when(
+            follows,
+            fmt(
+                f"{not_a_retry}, and it follows the batch before it (offset %s) in sequence, so a broker "
+                "that had appended that batch appended this one too",
+                "prev_base_offset",
+            ),
+        )
         .otherwise(
             F.lit(
-                f"the first copy was outside {window} ({profile.name}), so the broker could not recognise it"
+                f"{not_a_retry}, but while it held the producer's state it should have refused it as out "
+                "of sequence: its presence means the broker had lost the producer's state (or a broker bug)"
             )
         )
     )
+    twice = fmt(
+        "Producer %s epoch %s sequences %s-%s are written twice, at offset %s and again at offset %s "
+        "(%s batch(es) later): ",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "last_sequence",
+        "first_copy_offset",
+        "base_offset",
+        between,
+    )
+    again = fmt(
+        "Producer %s epoch %s sequences %s-%s are written again at offset %s, first at offset %s and last "
+        "at offset %s (%s batch(es) before): ",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "last_sequence",
+        "base_offset",
+        "first_copy_offset",
+        "copy_of_offset",
+        between,
+    )
+    opening = F.when(F.col("copy_of_offset") == F.col("first_copy_offset"), twice).otherwise(again)
     return to_findings(
         rows,
         "DUPLICATE_BATCH",
-        F.concat(
-            fmt(
-                "Producer %s epoch %s sequences %s-%s are written twice, at offset %s and again at offset %s "
-                "(%s batch(es) later): ",
-                "producer_id",
-                "producer_epoch",
-                "base_sequence",
-                "last_sequence",
-                "first_copy_offset",
-                "base_offset",
-                between,
-            ),
-            verdict,
-            F.lit("."),
-        ),
+        F.concat(opening, verdict, F.lit(".")),
         related_offset="first_copy_offset",
         **BATCH_FIELDS,
     )

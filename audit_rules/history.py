@@ -217,7 +217,9 @@ def late_ranges(events: DataFrame) -> DataFrame:
 def copies(history: DataFrame, ranges: DataFrame) -> DataFrame:
     """The in-stream batches whose range is in `ranges` (`late_ranges`, joined as given: broadcast it
     when small), numbered in offset order per range: `copy_index` > 1 is an exact copy of the batch at
-    `first_copy_offset` (KIP-98 duplicate), whose transition becomes DUPLICATE."""
+    `first_copy_offset` (KIP-98 duplicate), whose transition becomes DUPLICATE; `copy_of_offset` and
+    `copy_of_index` name the nearest earlier batch of the range, as the scan names it (`replay._copies`)
+    for the copies it found."""
     rows = history.where(F.col("in_stream")).join(ranges, list(COPY_KEY), "left_semi")
     same_range = Window.partitionBy(*COPY_KEY).orderBy("base_offset")
     rows = rows.withColumns(
@@ -225,6 +227,8 @@ def copies(history: DataFrame, ranges: DataFrame) -> DataFrame:
             "copy_index": F.row_number().over(same_range),
             "first_copy_offset": F.first("base_offset").over(same_range),
             "first_copy_stream_index": F.first("stream_index").over(same_range),
+            "nearest_offset": F.lag("base_offset").over(same_range),
+            "nearest_index": F.lag("stream_index").over(same_range),
         }
     )
     return rows.where(F.col("copy_index") > 1).select(
@@ -235,6 +239,8 @@ def copies(history: DataFrame, ranges: DataFrame) -> DataFrame:
         F.col("copy_index").alias("_copy_index"),
         F.col("first_copy_offset").alias("_first_copy_offset"),
         F.col("first_copy_stream_index").alias("_first_copy_stream_index"),
+        F.col("nearest_offset").alias("_copy_of_offset"),
+        F.col("nearest_index").alias("_copy_of_index"),
     )
 
 
@@ -246,9 +252,9 @@ def undecided() -> Column:
 def numbered(events: DataFrame) -> DataFrame:
     """The events (`events`, which hold every late batch) with the exact copies the scan found numbered
     as `copies` numbers them, when the scan decided every late batch: the copies of a range are its
-    late batches with `copy_of_offset`, each pointing at the nearest earlier batch of the range, so
-    the earliest of them all (the range's first batch, `copy_index` 1) is the least such offset and
-    stream index."""
+    late batches with `copy_of_offset`, each pointing at the nearest earlier batch of the range (what
+    `copies` gives them too, and the duplicate window is measured from), so the earliest of them all
+    (the range's first batch, `copy_index` 1) is the least such offset and stream index."""
     is_copy = F.col("copy_of_offset").isNotNull()
     ranged = Window.partitionBy(*[F.col(c) for c in COPY_KEY], is_copy)
     index = F.row_number().over(ranged.orderBy("base_offset")) + 1
@@ -263,7 +269,8 @@ def numbered(events: DataFrame) -> DataFrame:
 
 def settle(history: DataFrame, copied: DataFrame | None) -> DataFrame:
     """The rows of `history` (or of a part of it) with the exact copies of `copied` (`copies`; broadcast
-    when small; None: there are none) marked DUPLICATE and numbered."""
+    when small; None: there are none) marked DUPLICATE and numbered, each with the nearest earlier batch
+    of its range in `copy_of_offset` and `copy_of_index` (also where the scan left it UNDECIDED)."""
     if copied is None:
         return history
     joined = history.join(copied, list(ROW_KEY), "left")
@@ -273,8 +280,17 @@ def settle(history: DataFrame, copied: DataFrame | None) -> DataFrame:
             "copy_index": F.coalesce("_copy_index", "copy_index"),
             "first_copy_offset": F.coalesce("_first_copy_offset", "first_copy_offset"),
             "first_copy_stream_index": F.coalesce("_first_copy_stream_index", "first_copy_stream_index"),
+            "copy_of_offset": F.coalesce("_copy_of_offset", "copy_of_offset"),
+            "copy_of_index": F.coalesce("_copy_of_index", "copy_of_index"),
         }
-    ).drop("_transition", "_copy_index", "_first_copy_offset", "_first_copy_stream_index")
+    ).drop(
+        "_transition",
+        "_copy_index",
+        "_first_copy_offset",
+        "_first_copy_stream_index",
+        "_copy_of_offset",
+        "_copy_of_index",
+    )
 
 
 def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:

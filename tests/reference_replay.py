@@ -261,13 +261,13 @@ class _Replay:
     ) -> None:
         batch = current.batch
         expected = previous.last + 1
-        first_copy = next((s for s in stream if (s.base, s.last) == (current.base, current.last)), None)
-        if first_copy is not None:
+        copies = [s for s in stream if (s.base, s.last) == (current.base, current.last)]
+        if copies:
             self._emit(
                 "DUPLICATE_BATCH",
                 batch,
-                related_offset=first_copy.batch["base_offset"],
-                message=self._duplicate_message(stream, first_copy, previous, current, expired),
+                related_offset=copies[0].batch["base_offset"],
+                message=self._duplicate_message(stream, copies[0], copies[-1], previous, current, expired),
             )
         elif current.base == expected:
             return
@@ -286,23 +286,43 @@ class _Replay:
         self,
         stream: list[_StreamBatch],
         first_copy: _StreamBatch,
+        nearest_copy: _StreamBatch,
         previous: _StreamBatch,
         current: _StreamBatch,
         expired: bool,
     ) -> str:
+        """The verdict: the broker's cache holds its last appended batches, a copy among them too, so
+        the window runs from the nearest earlier copy. Outside it a broker holding the producer's state
+        refuses the copy as out of sequence unless it follows the batch before it; one without state
+        accepts it only if it takes any sequence from an unknown producer, or the sequence is 0."""
         profile = self.profile
-        between = len(stream) - stream.index(first_copy) - 1
+        between = len(stream) - stream.index(nearest_copy) - 1
         if profile.duplicate_window_sequences is not None:
             in_window = previous.last - current.last < profile.duplicate_window_sequences
         else:
             in_window = between < profile.duplicate_window_batches
-        fresh = not expired
-        verdict = (
-            "a broker keeping its duplicate window should have caught it"
-            if in_window and fresh
-            else "the broker could not have recognised it"
-        )
-        return f"copy of offset {first_copy.batch['base_offset']}, {between} batch(es) later: {verdict}"
+        forgotten = expired and (profile.accepts_unknown_producer or current.batch["base_sequence"] == 0)
+        if in_window and not forgotten:
+            verdict = "a broker keeping its duplicate window should have caught it"
+        elif forgotten:
+            verdict = (
+                "the producer had been idle longer than producer.id.expiration.ms, so the broker had "
+                "forgotten it"
+            )
+        elif current.base == previous.last + 1:
+            verdict = (
+                "outside the window not recognised as a retry, and it follows the batch before it "
+                f"(offset {previous.batch['base_offset']}) in sequence"
+            )
+        else:
+            verdict = (
+                "outside the window not recognised as a retry, but a broker holding the producer's state "
+                "should have refused it as out of sequence: the broker had lost the producer's state"
+            )
+        where = f"copy of offset {first_copy.batch['base_offset']}"
+        if nearest_copy is not first_copy:
+            where += f", last copied at offset {nearest_copy.batch['base_offset']}"
+        return f"{where}, {between} batch(es) after it: {verdict}"
 
     def _resolve_gap(self, gap: _PendingGap, fills: list[tuple[int, int]]) -> None:
         """`fills`: the ranges CRC-failed batches hold of every gap of the stream (`_failed_fills`)."""

@@ -314,3 +314,71 @@ def test_failed_fills_behind_a_marker_in_part_and_at_a_readable_header(spark: Sp
     assert "not lost" in crc[0] and "not lost" not in crc[log.rows[3]["base_offset"]], crc
     (gap,) = [f for f in found if f["kind"] == "SEQUENCE_GAP"]
     assert "Unreadable" not in gap["message"], gap["message"]
+
+
+@pytest.mark.parametrize(
+    ("profile_name", "lookback"),
+    [("kafka-3.4", COPY_LOOKBACK), ("kafka-3.4", 1), ("kafka-1.0", COPY_LOOKBACK)],
+)
+def test_duplicate_verdicts_measure_the_window_from_the_nearest_copy(
+    spark: SparkSession, profile_name: str, lookback: int
+) -> None:
+    """DUPLICATE_BATCH verdicts, against the reference replay, as the scan finds the copies (its own
+    lookback) and as the pass over the stored history does (a lookback of 1 leaves them undecided):
+    - producer 1 writes sequences 0-5, then 0 twice: the first copy is outside the 5-batch window (the
+      broker should have refused it as out of sequence), the second right after it, inside (the cache
+      holds the appended copy), though still pointing at the original;
+    - producer 2 writes 0-5, then 0, 1 and 0: the copy of 1 is outside the window but follows the copy
+      of 0 in sequence, and the last copy of 0 is one batch after the copy before it, inside (a
+      lookback of 1 does not reach that copy);
+    - after a wait past every profile's producer.id.expiration.ms, producer 3 re-sends sequence 1 and
+      producer 4 sequence 0: expiry explains a copy only where the broker takes it without state (any
+      sequence on 2.5+, 0 only on 1.0-2.4: there producer 3's copy is inside the window)."""
+    profile = load_profile(profile_name)
+    log = LogBuilder()
+
+    def write(producer_id: int, *sequences: int) -> list[int]:
+        return [log.data(producer_id, 0, seq)["base_offset"] for seq in sequences]
+
+    first = write(1, 0, 1, 2, 3, 4, 5)
+    refused, nearest = write(1, 0, 0)
+    second = write(2, 0, 1, 2, 3, 4, 5)
+    second_refused, follows, second_nearest = write(2, 0, 1, 0)
+    third, fourth = write(3, 0, 1, 2), write(4, 0, 1)
+    log.wait(8 * DAY_MS)
+    (idle_nonzero,), (idle_zero,) = write(3, 1), write(4, 0)
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
+    out = audit(bronze, profile, copy_lookback=lookback)
+    found = {
+        r["first_offset"]: (r["related_offset"], r["message"])
+        for r in out.findings.where("kind = 'DUPLICATE_BATCH'").collect()
+    }
+    related = {offset: r for offset, (r, _) in found.items()}
+    message = {offset: m for offset, (_, m) in found.items()}
+    assert related == {
+        refused: first[0],
+        nearest: first[0],
+        second_refused: second[0],
+        follows: second[1],
+        second_nearest: second[0],
+        idle_nonzero: third[1],
+        idle_zero: fourth[0],
+    }, found
+    for offset in (refused, second_refused):
+        assert "should have refused it as out of sequence" in message[offset], message[offset]
+        assert "lost the producer's state" in message[offset], message[offset]
+    assert "should have caught it" in message[nearest], message[nearest]
+    assert f"first at offset {first[0]} and last at offset {refused} (0 batch(es) before)" in message[nearest]
+    assert "should have caught it" in message[second_nearest], message[second_nearest]
+    assert f"and last at offset {second_refused} (1 batch(es) before)" in message[second_nearest]
+    assert f"follows the batch before it (offset {second_refused}) in sequence" in message[follows]
+    assert "should have" not in message[follows], message[follows]
+    assert "forgotten" in message[idle_zero], message[idle_zero]
+    idle = "should have caught it" if profile_name == "kafka-1.0" else "forgotten"
+    assert idle in message[idle_nonzero], message[idle_nonzero]
+    expected = {
+        f["first_offset"]: "should have caught" in f["message"]
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=0)
+        if f["kind"] == "DUPLICATE_BATCH"
+    }
+    assert {offset: "should have caught" in m for offset, m in message.items()} == expected

@@ -354,6 +354,76 @@ def test_every_further_copy_points_at_the_first() -> None:
     ]
 
 
+def test_a_copy_of_a_copy_is_measured_from_the_nearest_copy() -> None:
+    """B(0..5, s0..5), then s0 at 6 and again at 7: the broker's cache holds the appended copy at 6, so
+    the copy at 7 (0 batches after it) was inside the window, though the original is 7 batches back."""
+    log = LogBuilder()
+    in_sequence(log, 1, 1, 1, 1, 1, 1)
+    log.data(PID, 0, 0, 1)
+    log.data(PID, 0, 0, 1)
+    outside, inside = replay(log)
+    assert [evidence(f, "kind", "first_offset", "related_offset") for f in (outside, inside)] == [
+        ("DUPLICATE_BATCH", 6, 0),
+        ("DUPLICATE_BATCH", 7, 0),
+    ]
+    assert "should have caught" not in outside["message"]
+    assert "should have caught" in inside["message"]
+    assert "last copied at offset 6, 0 batch(es) after it" in inside["message"]
+
+
+def test_duplicate_outside_window_should_have_been_refused_as_out_of_sequence() -> None:
+    """Past the window the broker does not recognise a retry, but while it holds the producer's state it
+    refuses a batch out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER): the copy means the state was lost."""
+    log = LogBuilder()
+    in_sequence(log, 1, 1, 1, 1, 1, 1)
+    log.data(PID, 0, 0, 1)
+    message = only(replay(log))["message"]
+    assert "should have refused it as out of sequence" in message
+    assert "lost the producer's state" in message
+    assert "should have caught" not in message
+
+
+def test_duplicate_outside_window_that_follows_the_batch_before_it_in_sequence() -> None:
+    """B(0..6, s0..6), then s0 at 7 and s1 at 8: the copy at 8 is 6 batches after the s1 at 1, outside
+    the window, but in sequence after the copy at 7: the broker that appended that one appended it."""
+    log = LogBuilder()
+    in_sequence(log, 1, 1, 1, 1, 1, 1, 1)
+    log.data(PID, 0, 0, 1)
+    log.data(PID, 0, 1, 1)
+    refused, follows = replay(log)
+    assert "should have refused it" in refused["message"]
+    assert "follows the batch before it (offset 7) in sequence" in follows["message"]
+    assert "should have" not in follows["message"]
+
+
+@pytest.mark.parametrize(
+    ("profile", "sequences", "verdict"),
+    [
+        # 1.0-2.4 answer UNKNOWN_PRODUCER_ID to a producer with no state and a sequence above 0, 0.11
+        # OUT_OF_ORDER_SEQUENCE_NUMBER: expiry does not explain the copy, the window decides.
+        (KAFKA_1_0, (0, 1, 2, 1), "should have caught"),
+        (KAFKA_0_11, (0, 1, 2, 1), "should have refused it as out of sequence"),
+        # 2.5+ take any sequence from a producer with no state (KAFKA-8710), and every line takes 0.
+        (KAFKA_3_4, (0, 1, 2, 1), "had forgotten it"),
+        (KAFKA_1_0, (0, 1, 0), "had forgotten it"),
+        (KAFKA_0_11, (0, 1, 2, 0), "had forgotten it"),
+    ],
+    ids=["1.0-nonzero", "0.11-nonzero", "3.4-nonzero", "1.0-zero", "0.11-zero"],
+)
+def test_expiry_explains_a_copy_only_where_the_broker_accepts_it_without_state(
+    profile: Profile, sequences: tuple[int, ...], verdict: str
+) -> None:
+    log = LogBuilder()
+    for seq in sequences[:-1]:
+        log.data(PID, 0, seq, 1)
+    log.wait(8 * DAY_MS)  # past producer.id.expiration.ms in every profile
+    log.data(PID, 0, sequences[-1], 1)
+    message = only(replay(log, profile=profile))["message"]
+    assert verdict in message, message
+    if verdict != "had forgotten it":
+        assert "forgotten" not in message, message
+
+
 # ---------------------------------------------------------------------------------------------
 # Epochs (KIP-98 fencing, KIP-360 bumps)
 
