@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import ROW_KEY
 from audit_rules.kinds import KINDS
-from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
+from audit_rules.logs import join_log, with_log_id, with_log_key
 from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SIZE
 from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
 
@@ -443,33 +443,47 @@ def snapshot_mismatch(
 
 
 def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
-    """REPLICA_DIVERGENCE: logs of one partition (replicas, dumps) and topic incarnation (`logs.log_bounds`:
-    a topic deleted and created again is another topic) hold different batches at the same offset below
-    both bounds."""
-    part = Window.partitionBy(*PARTITION_OF_LOG).orderBy("dump_id", F.coalesce("replica", F.lit("")))
-    ranked = (
-        # Each replica's cleaner compacts on its own schedule: compacted logs differ without loss.
-        logs.where(~F.col("compacted") & F.col("cleaned_to").isNull())
-        .withColumn("_rank", F.row_number().over(part))
-        .withColumn("_bound", F.coalesce("high_watermark", "log_end_offset"))
+    """REPLICA_DIVERGENCE: two logs of one partition (replicas, dumps) and topic incarnation
+    (`logs.log_bounds`: a topic deleted and created again is another topic) hold different batches at
+    the same offset, at or above both log starts and below both bounds. A log's bound is its high
+    watermark, or its end where that is lower or the watermark unknown: a follower behind, or a tail
+    the dump does not hold, is not a rewrite.
+
+    Every pair of logs is compared, each batch read once: the batches of the logs are grouped by
+    partition and base offset (one shuffle), and each pair whose common range holds the offset
+    compares its two logs' batches there (a log without a batch starting there differs from one with
+    it). A batch whose CRC failed on either side is not compared: its bytes rotted (`CRC_MISMATCH`),
+    which says nothing of a rewrite. A pair that differs is one finding, in the later log of the two
+    (by its dump's capture time, then dump id and replica), naming the earlier one."""
+    # Each replica's cleaner compacts on its own schedule: compacted logs differ without loss.
+    eligible = logs.where(~F.col("compacted") & F.col("cleaned_to").isNull()).select(
+        F.concat_ws("\u0001", "topic", F.col("partition").cast("string"), "incarnation").alias("_group"),
+        "log_key",
+        "dump_id",
+        "replica",
+        "log_start_offset",
+        F.least(F.coalesce("high_watermark", "log_end_offset"), F.col("log_end_offset")).alias("_bound"),
+        F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("_dump_time"),
     )
-    ref = ranked.where(F.col("_rank") == 1).select(
-        *PARTITION_OF_LOG,
+    order = Window.partitionBy("_group").orderBy("_dump_time", "dump_id", F.coalesce("replica", F.lit("")))
+    ranked = eligible.withColumn("_rank", F.row_number().over(order)).drop("_dump_time")
+    earlier = ranked.select(
+        "_group",
         F.col("log_key").alias("ref_key"),
         F.col("dump_id").alias("ref_dump_id"),
         F.col("replica").alias("ref_replica"),
         F.col("log_start_offset").alias("ref_start"),
         F.col("_bound").alias("ref_bound"),
+        F.col("_rank").alias("ref_rank"),
     )
     pairs = (
-        ranked.where(F.col("_rank") > 1)
-        .join(ref, list(PARTITION_OF_LOG), "inner")
+        ranked.join(earlier, "_group", "inner")
+        .where(F.col("ref_rank") < F.col("_rank"))
         .select(
+            "_group",
             "log_key",
             "dump_id",
             "replica",
-            "topic",
-            "partition",
             "ref_key",
             "ref_dump_id",
             "ref_replica",
@@ -478,31 +492,53 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
         )
         .where(F.col("lo") < F.col("hi"))
     )
-    b = with_log_key(batches.where(F.col("crc_valid"))).select(
-        "log_key", "base_offset", "last_offset", "crc", "producer_id"
+    compared = pairs.select("_group", F.explode(F.array("log_key", "ref_key")).alias("log_key")).distinct()
+    # A batch's identity at its base offset; a CRC-failed one is known only to be there.
+    entry = F.struct(
+        "log_key",
+        F.col("crc_valid").alias("valid"),
+        F.col("last_offset"),
+        F.col("crc"),
     )
-    mine = b.join(F.broadcast(pairs), "log_key", "inner").where(
-        (F.col("base_offset") >= F.col("lo")) & (F.col("base_offset") < F.col("hi"))
+    at_offset = (
+        with_log_key(batches)
+        .join(F.broadcast(compared), "log_key", "inner")
+        .groupBy("_group", "base_offset")
+        .agg(F.collect_list(entry).alias("_entries"))
     )
-    theirs = (
-        b.withColumnRenamed("log_key", "ref_key")
-        .join(F.broadcast(pairs.select("log_key", "ref_key", "lo", "hi")), "ref_key", "inner")
+
+    def batch_of(key: str) -> Column:
+        return F.get(F.filter("_entries", lambda e: e["log_key"] == F.col(key)), 0)
+
+    compare = (
+        at_offset.join(F.broadcast(pairs), "_group", "inner")
         .where((F.col("base_offset") >= F.col("lo")) & (F.col("base_offset") < F.col("hi")))
+        .select(
+            "log_key",
+            "ref_key",
+            "base_offset",
+            batch_of("log_key").alias("x"),
+            batch_of("ref_key").alias("y"),
+        )
     )
-    a = mine.select("log_key", "base_offset", F.struct("last_offset", "crc", "producer_id").alias("x"))
-    r = theirs.select("log_key", "base_offset", F.struct("last_offset", "crc", "producer_id").alias("y"))
-    diff = a.join(r, ["log_key", "base_offset"], "full_outer").where(
-        F.col("x").isNull()
-        | F.col("y").isNull()
-        | (F.col("x.last_offset") != F.col("y.last_offset"))
-        | (F.col("x.crc") != F.col("y.crc"))
+    rotted = F.coalesce(~F.col("x.valid"), F.lit(False)) | F.coalesce(~F.col("y.valid"), F.lit(False))
+    diff = compare.where(
+        ~rotted
+        & (
+            # One of the two logs has a batch there (the group holds another log's batch too).
+            (F.col("x").isNull() != F.col("y").isNull())
+            | (F.col("x.last_offset") != F.col("y.last_offset"))
+            | (F.col("x.crc") != F.col("y.crc"))
+        )
     )
-    agg = diff.groupBy("log_key").agg(
+    agg = diff.groupBy("log_key", "ref_key").agg(
         F.min("base_offset").alias("first"),
         F.max(F.coalesce("x.last_offset", "y.last_offset")).alias("last"),
         F.count(F.lit(1)).alias("n"),
     )
-    rows = agg.join(F.broadcast(pairs), "log_key", "inner")
+    rows = agg.join(F.broadcast(pairs), ["log_key", "ref_key"], "inner").join(
+        F.broadcast(logs.select("log_key", "topic", "partition")), "log_key", "inner"
+    )
     return to_findings(
         rows,
         "REPLICA_DIVERGENCE",
@@ -521,4 +557,6 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
         first_offset="first",
         last_offset="last",
         related_offset="first",
+        # One log differs from several others over one range: each pair is a finding of its own.
+        evidence="ref_key",
     )

@@ -365,13 +365,15 @@ def audit(
             transactions.hanging_transactions_in_snapshots(
                 producers, bronze.producer_snapshots, logs, profile
             ),
-            retention.snapshot_producers(producers, bronze.producer_snapshots, logs),
+            retention.snapshot_producers(producers, bronze.producer_snapshots, logs, profile),
             consistency.snapshot_mismatch(history, producers, bronze.producer_snapshots, logs),
         ]
     if "several logs" in present:
         # Several logs of one partition: replicas, or dumps taken at different times.
         frames += [
-            retention.producers_across_dumps(producers, logs),
+            retention.producers_across_dumps(
+                producers, logs, profile, bronze.producer_snapshots if "snapshots" in present else None
+            ),
             consistency.replica_divergence(bronze.batches, logs),
         ]
     # Tiered storage (KIP-405): the remote segments the dump's `__remote_log_metadata` lists.

@@ -22,7 +22,7 @@ from audit_rules.logs import (
     join_log,
     with_log_key,
 )
-from audit_rules.profile import AppSequenceSpec
+from audit_rules.profile import AppSequenceSpec, Profile
 from schemas.tables import LOG_KEY
 
 
@@ -37,19 +37,36 @@ def latest_snapshot_entries(snapshots: DataFrame) -> DataFrame:
     )
 
 
-def snapshot_producers(producers: DataFrame, snapshots: DataFrame, logs: DataFrame) -> DataFrame:
+def _retained_state(profile: Profile) -> str:
+    """What the profile's broker does with a producer whose batches retention deleted (§5.7)."""
+    if profile.accepts_unknown_producer:
+        return f"a {profile.name} broker keeps a producer's state after retention until it expires (KIP-360)"
+    return (
+        f"a {profile.name} broker forgets a producer once retention deleted its batches, and refuses its "
+        "next batch unless it starts at sequence 0 ("
+        + ("OUT_OF_ORDER_SEQUENCE_NUMBER" if profile.broker_line == "0.11" else "UNKNOWN_PRODUCER_ID")
+        + ")"
+    )
+
+
+def snapshot_producers(
+    producers: DataFrame, snapshots: DataFrame, logs: DataFrame, profile: Profile
+) -> DataFrame:
     """PRODUCER_STATE_RETAINED (info) or UNKNOWN_PRODUCER_LOSS (critical) for snapshot producers with no
-    retained batch (`producers`: `history.producer_summary`)."""
+    retained batch (`producers`: `history.producer_summary`). On a compacted log the cleaner may have
+    removed them after the snapshot was written (a producer the broker forgot loses the cleaner's
+    protection of its last batch, §5.9): not loss."""
     entries = latest_snapshot_entries(snapshots)
     absent = entries.join(producers, ["log_key", "producer_id"], "left_anti")
-    absent = join_log(absent, logs, "log_start_offset", "remote_log_start")
+    absent = join_log(absent, logs, "log_start_offset", "remote_log_start", "compacted", "cleaned_to")
     retained = to_findings(
         absent.where(F.col("last_offset") < F.col("log_start_offset")),
         "PRODUCER_STATE_RETAINED",
         fmt(
             "The producer snapshot at offset %s still lists producer %s epoch %s (last offset %s, sequence "
-            "%s), whose batches all lie below the log start offset %s (%s): state kept after retention "
-            "(Kafka >= 2.5), not loss.",
+            "%s), whose batches all lie below the log start offset %s (%s): not loss ("
+            + _retained_state(profile)
+            + ").",
             "snapshot_offset",
             "producer_id",
             "producer_epoch",
@@ -67,7 +84,10 @@ def snapshot_producers(producers: DataFrame, snapshots: DataFrame, logs: DataFra
         explained_by=F.lit("retention"),
     )
     lost = to_findings(
-        absent.where(F.col("last_offset") >= F.col("log_start_offset")),
+        absent.where(
+            (F.col("last_offset") >= F.col("log_start_offset"))
+            & ~compaction_may_have_removed(F.col("last_offset") - 1)
+        ),
         "UNKNOWN_PRODUCER_LOSS",
         fmt(
             "The producer snapshot at offset %s lists producer %s epoch %s with its last batch at offset "
@@ -106,15 +126,21 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
     ).where(F.col("previous_log_key").isNotNull())
 
 
-def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
+def producers_across_dumps(
+    producers: DataFrame, logs: DataFrame, profile: Profile, snapshots: DataFrame | None = None
+) -> DataFrame:
     """UNKNOWN_PRODUCER_RETENTION (info) or UNKNOWN_PRODUCER_LOSS (critical): a producer of the earlier dump
-    absent from the later one (seed 000 rule 4; `producers`: `history.producer_summary`)."""
+    absent from the later one (seed 000 rule 4; `producers`: `history.producer_summary`). One the later
+    log's newest snapshot lists is left to `snapshot_producers`, which judges it by the later state."""
     pairs = previous_dumps(logs)
     producers = producers.select("log_key", "producer_id", "retained_last_offset")
     earlier = pairs.join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
     gone = earlier.join(producers, ["log_key", "producer_id"], "left_anti")
+    if snapshots is not None:
+        listed = latest_snapshot_entries(snapshots).select("log_key", "producer_id")
+        gone = gone.join(listed, ["log_key", "producer_id"], "left_anti")
     common: dict[str, Any] = {
         "producer_id": "producer_id",
         "first_offset": "retained_last_offset",
@@ -126,8 +152,7 @@ def producers_across_dumps(producers: DataFrame, logs: DataFrame) -> DataFrame:
         "UNKNOWN_PRODUCER_RETENTION",
         fmt(
             "Producer %s, last seen at offset %s in dump %s, is absent from this dump because the log "
-            "start offset moved to %s (its batches: %s): the broker may answer it with UNKNOWN_PRODUCER_ID, "
-            "nothing is lost.",
+            "start offset moved to %s (its batches: %s): nothing is lost (" + _retained_state(profile) + ").",
             "producer_id",
             "retained_last_offset",
             "previous_dump_id",
@@ -341,9 +366,14 @@ def acked_records(
     none of them, and with metadata that can prove it (`complete`), it is lost from the remote tier:
     ACKED_RECORD_MISSING, rule "KIP-405 remote log metadata".
 
+    An offset at or past a log's end that the newest log of another replica (same partition and
+    incarnation, from a dump captured as late or later) reaches past is that replica behind (a
+    follower catching up, or a replica the newer dump lacks): only the longer log judges it.
+
     With `incarnations` (some partition's dumps name two topic ids: the topic was deleted and created
     again, `logs.log_bounds`), each ack is checked against the newest dump of each replica in each
-    incarnation, and belongs to the incarnation whose log holds it: the others do not judge it. (An
+    incarnation, and belongs to the incarnation whose log holds it, on whichever broker: the logs of
+    the other incarnations do not judge it. (An
     ack that names neither producer, key nor app sequence is held by any batch at its offset.)"""
     newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
@@ -353,6 +383,7 @@ def acked_records(
         .where(F.col("_rank") == 1)
         .select(*_ACK_TARGET, "topic_id", "remote_log_start")
     )
+    reach = _reach(logs, targets)
     ack_rows = acks.select(
         "topic",
         "partition",
@@ -466,8 +497,12 @@ def acked_records(
         .when(~covered, F.lit("absent"))
         .otherwise(F.lit("other"))
     )
-    checked = located.withColumn("_outcome", outcome)
-    judged = checked.where(F.col("_outcome") != "ok")
+    # A log that ends before the offset, where a log of another replica captured as late or later holds
+    # it: this replica was behind (a follower catching up, or a dump older than the ledger's end).
+    lagging = ~covered & (F.col("at") >= F.col("log_end_offset")) & (F.col("at") < F.col("_reach"))
+    outcome = F.when(~below & lagging, F.lit("lag")).otherwise(outcome)
+    checked = located.join(F.broadcast(reach), "log_key", "left").withColumn("_outcome", outcome)
+    judged = checked.where(~F.col("_outcome").isin("ok", "lag"))
     rewritten = None
     if records is not None and (keys or app is not None):
         rewritten = _rewritten(checked, records, acked, keys, app)
@@ -477,7 +512,14 @@ def acked_records(
         held = checked.where(F.col("_outcome") == "ok")
         if rewritten is not None:
             held = _without(held, rewritten, ("log_key", *_ACK_IDENTITY))
-        judged = _without(judged, held, ("replica", "topic", "partition", *_ACK_IDENTITY))
+        the_ack = ("topic", "partition", *_ACK_IDENTITY)
+        owned = held.select(
+            *[F.col(c).alias(f"_h_{c}") for c in the_ack], F.col("incarnation").alias("_h_inc")
+        )
+        same_ack = [F.col(c).eqNullSafe(F.col(f"_h_{c}")) for c in the_ack]
+        judged = judged.join(
+            owned.distinct(), [*same_ack, F.col("incarnation") != F.col("_h_inc")], "left_anti"
+        )
     # Consecutive offsets with one outcome and producer are one finding (offset minus rank is constant
     # along a run; a dense rank, since two acks with different keys may name one offset).
     run = Window.partitionBy("log_key", "_outcome", "ack_producer_id").orderBy("at")
@@ -705,6 +747,29 @@ def _app_identity(producer: Column, sequence: Column) -> Column:
 
 # What tells one ack from another at one offset.
 _ACK_IDENTITY = ("at", "ack_producer_id", "ack_producer_epoch", "ack_sequence", "ack_key", "ack_app")
+
+
+def _reach(logs: DataFrame, targets: DataFrame) -> DataFrame:
+    """Per target log of the acks (the newest log of each replica): its end, its incarnation, and
+    `_reach`, the furthest end of the other replicas' target logs of its partition and incarnation
+    whose dump was captured as late or later (null without one)."""
+    dump_time = F.max("capture_time_ms").over(Window.partitionBy("dump_id"))
+    mine = logs.join(targets.select("log_key"), "log_key", "left_semi").select(
+        "log_key", *PARTITION_OF_LOG, "log_end_offset", dump_time.alias("_time")
+    )
+    theirs = mine.select(
+        *PARTITION_OF_LOG,
+        F.col("log_key").alias("_o_key"),
+        F.col("log_end_offset").alias("_o_end"),
+        F.col("_time").alias("_o_time"),
+    )
+    further = (
+        mine.join(theirs, list(PARTITION_OF_LOG), "inner")
+        .where((F.col("_o_key") != F.col("log_key")) & (F.col("_o_time") >= F.col("_time")))
+        .groupBy("log_key")
+        .agg(F.max("_o_end").alias("_reach"))
+    )
+    return mine.join(further, "log_key", "left").select("log_key", "log_end_offset", "incarnation", "_reach")
 
 
 def _without(rows: DataFrame, other: DataFrame, columns: tuple[str, ...]) -> DataFrame:

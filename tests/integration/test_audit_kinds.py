@@ -315,6 +315,8 @@ def test_a_producer_deleted_by_retention_between_dumps_is_retention_not_loss(bat
     found = of_topic(batch_level.found, "retained")
     unknown = unknown_producers(found)
     assert unknown == [("UNKNOWN_PRODUCER_RETENTION", "tuesday", 2, 1)]
+    (finding,) = [f for f in found if f["kind"] == "UNKNOWN_PRODUCER_RETENTION"]
+    assert "a kafka-3.4 broker keeps a producer's state after retention" in finding["message"], finding
     assert kinds(found) == []
 
 

@@ -500,6 +500,8 @@ def test_acks_1_loss_is_every_lost_acknowledged_record_and_no_divergence(
     )
     final = held(leader_only.final / "broker3", f"{LEADER_ONLY}-0")
     lost = {offset for offset, key in leader_only.acked if (offset, key) not in final}
-    assert {f["kind"] for f in above_info(findings)} == {"ACKED_RECORD_MISSING"}
+    assert {f["kind"] for f in above_info(findings)} == {"ACKED_RECORD_MISSING"}, [
+        f["message"] for f in above_info(findings) if f["kind"] != "ACKED_RECORD_MISSING"
+    ]
     for replica in ("2", "3"):
         assert ranges(findings, "ACKED_RECORD_MISSING", "t2", replica) == lost

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from audit_rules.retention import _retained_state
 from jobs.profiles import ProfileError, load_profile
 
 
@@ -50,3 +51,13 @@ def test_an_unknown_scope_names_the_file_and_the_choices(tmp_path: Path) -> None
 def test_a_scope_without_an_extractor_is_a_usage_error() -> None:
     with pytest.raises(ProfileError, match="needs --app-producer and --app-sequence"):
         load_profile(app_sequence_scope="topic")
+
+
+def test_what_a_broker_does_with_a_producer_retention_deleted_follows_its_line() -> None:
+    """2.5+ keeps the state (KIP-360); 1.0-2.4 forget it and answer UNKNOWN_PRODUCER_ID, 0.11
+    OUT_OF_ORDER_SEQUENCE_NUMBER, to a sequence other than 0."""
+    assert "keeps a producer's state" in _retained_state(load_profile("kafka-2.5"))
+    assert "keeps a producer's state" in _retained_state(load_profile("kafka-3.4"))
+    for name, error in (("kafka-1.0", "UNKNOWN_PRODUCER_ID"), ("kafka-0.11", "OUT_OF_ORDER_SEQUENCE_NUMBER")):
+        text = _retained_state(load_profile(name))
+        assert "forgets a producer" in text and error in text, text
