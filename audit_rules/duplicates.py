@@ -36,7 +36,9 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
         in_window = between < profile.duplicate_window_batches
     # Expiry explains the copy only where the broker accepts it from a producer it holds no state for.
     accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
-    forgotten = state_expired(profile.producer_id_expiration_ms) & accepted_unknown
+    expired = state_expired(profile.producer_id_expiration_ms)
+    forgotten = expired & accepted_unknown
+    unknown_error = "OUT_OF_ORDER_SEQUENCE_NUMBER" if profile.broker_line == "0.11" else "UNKNOWN_PRODUCER_ID"
     follows = F.col("base_sequence_unwrapped") == F.col("prev_last_unwrapped") + 1
     window = profile.describe_window()
     not_a_retry = f"outside {window} ({profile.name}) the broker would not have recognised it as a retry"
@@ -50,6 +52,16 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
             F.lit(
                 f"the producer had been idle longer than producer.id.expiration.ms, so {profile.name} had "
                 f"forgotten it"
+            ),
+        )
+        .when(
+            # Before 2.5 a broker that forgot the producer refuses any sequence but 0 too.
+            expired,
+            F.lit(
+                f"{not_a_retry}, and it should have refused it either way: as out of sequence while it held "
+                "the producer's state, and once that state expired (idle longer than "
+                f"producer.id.expiration.ms) as from a producer it did not know ({unknown_error}): a broker "
+                "bug, or producer state rolled back"
             ),
         )
         .when(

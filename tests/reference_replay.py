@@ -309,6 +309,11 @@ class _Replay:
                 "the producer had been idle longer than producer.id.expiration.ms, so the broker had "
                 "forgotten it"
             )
+        elif expired:
+            verdict = (
+                "outside the window not recognised as a retry, and it should have refused it either way: "
+                "out of sequence with state, unknown without"
+            )
         elif current.base == previous.last + 1:
             verdict = (
                 "outside the window not recognised as a retry, and it follows the batch before it "

@@ -382,3 +382,20 @@ def test_duplicate_verdicts_measure_the_window_from_the_nearest_copy(
         if f["kind"] == "DUPLICATE_BATCH"
     }
     assert {offset: "should have caught" in m for offset, m in message.items()} == expected
+
+
+def test_a_copy_a_broker_before_2_5_would_have_refused_with_or_without_state(spark: SparkSession) -> None:
+    """0.11 keeps one batch: sequences 0, 1, 2, then 1 again after every expiration. Held state makes it
+    out of sequence, expired state an unknown producer's non-zero sequence: refused either way."""
+    log = LogBuilder()
+    original = [log.data(7, 0, seq)["base_offset"] for seq in (0, 1, 2)]
+    log.wait(8 * DAY_MS)
+    copy = log.data(7, 0, 1)["base_offset"]
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
+    (finding,) = (
+        audit(bronze, load_profile("kafka-0.11")).findings.where("kind = 'DUPLICATE_BATCH'").collect()
+    )
+    assert (finding["first_offset"], finding["related_offset"]) == (copy, original[1])
+    assert "should have refused it either way" in finding["message"], finding["message"]
+    assert "OUT_OF_ORDER_SEQUENCE_NUMBER" in finding["message"], finding["message"]
+    assert "forgotten" not in finding["message"], finding["message"]
