@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import ROW_KEY
 from audit_rules.kinds import KINDS
-from audit_rules.logs import join_log, with_log_id, with_log_key
+from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
 from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SIZE
 from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
 
@@ -443,109 +443,142 @@ def snapshot_mismatch(
 
 
 def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
-    """REPLICA_DIVERGENCE: two logs of one partition (replicas, dumps) and topic incarnation
-    (`logs.log_bounds`: a topic deleted and created again is another topic) hold different batches at
-    the same offset, at or above both log starts and below both bounds. A log's bound is its high
-    watermark, or its end where that is lower or the watermark unknown: a follower behind, or a tail
-    the dump does not hold, is not a rewrite.
+    """REPLICA_DIVERGENCE (contract §4): two replicas of a partition, or two dumps of one replica taken
+    at different times, of one topic incarnation (`logs.log_bounds`: a topic deleted and created again
+    is another topic), hold different batches at the same offset, at or above both log starts and
+    below both bounds. A log's bound is its high watermark, or its end where that is lower or the
+    watermark unknown: a follower behind, or a tail the dump does not hold, is not a rewrite.
 
-    Every pair of logs is compared, each batch read once: the batches of the logs are grouped by
-    partition and base offset (one shuffle), and each pair whose common range holds the offset
-    compares its two logs' batches there (a log without a batch starting there differs from one with
-    it). A batch whose CRC failed on either side is not compared: its bytes rotted (`CRC_MISMATCH`),
-    which says nothing of a rewrite. A pair that differs is one finding, in the later log of the two
-    (by its dump's capture time, then dump id and replica), naming the earlier one."""
+    Each log is compared with each other replica's log nearest in capture time (the one of its own
+    dump first) and with its own replica's previous dump; each batch goes to each pair its log is in,
+    so the work grows with the logs and replicas, not with the square of the dumps. A log without a
+    batch starting at an offset where the other has one differs from it; so do batches with another
+    `(last_offset, crc)`. Where a batch's CRC failed on either side its bytes rotted (`CRC_MISMATCH`):
+    only its partition leader epoch, which the CRC does not cover and a rewrite by another leader
+    changes, is compared. A pair that differs is one finding, in the later log of the two (by its
+    dump's capture time, then dump id and replica), naming the earlier one."""
     # Each replica's cleaner compacts on its own schedule: compacted logs differ without loss.
+    replica = F.coalesce("replica", F.lit(""))
     eligible = logs.where(~F.col("compacted") & F.col("cleaned_to").isNull()).select(
-        F.concat_ws("\u0001", "topic", F.col("partition").cast("string"), "incarnation").alias("_group"),
+        *PARTITION_OF_LOG,
         "log_key",
         "dump_id",
         "replica",
-        "log_start_offset",
+        F.col("log_start_offset").alias("_start"),
         F.least(F.coalesce("high_watermark", "log_end_offset"), F.col("log_end_offset")).alias("_bound"),
-        F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("_dump_time"),
+        F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("_time"),
     )
-    order = Window.partitionBy("_group").orderBy("_dump_time", "dump_id", F.coalesce("replica", F.lit("")))
-    ranked = eligible.withColumn("_rank", F.row_number().over(order)).drop("_dump_time")
-    earlier = ranked.select(
-        "_group",
-        F.col("log_key").alias("ref_key"),
-        F.col("dump_id").alias("ref_dump_id"),
-        F.col("replica").alias("ref_replica"),
-        F.col("log_start_offset").alias("ref_start"),
-        F.col("_bound").alias("ref_bound"),
-        F.col("_rank").alias("ref_rank"),
+    eligible = eligible.withColumn(
+        "_order",
+        F.row_number().over(Window.partitionBy(*PARTITION_OF_LOG).orderBy("_time", "dump_id", replica)),
+    )
+    fields = ("log_key", "dump_id", "replica", "_start", "_bound", "_time", "_order")
+    other = eligible.select(*PARTITION_OF_LOG, *[F.col(c).alias(f"ref{c}") for c in fields])
+    candidates = eligible.join(other, list(PARTITION_OF_LOG), "inner").where(
+        F.col("reflog_key") != F.col("log_key")
+    )
+    ref_replica = F.coalesce("refreplica", F.lit(""))
+    # Each other replica's log nearest in time (its own dump first), and the same replica's previous dump.
+    nearest = Window.partitionBy("log_key", ref_replica).orderBy(
+        F.abs(F.col("ref_time") - F.col("_time")), F.col("refdump_id") != F.col("dump_id"), "refdump_id"
+    )
+    replicas = (
+        candidates.where(ref_replica != replica)
+        .withColumn("_rank", F.row_number().over(nearest))
+        .where(F.col("_rank") == 1)
+        .drop("_rank")
+    )
+    previous = Window.partitionBy("log_key").orderBy(F.col("ref_order").desc())
+    over_time = (
+        candidates.where((ref_replica == replica) & (F.col("ref_order") < F.col("_order")))
+        .withColumn("_rank", F.row_number().over(previous))
+        .where(F.col("_rank") == 1)
+        .drop("_rank")
+    )
+    # Each pair once, reported in its later log.
+    me = F.struct(*[F.col(c).alias(c) for c in fields])
+    them = F.struct(*[F.col(f"ref{c}").alias(c) for c in fields])
+    later = F.col("_order") > F.col("ref_order")
+    oriented = replicas.unionByName(over_time).select(
+        *PARTITION_OF_LOG,
+        F.when(later, me).otherwise(them).alias("a"),
+        F.when(later, them).otherwise(me).alias("b"),
     )
     pairs = (
-        ranked.join(earlier, "_group", "inner")
-        .where(F.col("ref_rank") < F.col("_rank"))
-        .select(
-            "_group",
-            "log_key",
-            "dump_id",
-            "replica",
-            "ref_key",
-            "ref_dump_id",
-            "ref_replica",
-            F.greatest("log_start_offset", "ref_start").alias("lo"),
-            F.least("_bound", "ref_bound").alias("hi"),
+        oriented.select(
+            *PARTITION_OF_LOG,
+            F.col("a.log_key").alias("log_key"),
+            F.col("a.dump_id").alias("dump_id"),
+            F.col("a.replica").alias("replica"),
+            F.col("b.log_key").alias("ref_key"),
+            F.col("b.dump_id").alias("ref_dump_id"),
+            F.col("b.replica").alias("ref_replica"),
+            F.greatest("a._start", "b._start").alias("lo"),
+            F.least("a._bound", "b._bound").alias("hi"),
         )
         .where(F.col("lo") < F.col("hi"))
+        .distinct()
+        .withColumn("_pair", F.xxhash64("log_key", "ref_key"))
     )
-    compared = pairs.select("_group", F.explode(F.array("log_key", "ref_key")).alias("log_key")).distinct()
-    # A batch's identity at its base offset; a CRC-failed one is known only to be there.
-    entry = F.struct(
-        "log_key",
-        F.col("crc_valid").alias("valid"),
-        F.col("last_offset"),
-        F.col("crc"),
-    )
-    at_offset = (
+    sides = pairs.select(
+        "_pair",
+        "lo",
+        "hi",
+        F.explode(
+            F.array(
+                F.struct(F.col("log_key").alias("member"), F.lit(True).alias("mine")),
+                F.struct(F.col("ref_key").alias("member"), F.lit(False).alias("mine")),
+            )
+        ).alias("_side"),
+    ).select("_pair", "lo", "hi", F.col("_side.member").alias("log_key"), F.col("_side.mine").alias("mine"))
+    placed = (
         with_log_key(batches)
-        .join(F.broadcast(compared), "log_key", "inner")
-        .groupBy("_group", "base_offset")
-        .agg(F.collect_list(entry).alias("_entries"))
-    )
-
-    def batch_of(key: str) -> Column:
-        return F.get(F.filter("_entries", lambda e: e["log_key"] == F.col(key)), 0)
-
-    compare = (
-        at_offset.join(F.broadcast(pairs), "_group", "inner")
+        .join(F.broadcast(sides), "log_key", "inner")
         .where((F.col("base_offset") >= F.col("lo")) & (F.col("base_offset") < F.col("hi")))
-        .select(
-            "log_key",
-            "ref_key",
-            "base_offset",
-            batch_of("log_key").alias("x"),
-            batch_of("ref_key").alias("y"),
+    )
+    batch = F.when(F.col("crc_valid"), F.struct("last_offset", "crc"))
+
+    def side(mine: bool) -> list[Column]:
+        this = F.col("mine") == F.lit(mine)
+        name = "x" if mine else "y"
+        return [
+            F.max(this).alias(f"{name}_held"),
+            F.max(this & ~F.col("crc_valid")).alias(f"{name}_rotted"),
+            # Both ends of what the log holds there: a log with two batches at one offset (an overlap)
+            # is compared by both, whichever the shuffle brings first.
+            F.min(F.when(this, batch)).alias(f"{name}_min"),
+            F.max(F.when(this, batch)).alias(f"{name}_max"),
+            F.min(F.when(this, F.col("partition_leader_epoch"))).alias(f"{name}_epoch"),
+            F.max(F.when(this, F.col("last_offset"))).alias(f"{name}_last"),
+        ]
+
+    at_offset = placed.groupBy("_pair", "base_offset").agg(*side(True), *side(False))
+    rotted = F.col("x_rotted") | F.col("y_rotted")
+    differs = F.when(
+        F.col("x_held") & F.col("y_held") & rotted, F.col("x_epoch") != F.col("y_epoch")
+    ).otherwise(
+        ~(F.col("x_held") & F.col("y_held"))
+        | ~F.col("x_min").eqNullSafe(F.col("y_min"))
+        | ~F.col("x_max").eqNullSafe(F.col("y_max"))
+    )
+    agg = (
+        at_offset.where(differs)
+        .groupBy("_pair")
+        .agg(
+            F.min("base_offset").alias("first"),
+            F.max(F.greatest("x_last", "y_last")).alias("last"),
+            F.count(F.lit(1)).alias("n"),
         )
     )
-    rotted = F.coalesce(~F.col("x.valid"), F.lit(False)) | F.coalesce(~F.col("y.valid"), F.lit(False))
-    diff = compare.where(
-        ~rotted
-        & (
-            # One of the two logs has a batch there (the group holds another log's batch too).
-            (F.col("x").isNull() != F.col("y").isNull())
-            | (F.col("x.last_offset") != F.col("y.last_offset"))
-            | (F.col("x.crc") != F.col("y.crc"))
-        )
-    )
-    agg = diff.groupBy("log_key", "ref_key").agg(
-        F.min("base_offset").alias("first"),
-        F.max(F.coalesce("x.last_offset", "y.last_offset")).alias("last"),
-        F.count(F.lit(1)).alias("n"),
-    )
-    rows = agg.join(F.broadcast(pairs), ["log_key", "ref_key"], "inner").join(
-        F.broadcast(logs.select("log_key", "topic", "partition")), "log_key", "inner"
-    )
+    rows = agg.join(F.broadcast(pairs), "_pair", "inner")
     return to_findings(
         rows,
         "REPLICA_DIVERGENCE",
         fmt(
             "%s batch position(s) between offsets %s and %s differ between dump %s replica %s and dump %s "
             "replica %s, "
-            "below both high watermarks: acknowledged data was rewritten (e.g. an unclean leader election).",
+            "below both high watermarks (or log ends): acknowledged data was rewritten (e.g. an unclean "
+            "leader election).",
             "n",
             "first",
             "last",

@@ -365,7 +365,13 @@ def audit(
             transactions.hanging_transactions_in_snapshots(
                 producers, bronze.producer_snapshots, logs, profile
             ),
-            retention.snapshot_producers(producers, bronze.producer_snapshots, logs, profile),
+            retention.snapshot_producers(
+                producers,
+                bronze.producer_snapshots,
+                logs,
+                profile,
+                retention.gone_since_previous_dump(producers, logs) if "several logs" in present else None,
+            ),
             consistency.snapshot_mismatch(history, producers, bronze.producer_snapshots, logs),
         ]
     if "several logs" in present:

@@ -50,15 +50,31 @@ def _retained_state(profile: Profile) -> str:
 
 
 def snapshot_producers(
-    producers: DataFrame, snapshots: DataFrame, logs: DataFrame, profile: Profile
+    producers: DataFrame,
+    snapshots: DataFrame,
+    logs: DataFrame,
+    profile: Profile,
+    gone: DataFrame | None = None,
 ) -> DataFrame:
     """PRODUCER_STATE_RETAINED (info) or UNKNOWN_PRODUCER_LOSS (critical) for snapshot producers with no
     retained batch (`producers`: `history.producer_summary`). On a compacted log the cleaner may have
-    removed them after the snapshot was written (a producer the broker forgot loses the cleaner's
-    protection of its last batch, §5.9): not loss."""
+    removed them after the snapshot was written, once the broker forgot the producer (a producer the
+    broker forgot loses the cleaner's protection of its last batch, §5.9): not loss where the cleaner
+    has passed the entry's last offset and the entry's timestamp is at least producer.id.expiration.ms
+    before the dump's capture time.
+
+    With `gone` (`gone_since_previous_dump`), an entry staler than what the previous dump shows of its
+    producer (a last offset below the producer's there) is left to `producers_across_dumps`."""
     entries = latest_snapshot_entries(snapshots)
     absent = entries.join(producers, ["log_key", "producer_id"], "left_anti")
-    absent = join_log(absent, logs, "log_start_offset", "remote_log_start", "compacted", "cleaned_to")
+    if gone is not None:
+        known = gone.select("log_key", "producer_id", F.col("retained_last_offset").alias("_known_last"))
+        absent = absent.join(known, ["log_key", "producer_id"], "left").where(
+            F.coalesce(F.col("last_offset") >= F.col("_known_last"), F.lit(True))
+        )
+    absent = join_log(
+        absent, logs, "log_start_offset", "remote_log_start", "compacted", "cleaned_to", "capture_time_ms"
+    )
     retained = to_findings(
         absent.where(F.col("last_offset") < F.col("log_start_offset")),
         "PRODUCER_STATE_RETAINED",
@@ -86,7 +102,13 @@ def snapshot_producers(
     lost = to_findings(
         absent.where(
             (F.col("last_offset") >= F.col("log_start_offset"))
-            & ~compaction_may_have_removed(F.col("last_offset") - 1)
+            & ~(
+                compaction_may_have_removed(F.col("last_offset"))
+                & F.coalesce(
+                    F.col("capture_time_ms") - F.col("timestamp") >= profile.producer_id_expiration_ms,
+                    F.lit(False),
+                )
+            )
         ),
         "UNKNOWN_PRODUCER_LOSS",
         fmt(
@@ -126,21 +148,35 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
     ).where(F.col("previous_log_key").isNotNull())
 
 
+def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame:
+    """The producers of each log's previous dump (`previous_dumps`) with no batch in the log: the log's
+    columns, `producer_id`, `retained_last_offset` (its last offset there, `L`) and `previous_dump_id`
+    (`producers`: `history.producer_summary`)."""
+    producers = producers.select("log_key", "producer_id", "retained_last_offset")
+    earlier = previous_dumps(logs).join(
+        producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
+    )
+    return earlier.join(producers, ["log_key", "producer_id"], "left_anti")
+
+
 def producers_across_dumps(
     producers: DataFrame, logs: DataFrame, profile: Profile, snapshots: DataFrame | None = None
 ) -> DataFrame:
     """UNKNOWN_PRODUCER_RETENTION (info) or UNKNOWN_PRODUCER_LOSS (critical): a producer of the earlier dump
     absent from the later one (seed 000 rule 4; `producers`: `history.producer_summary`). One the later
-    log's newest snapshot lists is left to `snapshot_producers`, which judges it by the later state."""
-    pairs = previous_dumps(logs)
-    producers = producers.select("log_key", "producer_id", "retained_last_offset")
-    earlier = pairs.join(
-        producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
-    )
-    gone = earlier.join(producers, ["log_key", "producer_id"], "left_anti")
+    log's newest snapshot lists at or past its last offset here is left to `snapshot_producers`, which
+    judges it by that later state; a staler entry does not hide what the earlier dump shows."""
+    gone = gone_since_previous_dump(producers, logs)
     if snapshots is not None:
-        listed = latest_snapshot_entries(snapshots).select("log_key", "producer_id")
-        gone = gone.join(listed, ["log_key", "producer_id"], "left_anti")
+        # The snapshot knows the producer at least as late as the earlier dump did: its rule judges it.
+        listed = latest_snapshot_entries(snapshots).select(
+            "log_key", "producer_id", F.col("last_offset").alias("_listed_last")
+        )
+        gone = gone.join(
+            listed,
+            ["log_key", "producer_id"],
+            "left",
+        ).where(F.coalesce(F.col("_listed_last") < F.col("retained_last_offset"), F.lit(True)))
     common: dict[str, Any] = {
         "producer_id": "producer_id",
         "first_offset": "retained_last_offset",
@@ -167,7 +203,7 @@ def producers_across_dumps(
     loss = to_findings(
         gone.where(
             (F.col("retained_last_offset") >= F.col("log_start_offset"))
-            & ~compaction_may_have_removed(F.col("retained_last_offset") - 1)
+            & ~compaction_may_have_removed(F.col("retained_last_offset"))
         ),
         "UNKNOWN_PRODUCER_LOSS",
         fmt(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -143,10 +144,44 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
     # starts at 0, and Tuesday's snapshot still lists it.
     lost_pid = batches_of(13, 0, values(5, b"y"), start_offset=0, start_seq=0)
     kept = batches_of(1, 0, values(5, b"z"), start_offset=5, start_seq=0)
+    # stale-snapshot: producer 15 wrote offsets 0-9 on Monday; by Tuesday they are gone, and Tuesday's
+    # newest snapshot (at offset 4) still has it at offset 3.
+    stale_pid = batches_of(15, 0, values(10, b"s"), start_offset=0, start_seq=0)
+    after_stale = encoded(batches_of(1, 0, values(5, b"s"), start_offset=10, start_seq=0))
+    # compacted-recent: as compacted-gone, but the snapshot's producer 14 wrote an hour before the
+    # dump: the broker had not forgotten it, so the cleaner kept its last batch.
+    recent = (14, 0, 0, 5, 0, int((time.time() + DAY_S - 3600) * 1000), 0, -1)
+    # repeated: in each of three daily dumps broker 2 holds producer 31's batches where broker 1 holds
+    # producer 30's: one rewrite, seen in each dump.
+    wednesday = root / "wednesday"
+    ones = encoded(batches_of(30, 0, values(5, b"o"), start_offset=0, start_seq=0))
+    twos = encoded(batches_of(31, 0, values(5, b"o"), start_offset=0, start_seq=0))
+    broker_dir(monday, 2, {"repeated-0": (twos, 5)})
+    broker_dir(wednesday, 1, {"repeated-0": (ones, 5)}, later_s=2 * DAY_S)
+    broker_dir(wednesday, 2, {"repeated-0": (twos, 5)}, later_s=2 * DAY_S)
+    # rotted-rewrite: broker 2's batch at offset 5 is another producer's, written by a later leader
+    # (partition leader epoch 1), and its bytes rotted too.
+    written = batches_of(40, 0, values(10, b"q"), start_offset=0, start_seq=0)
+    other_leader = V2Batch(
+        base_offset=5,
+        records=((b"k", b"other"),),
+        producer_id=41,
+        producer_epoch=0,
+        base_sequence=0,
+        base_timestamp=1_700_000_000_005,
+        partition_leader_epoch=1,
+    )
+    rewritten = encoded(written)
+    rewritten[5] = rotted(build_v2(other_leader))
     broker_dir(
         monday,
         1,
-        {"later-pair-0": (encoded(head[:10]), 10), "lost-listed-0": (encoded(lost_pid + kept), 10)},
+        {
+            "later-pair-0": (encoded(head[:10]), 10),
+            "lost-listed-0": (encoded(lost_pid + kept), 10),
+            "repeated-0": (ones, 5),
+            "stale-snapshot-0": (encoded(stale_pid), 10),
+        },
     )
     broker_dir(
         tuesday,
@@ -158,10 +193,19 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
             "regrouped-0": (encoded(pairs), 10),
             "compacted-gone-0": (encoded(survivors), 10),
             "lost-listed-0": (encoded(kept), 10),
+            "repeated-0": (ones, 5),
+            "rotted-rewrite-0": (encoded(written), 10),
+            "stale-snapshot-0": (after_stale, 15),
+            "compacted-recent-0": (encoded(survivors), 10),
         },
         later_s=DAY_S,
-        snapshots={"compacted-gone-0": (10, [listed]), "lost-listed-0": (10, [(13, 0, 4, 4, 0, 0, 0, -1)])},
-        cleaned={"compacted-gone-0": 10},
+        snapshots={
+            "compacted-gone-0": (10, [listed]),
+            "lost-listed-0": (10, [(13, 0, 4, 4, 0, 0, 0, -1)]),
+            "stale-snapshot-0": (4, [(15, 0, 3, 3, 0, 0, 0, -1)]),
+            "compacted-recent-0": (10, [recent]),
+        },
+        cleaned={"compacted-gone-0": 10, "compacted-recent-0": 10},
     )
     broker_dir(
         tuesday,
@@ -171,6 +215,8 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
             "rotted-0": ([*same[:5], rotted(same[5]), *same[6:]], 10),
             "short-tail-0": (full[:8], 10),
             "regrouped-0": (encoded(pairs), 10),
+            "repeated-0": (twos, 5),
+            "rotted-rewrite-0": (rewritten, 10),
         },
         later_s=DAY_S,
     )
@@ -183,13 +229,23 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
     # it was deleted and created again, and Tuesday's broker 2 holds the second (producer 9, 0-9).
     first = batches_of(8, 0, values(5, b"v"), start_offset=0, start_seq=0)
     second = batches_of(9, 0, values(10, b"w"), start_offset=0, start_seq=0)
+    # unlabelled: the partition's logs name two topic ids (brokers 3 and 5), and broker 4's two logs
+    # have no partition.metadata: each is an incarnation of its own, compared with no other log.
+    unlabelled = {
+        pid: encoded(batches_of(pid, 0, values(5, b"n"), start_offset=0, start_seq=0))
+        for pid in (20, 21, 22, 23)
+    }
     broker_dir(
         monday,
         3,
-        {"stale-replica-0": (encoded(stale[:10]), 10), "recreated-0": (encoded(first), 5)},
-        topic_ids={"recreated-0": "AAAAAAAAAAAAAAAAAAAAAQ"},
+        {
+            "stale-replica-0": (encoded(stale[:10]), 10),
+            "recreated-0": (encoded(first), 5),
+            "unlabelled-0": (unlabelled[20], 5),
+        },
+        topic_ids={"recreated-0": "AAAAAAAAAAAAAAAAAAAAAQ", "unlabelled-0": "AAAAAAAAAAAAAAAAAAAAAw"},
     )
-    broker_dir(monday, 4, {"stale-replica-0": (encoded(stale[:10]), 10)})
+    broker_dir(monday, 4, {"stale-replica-0": (encoded(stale[:10]), 10), "unlabelled-0": (unlabelled[22], 5)})
     broker_dir(
         tuesday,
         3,
@@ -200,13 +256,18 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
         },
         later_s=DAY_S,
     )
-    broker_dir(tuesday, 4, {"truncated-0": (encoded(truncated[:8]), 8)}, later_s=DAY_S)
+    broker_dir(
+        tuesday,
+        4,
+        {"truncated-0": (encoded(truncated[:8]), 8), "unlabelled-0": (unlabelled[23], 5)},
+        later_s=DAY_S,
+    )
     broker_dir(
         tuesday,
         5,
-        {"recreated-0": (encoded(second), 10)},
+        {"recreated-0": (encoded(second), 10), "unlabelled-0": (unlabelled[21], 5)},
         later_s=DAY_S,
-        topic_ids={"recreated-0": "AAAAAAAAAAAAAAAAAAAAAg"},
+        topic_ids={"recreated-0": "AAAAAAAAAAAAAAAAAAAAAg", "unlabelled-0": "AAAAAAAAAAAAAAAAAAAABA"},
     )
     ledger = root / "acks.jsonl"
     rows = [
@@ -220,7 +281,11 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
     run_ingest(
         spark,
         IngestOptions(
-            inputs=[LabeledPath("monday", str(monday)), LabeledPath("tuesday", str(tuesday))],
+            inputs=[
+                LabeledPath("monday", str(monday)),
+                LabeledPath("tuesday", str(tuesday)),
+                LabeledPath("wednesday", str(wednesday)),
+            ],
             output=str(out),
             acks=[LabeledPath("ledger", str(ledger))],
         ),
@@ -249,6 +314,22 @@ def test_two_replicas_of_a_later_dump_are_compared_whatever_an_earlier_dump_hold
     assert "10 batch position(s)" in finding["message"], finding["message"]
     assert "dump tuesday replica 1" in finding["message"], finding["message"]
     assert kinds_above_info(found) == {"REPLICA_DIVERGENCE": 1}
+
+
+def test_a_rewrite_seen_in_every_dump_is_one_finding_per_dump(scenarios: Scenarios) -> None:
+    """Replicas are compared within a dump, and each replica with its previous dump: broker 2's
+    rewrite is found once a day, in broker 2's log, naming broker 1's; its logs agree over time."""
+    found = of_topic(scenarios.found, "repeated")
+    assert divergence(found) == [(day, "2", 0, 4, None) for day in ("monday", "tuesday", "wednesday")]
+    assert kinds_above_info(found) == {"REPLICA_DIVERGENCE": 3}
+
+
+def test_a_rotted_batch_written_by_another_leader_is_still_a_rewrite(scenarios: Scenarios) -> None:
+    """The partition leader epoch lies outside the CRC: where it differs, a batch whose bytes rotted
+    was also rewritten."""
+    found = of_topic(scenarios.found, "rotted-rewrite")
+    assert divergence(found) == [("tuesday", "2", 5, 5, None)]
+    assert {f["kind"] for f in found if f["replica"] == "2"} >= {"REPLICA_DIVERGENCE", "CRC_MISMATCH"}
 
 
 def test_a_batch_that_rotted_on_one_replica_is_corruption_not_a_rewrite(scenarios: Scenarios) -> None:
@@ -291,6 +372,25 @@ def test_a_producer_gone_since_an_earlier_dump_and_listed_in_the_snapshot_is_los
     assert kinds_above_info(found) == {"UNKNOWN_PRODUCER_LOSS": 1, "REPLICA_DIVERGENCE": 1}
 
 
+def test_a_snapshot_producer_that_wrote_within_the_expiration_is_lost_on_a_compacted_log(
+    scenarios: Scenarios,
+) -> None:
+    """The cleaner keeps the last batch of every producer the broker still knows."""
+    found = of_topic(scenarios.found, "compacted-recent")
+    lost = [(f["dump_id"], f["producer_id"]) for f in found if f["kind"] == "UNKNOWN_PRODUCER_LOSS"]
+    assert lost == [("tuesday", 14)]
+    assert kinds_above_info(found) == {"UNKNOWN_PRODUCER_LOSS": 1}
+
+
+def test_a_snapshot_staler_than_the_earlier_dump_leaves_the_loss_to_it(scenarios: Scenarios) -> None:
+    """Tuesday's snapshot has producer 15 at offset 3, Monday's dump at 9: one loss, the dump's."""
+    found = of_topic(scenarios.found, "stale-snapshot")
+    lost = [f for f in found if f["kind"] == "UNKNOWN_PRODUCER_LOSS"]
+    assert [(f["dump_id"], f["producer_id"], f["related_offset"]) for f in lost] == [("tuesday", 15, 9)]
+    assert "in dump monday" in lost[0]["message"], lost[0]["message"]
+    assert divergence(found) == [("tuesday", "1", 0, 9, None)]
+
+
 def test_offsets_a_replica_does_not_hold_are_not_compared_even_below_its_checkpoint(
     scenarios: Scenarios,
 ) -> None:
@@ -325,4 +425,11 @@ def test_a_topic_created_again_on_other_brokers_judges_each_ack_by_the_incarnati
 ) -> None:
     found = of_topic(scenarios.found, "recreated")
     assert missing_acks(found) == []
+    assert kinds_above_info(found) == {}
+
+
+def test_logs_without_a_topic_id_beside_two_topic_ids_are_each_one_of_their_own(scenarios: Scenarios) -> None:
+    """Broker 4's Monday and Tuesday logs hold other producers at the same offsets, but neither names
+    its topic id where the partition's other logs name two: nothing says they are one topic."""
+    found = of_topic(scenarios.found, "unlabelled")
     assert kinds_above_info(found) == {}
