@@ -533,8 +533,9 @@ def acked_records(
         .when(~covered, F.lit("absent"))
         .otherwise(F.lit("other"))
     )
-    # A log that ends before the offset, where a log of another replica captured as late or later holds
-    # it: this replica was behind (a follower catching up, or a dump older than the ledger's end).
+    # A log that ends before the offset, where the newest log of another replica, captured as late or
+    # later, reaches past it: this replica was behind (a follower catching up, or a broker the newer
+    # dump lacks); the longer log judges the offset.
     lagging = ~covered & (F.col("at") >= F.col("log_end_offset")) & (F.col("at") < F.col("_reach"))
     outcome = F.when(~below & lagging, F.lit("lag")).otherwise(outcome)
     checked = located.join(F.broadcast(reach), "log_key", "left").withColumn("_outcome", outcome)
