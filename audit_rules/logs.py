@@ -204,11 +204,7 @@ def log_bounds(
     # brokers, dump-log text) they are all one incarnation, "".
     topic_ids = F.collect_set("topic_id").over(Window.partitionBy("topic", "partition"))
     per_log = per_log.withColumn(
-        "incarnation",
-        # A log without a topic id beside two or more is one of its own: nothing says which it is.
-        F.when(F.size(topic_ids) > 1, F.coalesce("topic_id", F.concat(F.lit("?"), log_key()))).otherwise(
-            F.lit("")
-        ),
+        "incarnation", F.when(F.size(topic_ids) > 1, F.coalesce("topic_id", F.lit("?"))).otherwise(F.lit(""))
     )
     logs = per_log.withColumns(
         {
