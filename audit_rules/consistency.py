@@ -549,7 +549,10 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
             F.min(F.when(this, batch)).alias(f"{name}_min"),
             F.max(F.when(this, batch)).alias(f"{name}_max"),
             F.min(F.when(this, F.col("partition_leader_epoch"))).alias(f"{name}_epoch"),
-            F.max(F.when(this, F.col("last_offset"))).alias(f"{name}_last"),
+            # The range's end from readable batches (a rotted one's offset delta may be rotted too).
+            F.max(
+                F.when(this, F.when(F.col("crc_valid"), F.col("last_offset")).otherwise(F.col("base_offset")))
+            ).alias(f"{name}_last"),
         ]
 
     at_offset = placed.groupBy("_pair", "base_offset").agg(*side(True), *side(False))

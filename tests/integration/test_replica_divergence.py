@@ -229,23 +229,16 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
     # it was deleted and created again, and Tuesday's broker 2 holds the second (producer 9, 0-9).
     first = batches_of(8, 0, values(5, b"v"), start_offset=0, start_seq=0)
     second = batches_of(9, 0, values(10, b"w"), start_offset=0, start_seq=0)
-    # unlabelled: the partition's logs name two topic ids (brokers 3 and 5), and broker 4's two logs
-    # have no partition.metadata: each is an incarnation of its own, compared with no other log.
-    unlabelled = {
-        pid: encoded(batches_of(pid, 0, values(5, b"n"), start_offset=0, start_seq=0))
-        for pid in (20, 21, 22, 23)
-    }
     broker_dir(
         monday,
         3,
         {
             "stale-replica-0": (encoded(stale[:10]), 10),
             "recreated-0": (encoded(first), 5),
-            "unlabelled-0": (unlabelled[20], 5),
         },
-        topic_ids={"recreated-0": "AAAAAAAAAAAAAAAAAAAAAQ", "unlabelled-0": "AAAAAAAAAAAAAAAAAAAAAw"},
+        topic_ids={"recreated-0": "AAAAAAAAAAAAAAAAAAAAAQ"},
     )
-    broker_dir(monday, 4, {"stale-replica-0": (encoded(stale[:10]), 10), "unlabelled-0": (unlabelled[22], 5)})
+    broker_dir(monday, 4, {"stale-replica-0": (encoded(stale[:10]), 10)})
     broker_dir(
         tuesday,
         3,
@@ -259,15 +252,15 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
     broker_dir(
         tuesday,
         4,
-        {"truncated-0": (encoded(truncated[:8]), 8), "unlabelled-0": (unlabelled[23], 5)},
+        {"truncated-0": (encoded(truncated[:8]), 8)},
         later_s=DAY_S,
     )
     broker_dir(
         tuesday,
         5,
-        {"recreated-0": (encoded(second), 10), "unlabelled-0": (unlabelled[21], 5)},
+        {"recreated-0": (encoded(second), 10)},
         later_s=DAY_S,
-        topic_ids={"recreated-0": "AAAAAAAAAAAAAAAAAAAAAg", "unlabelled-0": "AAAAAAAAAAAAAAAAAAAABA"},
+        topic_ids={"recreated-0": "AAAAAAAAAAAAAAAAAAAAAg"},
     )
     ledger = root / "acks.jsonl"
     rows = [
@@ -425,11 +418,4 @@ def test_a_topic_created_again_on_other_brokers_judges_each_ack_by_the_incarnati
 ) -> None:
     found = of_topic(scenarios.found, "recreated")
     assert missing_acks(found) == []
-    assert kinds_above_info(found) == {}
-
-
-def test_logs_without_a_topic_id_beside_two_topic_ids_are_each_one_of_their_own(scenarios: Scenarios) -> None:
-    """Broker 4's Monday and Tuesday logs hold other producers at the same offsets, but neither names
-    its topic id where the partition's other logs name two: nothing says they are one topic."""
-    found = of_topic(scenarios.found, "unlabelled")
     assert kinds_above_info(found) == {}
