@@ -466,7 +466,7 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
         "replica",
         F.col("log_start_offset").alias("_start"),
         F.least(F.coalesce("high_watermark", "log_end_offset"), F.col("log_end_offset")).alias("_bound"),
-        F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("_time"),
+        F.col("dump_time_ms").alias("_time"),
     )
     eligible = eligible.withColumn(
         "_order",

@@ -360,6 +360,9 @@ def audit(
     ]
     if "txnindex" in present:
         frames.append(transactions.txn_index_consistency(event_rows, bronze.txn_index, bronze.files))
+    # The producers of each log's previous dump it holds no batch of: judged by the snapshot rule or by
+    # the earlier-dump rule, whichever saw the producer later (one verdict each).
+    gone = retention.gone_since_previous_dump(producers, logs) if "several logs" in present else None
     if "snapshots" in present:
         frames += [
             transactions.hanging_transactions_in_snapshots(
@@ -370,15 +373,15 @@ def audit(
                 bronze.producer_snapshots,
                 logs,
                 profile,
-                retention.gone_since_previous_dump(producers, logs) if "several logs" in present else None,
+                gone,
             ),
             consistency.snapshot_mismatch(history, producers, bronze.producer_snapshots, logs),
         ]
-    if "several logs" in present:
+    if gone is not None:
         # Several logs of one partition: replicas, or dumps taken at different times.
         frames += [
             retention.producers_across_dumps(
-                producers, logs, profile, bronze.producer_snapshots if "snapshots" in present else None
+                gone, profile, bronze.producer_snapshots if "snapshots" in present else None
             ),
             consistency.replica_divergence(bronze.batches, logs),
         ]

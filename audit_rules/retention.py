@@ -156,17 +156,16 @@ def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame
     earlier = previous_dumps(logs).join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
-    return earlier.join(producers, ["log_key", "producer_id"], "left_anti")
+    return earlier.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "left_anti")
 
 
 def producers_across_dumps(
-    producers: DataFrame, logs: DataFrame, profile: Profile, snapshots: DataFrame | None = None
+    gone: DataFrame, profile: Profile, snapshots: DataFrame | None = None
 ) -> DataFrame:
     """UNKNOWN_PRODUCER_RETENTION (info) or UNKNOWN_PRODUCER_LOSS (critical): a producer of the earlier dump
-    absent from the later one (seed 000 rule 4; `producers`: `history.producer_summary`). One the later
+    absent from the later one (seed 000 rule 4; `gone`: `gone_since_previous_dump`). One the later
     log's newest snapshot lists at or past its last offset here is left to `snapshot_producers`, which
     judges it by that later state; a staler entry does not hide what the earlier dump shows."""
-    gone = gone_since_previous_dump(producers, logs)
     if snapshots is not None:
         # The snapshot knows the producer at least as late as the earlier dump did: its rule judges it.
         listed = latest_snapshot_entries(snapshots).select(
@@ -790,9 +789,8 @@ def _reach(logs: DataFrame, targets: DataFrame) -> DataFrame:
     """Per target log of the acks (the newest log of each replica): its end, its incarnation, and
     `_reach`, the furthest end of the other replicas' target logs of its partition and incarnation
     whose dump was captured as late or later (null without one)."""
-    dump_time = F.max("capture_time_ms").over(Window.partitionBy("dump_id"))
     mine = logs.join(targets.select("log_key"), "log_key", "left_semi").select(
-        "log_key", *PARTITION_OF_LOG, "log_end_offset", dump_time.alias("_time")
+        "log_key", *PARTITION_OF_LOG, "log_end_offset", F.col("dump_time_ms").alias("_time")
     )
     theirs = mine.select(
         *PARTITION_OF_LOG,
