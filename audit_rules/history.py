@@ -59,7 +59,9 @@ HISTORY_BATCH_COLUMNS = (
 )
 
 
-def replayed(batches: DataFrame, copy_lookback: int = replay.COPY_LOOKBACK) -> DataFrame:
+def replayed(
+    batches: DataFrame, copy_lookback: int = replay.COPY_LOOKBACK, markers_refresh: bool = True
+) -> DataFrame:
     """Producer batches with the columns of their replay, keyed by the ids of their log and file
     (`logs.with_log_id`, hashes of each row's own columns: the history waits for no other frame): what
     the audit stores of the history. `derived` adds the history's other
@@ -84,7 +86,7 @@ def replayed(batches: DataFrame, copy_lookback: int = replay.COPY_LOOKBACK) -> D
     # evaluate it once per row, where it stands).
     outputs = StructType([StructField(name, _parse_type(kind)) for name, kind in replay.OUTPUTS])
     # (pyspark's stubs have no overload for a struct-returning UDF typed by its hints)
-    scan = F.arrow_udf(replay.replay_columns(copy_lookback), outputs).asNondeterministic()  # type: ignore[call-overload]
+    scan = F.arrow_udf(replay.replay_columns(copy_lookback, markers_refresh), outputs).asNondeterministic()  # type: ignore[call-overload]
     b = b.withColumn("_scan", scan(*[F.col(c) for c in replay.INPUTS]))
     scanned = [F.col("_scan")[name].alias(name) for name, _ in replay.OUTPUTS]
     return b.select(*[c for c in b.columns if c != "_scan"], *scanned)
@@ -318,7 +320,8 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
 
 def state_expired(expiration_ms: int) -> Column:
     """True where the broker had forgotten the producer before this batch (`isProducerExpired`, §5.7):
-    no open transaction and at least `producer.id.expiration.ms` since its previous batch or marker."""
+    no open transaction and at least `producer.id.expiration.ms` since its previous batch or marker
+    (its previous data batch where the profile's markers do not refresh the time: `replayed`)."""
     idle = F.col("max_timestamp") - F.col("prev_event_timestamp")
     return ~F.coalesce(F.col("prev_event_open_txn"), F.lit(False)) & F.coalesce(
         idle >= F.lit(expiration_ms), F.lit(False)

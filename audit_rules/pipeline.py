@@ -270,7 +270,7 @@ def audit(
     # The history is stored narrow: keyed by the numeric log and file ids, without the columns that
     # follow from each row alone (`derived`, which each reader adds) or from its log (the per-log facts
     # every producer rule needs, joined by `readable`: no join per rule).
-    stored = keep(replayed(bronze.batches, copy_lookback), "history")
+    stored = keep(replayed(bronze.batches, copy_lookback, profile.markers_refresh_expiry), "history")
     # The events (the few rows the rules over single batches and markers can fire on) and the exact
     # copies are found by the ids alone, while the logs are still being bounded.
     event_base = keep(events(derived(stored)), "history events")

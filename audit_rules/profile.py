@@ -71,6 +71,13 @@ class Profile:
         """2.5+ accepts any sequence from a producer it has no state for (KAFKA-8710, KIP-360)."""
         return BROKER_LINES.index(self.broker_line) >= BROKER_LINES.index("2.5")
 
+    @property
+    def markers_refresh_expiry(self) -> bool:
+        """Whether a transaction marker restarts the producer's expiry time (`lastTimestamp`): in 0.11,
+        whose state kept the last append's time, and since 2.5 (KAFKA-9144); 1.0 to 2.4 time it from
+        the last data batch (`ProducerStateEntry.lastTimestamp`, KAFKA-5494)."""
+        return self.broker_line != "1.0"
+
     def is_compacted(self, topic: str) -> bool:
         return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.compacted_topics)
 

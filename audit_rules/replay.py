@@ -205,10 +205,15 @@ def _segmented_max_before(
 
 
 def scan_batch(
-    cols: dict[str, np.ndarray], key_changes: np.ndarray, state: _State, lookback: int = COPY_LOOKBACK
+    cols: dict[str, np.ndarray],
+    key_changes: np.ndarray,
+    state: _State,
+    lookback: int = COPY_LOOKBACK,
+    markers_refresh: bool = True,
 ) -> dict[str, Any]:
     """The scan columns of one Arrow batch (numpy arrays, with `<name>_null` masks), updating `state`
-    to the values its last producer carries into the next batch; `lookback`: `_copies`'."""
+    to the values its last producer carries into the next batch; `lookback`: `_copies`'; `markers_refresh`:
+    whether a marker refreshes the producer's expiry time (`prev_event_timestamp`; the profile's)."""
     n = len(cols["base_offset"])
     start = key_changes
     seg, seg_first = _segments(start)
@@ -261,10 +266,19 @@ def scan_batch(
     for name, values, key in (
         ("prev_offset", offset, "offset"),
         ("prev_producer_epoch", cols["producer_epoch"], "epoch"),
-        ("prev_event_timestamp", cols["max_timestamp"], "timestamp"),
         ("prev_event_open_txn", open_txn, "open_txn"),
     ):
         out[name], out[name + "_null"] = _take(values, ok_at, last_ok[key] if last_ok else None)
+    # The previous in-stream batch (a valid data batch) of the producer.
+    last_stream = state.last_stream if carry else None
+    s_at = _before(_last_upto(in_stream, seg, seg_first), start, NONE, CARRIED)
+    # The time the broker's expiry measures from: its last batch or marker, or, where markers do not
+    # refresh it (`markers_refresh` false: 1.0 to 2.4), its last data batch.
+    out["prev_event_timestamp"], out["prev_event_timestamp_null"] = (
+        _take(cols["max_timestamp"], ok_at, last_ok["timestamp"] if last_ok else None)
+        if markers_refresh
+        else _take(cols["max_timestamp"], s_at, last_stream["t"] if last_stream else None)
+    )
     # Lowest earlier epoch of a valid row: the running max of the negated epoch.
     m_init = state.min_epoch if carry else 0
     m_code = np.where(ok, EPOCH_BIAS - epoch, 0)
@@ -279,8 +293,6 @@ def scan_batch(
     out["markers_before_null"] = np.zeros(n, dtype=bool)
 
     # The previous in-stream batch: the stream's previous batch when its epoch is this one.
-    last_stream = state.last_stream if carry else None
-    s_at = _before(_last_upto(in_stream, seg, seg_first), start, NONE, CARRIED)
     p: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for key, values in (
         ("e", epoch),
@@ -406,6 +418,7 @@ def scan_batch(
             "o": int(offset[st_i]),
             "b": int(base[st_i]),
             "l": int(last[st_i]),
+            "t": int(cols["max_timestamp"][st_i]),
         }
     elif not keep_prefix:
         state.last_stream = None
@@ -486,7 +499,9 @@ def _copies(
     return answer, kept
 
 
-def _output_arrays(arrays: list[Any], state: _State, lookback: int = COPY_LOOKBACK) -> list[Any]:
+def _output_arrays(
+    arrays: list[Any], state: _State, lookback: int = COPY_LOOKBACK, markers_refresh: bool = True
+) -> list[Any]:
     """The scan columns (pyarrow arrays, in OUTPUTS order) of one Arrow batch's INPUTS columns (`arrays`,
     in INPUTS order, at least one row), updating `state`."""
     n = len(arrays[0])
@@ -506,7 +521,7 @@ def _output_arrays(arrays: list[Any], state: _State, lookback: int = COPY_LOOKBA
             cols[name + "_null"] = np.asarray(column.is_null())
             column = column.fill_null(0)
         cols[name] = np.asarray(column)
-    out = scan_batch(cols, change, state, lookback)
+    out = scan_batch(cols, change, state, lookback, markers_refresh)
     state.key = (keys[-1].as_py(), pids[-1].as_py())
     result = []
     for name, sql_type in OUTPUTS:
@@ -526,20 +541,22 @@ def _arrow_type(sql_type: str) -> Any:
     return _ARROW_TYPES[sql_type]
 
 
-def replay_batches(batches: Iterable[Any], lookback: int = COPY_LOOKBACK) -> Iterator[Any]:
+def replay_batches(
+    batches: Iterable[Any], lookback: int = COPY_LOOKBACK, markers_refresh: bool = True
+) -> Iterator[Any]:
     """`mapInArrow` form of the scan: each input Arrow batch (sorted rows holding INPUTS) with the scan
     columns appended."""
     state = _State()
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        arrays = _output_arrays([batch.column(name) for name in INPUTS], state, lookback)
+        arrays = _output_arrays([batch.column(name) for name in INPUTS], state, lookback, markers_refresh)
         yield pa.RecordBatch.from_arrays(
             [*batch.columns, *arrays], names=[*batch.schema.names, *(name for name, _ in OUTPUTS)]
         )
 
 
-def replay_columns(lookback: int = COPY_LOOKBACK) -> Callable[..., pa.Array]:
+def replay_columns(lookback: int = COPY_LOOKBACK, markers_refresh: bool = True) -> Callable[..., pa.Array]:
     """The scan as the body of a scalar Arrow UDF over the INPUTS columns, returning a struct of OUTPUTS.
 
     Spark evaluates a scalar Arrow UDF batch by batch in the order of the task's rows (the sort's), in
@@ -562,7 +579,7 @@ def replay_columns(lookback: int = COPY_LOOKBACK) -> Callable[..., pa.Array]:
             empty = [pa.array([], type=_arrow_type(sql_type)) for _, sql_type in OUTPUTS]
             return pa.StructArray.from_arrays(empty, names=names)
         return pa.StructArray.from_arrays(
-            _output_arrays(list(arrays), carried["state"], lookback), names=names
+            _output_arrays(list(arrays), carried["state"], lookback, markers_refresh), names=names
         )
 
     return scan

@@ -137,6 +137,7 @@ class _ProducerState:
     # Batches that passed the epoch and sequence-shape checks, data and markers, as (is_control, epoch).
     accepted: list[tuple[bool, int]] = field(default_factory=list)
     previous: Batch | None = None
+    previous_data: Batch | None = None
     epoch: int | None = None
     first_at_epoch: Batch | None = None
     streams: dict[int, list[_StreamBatch]] = field(default_factory=dict)
@@ -248,12 +249,14 @@ class _Replay:
 
     def _expired(self, state: _ProducerState, batch: Batch) -> bool:
         """`isProducerExpired` (§5.7): no open transaction and `producer.id.expiration.ms` since the
-        producer's previous batch or marker (markers refresh `lastTimestamp` since 2.5)."""
+        producer's previous batch or marker (its previous data batch in 1.0 to 2.4, where markers do not
+        refresh `lastTimestamp`)."""
         previous = state.previous
-        if previous is None:
+        timed_from = previous if self.profile.markers_refresh_expiry else state.previous_data
+        if previous is None or timed_from is None:
             return False
         open_transaction = previous["is_transactional"] and not previous["is_control"]
-        idle = batch["max_timestamp"] - previous["max_timestamp"]
+        idle = batch["max_timestamp"] - timed_from["max_timestamp"]
         return not open_transaction and idle >= self.profile.producer_id_expiration_ms
 
     def _next_in_epoch(
@@ -415,6 +418,8 @@ class _Replay:
             state.epoch, state.first_at_epoch = epoch, batch
         state.accepted.append((batch["is_control"], epoch))
         state.previous = batch
+        if not batch["is_control"]:
+            state.previous_data = batch
 
     def _emit(self, kind: str, batch: Batch, **fields: Any) -> None:
         self.findings.append(_finding(kind, batch, **fields))

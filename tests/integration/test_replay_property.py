@@ -399,3 +399,32 @@ def test_a_copy_a_broker_before_2_5_would_have_refused_with_or_without_state(spa
     assert "should have refused it either way" in finding["message"], finding["message"]
     assert "OUT_OF_ORDER_SEQUENCE_NUMBER" in finding["message"], finding["message"]
     assert "forgotten" not in finding["message"], finding["message"]
+
+
+@pytest.mark.parametrize(
+    ("profile_name", "verdict"), [("kafka-1.0", "had forgotten it"), ("kafka-2.5", "should have caught it")]
+)
+def test_a_marker_restarts_the_expiry_only_where_the_broker_line_times_it_from_markers(
+    spark: SparkSession, profile_name: str, verdict: str
+) -> None:
+    """Producer 7's transaction at sequence 0 is aborted eight days later, and an hour after the marker
+    the batch comes again. 1.0 to 2.4 time a producer's expiry from its last data batch: the broker had
+    forgotten it and took sequence 0 as a new producer's. 2.5+ time it from the marker too: it still
+    held the state, and the copy is in its window."""
+    log = LogBuilder()
+    original = log.data(7, 0, 0, transactional=True)["base_offset"]
+    log.wait(8 * DAY_MS)
+    log.marker(7, 0, "ABORT")
+    log.wait(3_600_000)
+    copy = log.data(7, 0, 0, transactional=True)["base_offset"]
+    profile = load_profile(profile_name)
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
+    (finding,) = audit(bronze, profile).findings.where("kind = 'DUPLICATE_BATCH'").collect()
+    assert (finding["first_offset"], finding["related_offset"]) == (copy, original)
+    assert verdict in finding["message"], finding["message"]
+    (expected,) = [
+        f
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=0)
+        if f["kind"] == "DUPLICATE_BATCH"
+    ]
+    assert verdict in expected["message"], expected["message"]

@@ -170,6 +170,29 @@ def test_markers_before_counts_a_fenced_marker_too() -> None:
         assert [r["markers_before"] for r in got] == [0, 0, 1, 1, 2]
 
 
+def test_expiry_is_timed_from_the_last_marker_or_from_the_last_data_batch_by_broker_line() -> None:
+    """Producer 7 writes at 100, a regression at epoch 0 fenced at 150, commits a transaction at 200
+    (marker) and writes again at 300; producer 8 carries on at 400. 0.11 and 2.5+ time a producer's
+    expiry from its last batch or marker; 1.0 to 2.4 from its last data batch (the marker at 200 does
+    not count there, nor does the fenced batch). Checked cut after every row."""
+    rows = [
+        (1, 7, 0, 0, 0, 0, 1, False, True, None, 100),
+        (1, 7, 1, 1, 1, 1, 0, False, False, None, 150),
+        (1, 7, 2, 2, -1, -1, 1, True, True, 3, 200),
+        (1, 7, 3, 3, 1, 1, 1, False, False, None, 300),
+        (1, 8, 4, 4, 0, 0, 0, False, False, None, 400),
+    ]
+    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    for batches in (table.to_batches(), _cut(table, [1])):
+        refreshed = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
+        data_only = pa.Table.from_batches(list(replay_batches(batches, markers_refresh=False))).to_pylist()
+        assert [r["epoch_regressed"] for r in refreshed] == [False, True, False, False, False]
+        assert [r["prev_event_timestamp"] for r in refreshed] == [None, 100, 100, 200, None]
+        assert [r["prev_event_timestamp"] for r in data_only] == [None, 100, 100, 100, None]
+        # The open transaction is the last valid row's, whichever the time is taken from.
+        assert [r["prev_event_open_txn"] for r in data_only] == [None, True, True, False, None]
+
+
 def test_highest_sequence_before_and_first_base_of_a_stream() -> None:
     """A stream that starts at sequence 5, runs to 7, goes back to 3 (late), jumps to 10; then a new epoch
     from 0. Each batch sees the stream's highest last sequence before it and the stream's first base."""
