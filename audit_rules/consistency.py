@@ -336,10 +336,18 @@ def offset_overlap(batches: DataFrame, logs: DataFrame, files: DataFrame) -> Dat
 
 
 def snapshot_mismatch(
-    history: DataFrame, producers: DataFrame, snapshots: DataFrame, logs: DataFrame
+    history: DataFrame,
+    producers: DataFrame,
+    snapshots: DataFrame,
+    logs: DataFrame,
+    markers_move_last_offset: bool = False,
 ) -> DataFrame:
     """SNAPSHOT_MISMATCH: a snapshot entry differs from the state replayed from the retained log below its
-    offset (§4.2, §5.8; `producers`: `history.producer_summary`)."""
+    offset (§4.2, §5.8; `producers`: `history.producer_summary`).
+
+    An entry's last offset is its producer's last data batch's (`lastDataOffset`, 1.0 and later), or,
+    with `markers_move_last_offset` (0.11, whose `ProducerIdEntry` took a marker's offset as its last
+    offset), its last batch's or marker's; its last sequence is always its last data batch's."""
     entries = join_log(with_log_key(snapshots), logs, "log_start_offset", "compacted", "cleaned_to")
     entries = entries.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "inner")
     # Snapshot entries become events in the producer's offset order: ordered at the snapshot offset,
@@ -392,28 +400,31 @@ def snapshot_mismatch(
     replayed = (
         events.withColumn("last_data", F.last("data", ignorenulls=True).over(w))
         .withColumn("epoch_seen", F.max("epoch").over(w))
+        # Events are in offset order: the latest batch or marker so far ends at the highest offset.
+        .withColumn("last_row", F.max(F.when(F.col("_order") == 1, F.col("at"))).over(w))
         .where(F.col("snap").isNotNull() & F.col("epoch_seen").isNotNull())
     )
     s = F.col("snap")
+    last_offset = F.col("last_row") if markers_move_last_offset else F.col("last_data.last_offset")
     full = (s.last_offset >= s.log_start_offset) & (s.last_offset >= 0)
     differs = (s.producer_epoch != F.col("epoch_seen")) | (
         full
         & (
             F.col("last_data").isNull()
-            | (s.last_offset != F.col("last_data.last_offset"))
+            | (s.last_offset != last_offset)
             | (s.last_sequence != F.col("last_data.last_sequence"))
         )
     )
     # An older snapshot of a compacted log names a batch (and epoch) the cleaner has since removed: the
     # log then holds an earlier batch below the snapshot, or none.
-    replayed_last = F.coalesce(F.col("last_data.last_offset"), F.lit(-1))
+    replayed_last = F.coalesce(last_offset, F.lit(-1))
     removed = F.coalesce(s.compacted, F.lit(False)) | F.coalesce(s.cleaned_to > replayed_last, F.lit(False))
     compacted_away = removed & (s.producer_epoch >= F.col("epoch_seen")) & (s.last_offset > replayed_last)
     rows = replayed.where(differs & ~compacted_away).select(
         "producer_id",
         "snap.*",
         "epoch_seen",
-        F.col("last_data.last_offset").alias("replayed_last_offset"),
+        last_offset.alias("replayed_last_offset"),
         F.col("last_data.last_sequence").alias("replayed_last_sequence"),
     )
     return to_findings(

@@ -296,8 +296,8 @@ def settle(history: DataFrame, copied: DataFrame | None) -> DataFrame:
 
 
 def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
-    """One row per (log, producer id) of the history: the last offset of any retained batch or marker,
-    the offset of its last marker and of its last transactional data batch.
+    """One row per (log, producer id) of the history: the first and last offsets of its retained batches
+    and markers, the offset of its last marker and of its last transactional data batch.
 
     Aggregated from the per-file facts of the bronze batches the history is built of
     (`logs.file_producers`; `logs`: `logs.log_bounds`): no pass over the batches of its own.
@@ -306,6 +306,7 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
         facts.where(F.col("producer_id").isNotNull())
         .groupBy(*LOG_KEY, "producer_id")
         .agg(
+            F.min("retained_first_offset").alias("retained_first_offset"),
             F.max("retained_last_offset").alias("retained_last_offset"),
             F.max("last_marker").alias("last_marker"),
             F.max("last_transactional_data").alias("last_transactional_data"),
@@ -314,7 +315,12 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
     keys = logs.select(*(F.col(c).alias(f"_l_{c}") for c in LOG_KEY), "log_key")
     on = [F.col(c).eqNullSafe(F.col(f"_l_{c}")) for c in LOG_KEY]
     return per_producer.join(F.broadcast(keys), on, "inner").select(
-        "log_key", "producer_id", "retained_last_offset", "last_marker", "last_transactional_data"
+        "log_key",
+        "producer_id",
+        "retained_first_offset",
+        "retained_last_offset",
+        "last_marker",
+        "last_transactional_data",
     )
 
 

@@ -118,6 +118,7 @@ def file_producers(batches: DataFrame) -> DataFrame:
         "bytes": F.col("size_bytes"),
     }
     per_producer = {
+        "retained_first_offset": F.min(F.col("base_offset")),
         "retained_last_offset": F.max(F.col("last_offset")),
         "last_marker": F.max(F.when(F.col("is_control"), F.col("base_offset"))),
         "last_transactional_data": F.max(
@@ -221,6 +222,9 @@ def log_bounds(
     return logs.select(
         *LOG_KEY,
         "capture_time_ms",
+        # A dump's time, for comparing the logs of different replicas: the newest capture time of its
+        # replicas (`capture_time_ms`, a lower bound of when each was copied, orders one replica's dumps).
+        F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("dump_time_ms"),
         F.coalesce(start, F.col("first_batch_offset"), F.lit(0)).cast("long").alias("log_start_offset"),
         # A dump's time, for comparing the logs of different replicas: the newest capture time of its
         # replicas (`capture_time_ms`, a lower bound of when each was copied, orders one replica's dumps).

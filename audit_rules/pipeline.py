@@ -375,7 +375,13 @@ def audit(
                 profile,
                 gone,
             ),
-            consistency.snapshot_mismatch(history, producers, bronze.producer_snapshots, logs),
+            consistency.snapshot_mismatch(
+                history,
+                producers,
+                bronze.producer_snapshots,
+                logs,
+                markers_move_last_offset=profile.broker_line == "0.11",
+            ),
         ]
     if gone is not None:
         # Several logs of one partition: replicas, or dumps taken at different times.

@@ -60,8 +60,9 @@ def snapshot_producers(
     retained batch (`producers`: `history.producer_summary`). On a compacted log the cleaner may have
     removed them after the snapshot was written, once the broker forgot the producer (a producer the
     broker forgot loses the cleaner's protection of its last batch, §5.9): not loss where the cleaner
-    has passed the entry's last offset and the entry's timestamp is at least producer.id.expiration.ms
-    before the dump's capture time.
+    has passed the entry's last offset, the entry's timestamp is at least producer.id.expiration.ms
+    before the dump's capture time and it has no transaction open (the broker never expires such a
+    producer, and the cleaner does not pass the last stable offset).
 
     With `gone` (`gone_since_previous_dump`), an entry staler than what the previous dump shows of its
     producer (a last offset below the producer's there) is left to `producers_across_dumps`."""
@@ -104,6 +105,9 @@ def snapshot_producers(
             (F.col("last_offset") >= F.col("log_start_offset"))
             & ~(
                 compaction_may_have_removed(F.col("last_offset"))
+                # A producer with a transaction open never expires, and the cleaner stops at the first
+                # open transaction's offset (the last stable offset): its batches stay.
+                & (F.col("current_txn_first_offset") < 0)
                 & F.coalesce(
                     F.col("capture_time_ms") - F.col("timestamp") >= profile.producer_id_expiration_ms,
                     F.lit(False),
@@ -145,14 +149,16 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
         "capture_time_ms",
         F.lag("log_key").over(w).alias("previous_log_key"),
         F.lag("dump_id").over(w).alias("previous_dump_id"),
+        F.lag("high_watermark").over(w).alias("previous_high_watermark"),
     ).where(F.col("previous_log_key").isNotNull())
 
 
 def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame:
     """The producers of each log's previous dump (`previous_dumps`) with no batch in the log: the log's
-    columns, `producer_id`, `retained_last_offset` (its last offset there, `L`) and `previous_dump_id`
-    (`producers`: `history.producer_summary`)."""
-    producers = producers.select("log_key", "producer_id", "retained_last_offset")
+    columns, `producer_id`, `retained_first_offset` and `retained_last_offset` (its first and last
+    offsets there; the last is `L`), `previous_dump_id` and `previous_high_watermark` (`producers`:
+    `history.producer_summary`)."""
+    producers = producers.select("log_key", "producer_id", "retained_first_offset", "retained_last_offset")
     earlier = previous_dumps(logs).join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
@@ -205,14 +211,28 @@ def producers_across_dumps(
             & ~compaction_may_have_removed(F.col("retained_last_offset"))
         ),
         "UNKNOWN_PRODUCER_LOSS",
-        fmt(
-            "Producer %s wrote up to offset %s in dump %s, but this dump holds none of its batches "
-            "although its log "
-            "starts at %s: the producer's data was lost or rewritten.",
-            "producer_id",
-            "retained_last_offset",
-            "previous_dump_id",
-            "log_start_offset",
+        F.concat(
+            fmt(
+                "Producer %s wrote up to offset %s in dump %s, but this dump holds none of its batches "
+                "although its log starts at %s: the producer's data was lost or rewritten",
+                "producer_id",
+                "retained_last_offset",
+                "previous_dump_id",
+                "log_start_offset",
+            ),
+            # All of it above the earlier dump's high watermark: not yet committed when it was dumped.
+            F.when(
+                F.col("retained_first_offset") >= F.col("previous_high_watermark"),
+                fmt(
+                    "; all of it lay at or above that dump's high watermark %s (offsets %s to %s, not yet "
+                    "committed then): a leader change truncates such batches, which an acks=all producer "
+                    "was never told were written",
+                    "previous_high_watermark",
+                    "retained_first_offset",
+                    "retained_last_offset",
+                ),
+            ).otherwise(F.lit("")),
+            F.lit("."),
         ),
         **common,
     )

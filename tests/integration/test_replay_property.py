@@ -28,7 +28,7 @@ from audit_rules.replay import COPY_LOOKBACK
 from jobs.decode_tasks import WalkMarks
 from jobs.ingest import session_conf
 from jobs.profiles import available_profiles, load_profile
-from schemas.tables import BATCHES, QUARANTINE
+from schemas.tables import BATCHES, PRODUCER_SNAPSHOTS, QUARANTINE
 from tests.reference_replay import COORDINATOR_TOPICS, reference_findings
 from tests.strategies import COMPACTED_TOPIC, DAY_MS, LogBuilder, LogHistory, log_histories
 
@@ -428,3 +428,50 @@ def test_a_marker_restarts_the_expiry_only_where_the_broker_line_times_it_from_m
         if f["kind"] == "DUPLICATE_BATCH"
     ]
     assert verdict in expected["message"], expected["message"]
+
+
+@pytest.mark.parametrize(
+    ("profile_name", "stored_last_offset", "mismatch"),
+    [
+        ("kafka-0.11", "marker", False),
+        ("kafka-0.11", "data", True),
+        ("kafka-3.4", "data", False),
+        ("kafka-3.4", "marker", True),
+    ],
+)
+def test_a_snapshot_after_a_marker_names_the_marker_only_in_0_11(
+    spark: SparkSession, profile_name: str, stored_last_offset: str, mismatch: bool
+) -> None:
+    """Producer 7 writes sequences 0 and 1 in a transaction and commits it; the snapshot after the marker
+    stores its last offset. 0.11's `ProducerIdEntry` took the marker's offset as the producer's last
+    offset; from 1.0 on the snapshot keeps the last data batch's (`lastDataOffset`). Either way its last
+    sequence is the last data batch's."""
+    log = LogBuilder()
+    log.data(7, 0, 0, transactional=True)
+    data = log.data(7, 0, 1, transactional=True)
+    marker = log.marker(7, 0, "COMMIT")
+    log.data(8, 0, 0)
+    snapshot_offset = marker["base_offset"] + 1
+    last = marker if stored_last_offset == "marker" else data
+    entry = {
+        **{k: data[k] for k in ("dump_id", "replica", "topic", "partition")},
+        "file": f"{snapshot_offset:020d}.snapshot",
+        "position": 10,
+        "snapshot_offset": snapshot_offset,
+        "producer_id": 7,
+        "producer_epoch": 0,
+        "last_sequence": 1,
+        "last_offset": last["base_offset"],
+        "offset_delta": 0,
+        "timestamp": last["max_timestamp"],
+        "coordinator_epoch": 0,
+        "current_txn_first_offset": -1,
+    }
+    bronze = replace(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)),
+        producer_snapshots=spark.createDataFrame([entry], PRODUCER_SNAPSHOTS.schema),
+    )
+    found = audit(bronze, load_profile(profile_name)).findings.where("severity != 'info'").collect()
+    assert [(f["kind"], f["related_offset"]) for f in found] == (
+        [("SNAPSHOT_MISMATCH", snapshot_offset)] if mismatch else []
+    )

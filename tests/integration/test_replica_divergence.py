@@ -151,6 +151,14 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
     # compacted-recent: as compacted-gone, but the snapshot's producer 14 wrote an hour before the
     # dump: the broker had not forgotten it, so the cleaner kept its last batch.
     recent = (14, 0, 0, 5, 0, int((time.time() + DAY_S - 3600) * 1000), 0, -1)
+    # compacted-open: as compacted-gone, but producer 16's transaction, begun at offset 5, is open: the
+    # broker never forgets such a producer, and the cleaner stops at the open transaction.
+    open_txn = (16, 0, 0, 5, 0, 1_700_000_000_005, 0, 5)
+    # uncommitted: on Monday producer 17's batches (offsets 5-7) lie above broker 1's high watermark 5;
+    # by Tuesday a new leader wrote producer 18's batches there, and broker 1 followed it.
+    committed = batches_of(1, 0, values(5, b"m"), start_offset=0, start_seq=0)
+    unreplicated = batches_of(17, 0, values(3, b"n"), start_offset=5, start_seq=0)
+    replacing = batches_of(18, 0, values(5, b"o"), start_offset=5, start_seq=0)
     # repeated: in each of three daily dumps broker 2 holds producer 31's batches where broker 1 holds
     # producer 30's: one rewrite, seen in each dump.
     wednesday = root / "wednesday"
@@ -181,6 +189,7 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
             "lost-listed-0": (encoded(lost_pid + kept), 10),
             "repeated-0": (ones, 5),
             "stale-snapshot-0": (encoded(stale_pid), 10),
+            "uncommitted-0": (encoded(committed + unreplicated), 5),
         },
     )
     broker_dir(
@@ -197,6 +206,8 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
             "rotted-rewrite-0": (encoded(written), 10),
             "stale-snapshot-0": (after_stale, 15),
             "compacted-recent-0": (encoded(survivors), 10),
+            "compacted-open-0": (encoded(survivors), 10),
+            "uncommitted-0": (encoded(committed + replacing), 10),
         },
         later_s=DAY_S,
         snapshots={
@@ -204,8 +215,9 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
             "lost-listed-0": (10, [(13, 0, 4, 4, 0, 0, 0, -1)]),
             "stale-snapshot-0": (4, [(15, 0, 3, 3, 0, 0, 0, -1)]),
             "compacted-recent-0": (10, [recent]),
+            "compacted-open-0": (10, [open_txn]),
         },
-        cleaned={"compacted-gone-0": 10, "compacted-recent-0": 10},
+        cleaned={"compacted-gone-0": 10, "compacted-recent-0": 10, "compacted-open-0": 10},
     )
     broker_dir(
         tuesday,
@@ -375,6 +387,15 @@ def test_a_snapshot_producer_that_wrote_within_the_expiration_is_lost_on_a_compa
     assert kinds_above_info(found) == {"UNKNOWN_PRODUCER_LOSS": 1}
 
 
+def test_a_snapshot_producer_with_a_transaction_open_is_lost_on_a_compacted_log(scenarios: Scenarios) -> None:
+    """The broker never expires a producer with a transaction open, and the cleaner does not pass the
+    transaction's first offset: its batch at offset 5 was not compacted away."""
+    found = of_topic(scenarios.found, "compacted-open")
+    lost = [(f["dump_id"], f["producer_id"]) for f in found if f["kind"] == "UNKNOWN_PRODUCER_LOSS"]
+    assert lost == [("tuesday", 16)]
+    assert kinds_above_info(found) == {"UNKNOWN_PRODUCER_LOSS": 1}
+
+
 def test_a_snapshot_staler_than_the_earlier_dump_leaves_the_loss_to_it(scenarios: Scenarios) -> None:
     """Tuesday's snapshot has producer 15 at offset 3, Monday's dump at 9: one loss, the dump's."""
     found = of_topic(scenarios.found, "stale-snapshot")
@@ -382,6 +403,26 @@ def test_a_snapshot_staler_than_the_earlier_dump_leaves_the_loss_to_it(scenarios
     assert [(f["dump_id"], f["producer_id"], f["related_offset"]) for f in lost] == [("tuesday", 15, 9)]
     assert "in dump monday" in lost[0]["message"], lost[0]["message"]
     assert divergence(found) == [("tuesday", "1", 0, 9, None)]
+
+
+def test_a_producer_gone_that_the_earlier_dump_held_only_above_its_high_watermark(
+    scenarios: Scenarios,
+) -> None:
+    """Producer 17's batches were above Monday's high watermark: the loss says so, and names the range;
+    a producer the earlier dump held below it (stale-snapshot) has no such clause."""
+    found = of_topic(scenarios.found, "uncommitted")
+    (lost,) = [f for f in found if f["kind"] == "UNKNOWN_PRODUCER_LOSS"]
+    assert (lost["dump_id"], lost["producer_id"], lost["last_offset"]) == ("tuesday", 17, 7)
+    assert (
+        "at or above that dump's high watermark 5 (offsets 5 to 7, not yet committed then)"
+        in (lost["message"])
+    ), lost["message"]
+    assert divergence(found) == []
+    assert kinds_above_info(found) == {"UNKNOWN_PRODUCER_LOSS": 1}
+    (other,) = [
+        f for f in of_topic(scenarios.found, "stale-snapshot") if f["kind"] == "UNKNOWN_PRODUCER_LOSS"
+    ]
+    assert "high watermark" not in other["message"], other["message"]
 
 
 def test_offsets_a_replica_does_not_hold_are_not_compared_even_below_its_checkpoint(
