@@ -226,9 +226,6 @@ def log_bounds(
         # replicas (`capture_time_ms`, a lower bound of when each was copied, orders one replica's dumps).
         F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("dump_time_ms"),
         F.coalesce(start, F.col("first_batch_offset"), F.lit(0)).cast("long").alias("log_start_offset"),
-        # A dump's time, for comparing the logs of different replicas: the newest capture time of its
-        # replicas (`capture_time_ms`, a lower bound of when each was copied, orders one replica's dumps).
-        F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("dump_time_ms"),
         F.when(
             F.col("checkpoint_log_start").isNotNull()
             & (F.col("checkpoint_log_start") >= F.coalesce(F.col("first_segment_offset"), F.lit(-1))),
