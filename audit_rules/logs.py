@@ -120,6 +120,7 @@ def file_producers(batches: DataFrame) -> DataFrame:
     per_producer = {
         "retained_first_offset": F.min(F.col("base_offset")),
         "retained_last_offset": F.max(F.col("last_offset")),
+        "producer_timestamp": F.max(F.when(F.col("crc_valid"), F.col("max_timestamp"))),
         "last_marker": F.max(F.when(F.col("is_control"), F.col("base_offset"))),
         "last_transactional_data": F.max(
             F.when(F.col("is_transactional") & ~F.col("is_control"), F.col("base_offset"))

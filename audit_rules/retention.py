@@ -156,9 +156,11 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
 def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame:
     """The producers of each log's previous dump (`previous_dumps`) with no batch in the log: the log's
     columns, `producer_id`, `retained_first_offset` and `retained_last_offset` (its first and last
-    offsets there; the last is `L`), `previous_dump_id` and `previous_high_watermark` (`producers`:
-    `history.producer_summary`)."""
-    producers = producers.select("log_key", "producer_id", "retained_first_offset", "retained_last_offset")
+    offsets there; the last is `L`), `producer_timestamp` (its newest batch's there),
+    `previous_dump_id` and `previous_high_watermark` (`producers`: `history.producer_summary`)."""
+    producers = producers.select(
+        "log_key", "producer_id", "retained_first_offset", "retained_last_offset", "producer_timestamp"
+    )
     earlier = previous_dumps(logs).join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
@@ -204,11 +206,17 @@ def producers_across_dumps(
         **common,
     )
     # A producer the broker had forgotten loses the cleaner's protection of its last batch (§5.9): on a
-    # compacted log all of its batches may be gone without loss.
+    # compacted log all of its batches may be gone without loss, where the broker may have forgotten it
+    # before the later dump: its newest batch then is at least producer.id.expiration.ms older (a later
+    # batch of its, gone too, would be newer still).
+    forgotten = F.coalesce(
+        F.col("capture_time_ms") - F.col("producer_timestamp") >= profile.producer_id_expiration_ms,
+        F.lit(False),
+    )
     loss = to_findings(
         gone.where(
             (F.col("retained_last_offset") >= F.col("log_start_offset"))
-            & ~compaction_may_have_removed(F.col("retained_last_offset"))
+            & ~(compaction_may_have_removed(F.col("retained_last_offset")) & forgotten)
         ),
         "UNKNOWN_PRODUCER_LOSS",
         F.concat(

@@ -159,6 +159,16 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
     committed = batches_of(1, 0, values(5, b"m"), start_offset=0, start_seq=0)
     unreplicated = batches_of(17, 0, values(3, b"n"), start_offset=5, start_seq=0)
     replacing = batches_of(18, 0, values(5, b"o"), start_offset=5, start_seq=0)
+    # cleaned-old, cleaned-recent: Monday's broker 1 holds producer 19 (offsets 0-4) and producer 1
+    # (5-9); by Tuesday the cleaner removed all of producer 19's batches. It may have, once the broker
+    # forgot producer 19: its batches are from 2023 in cleaned-old, an hour before the dump in
+    # cleaned-recent (the cleaner keeps a known producer's last batch).
+    vanishing = batches_of(19, 0, values(5, b"g"), start_offset=0, start_seq=0)
+    recently = [
+        replace(b, base_timestamp=int((time.time() + DAY_S - 3600) * 1000) + i)
+        for i, b in enumerate(vanishing)
+    ]
+    staying = batches_of(1, 0, values(5, b"h"), start_offset=5, start_seq=0)
     # repeated: in each of three daily dumps broker 2 holds producer 31's batches where broker 1 holds
     # producer 30's: one rewrite, seen in each dump.
     wednesday = root / "wednesday"
@@ -190,6 +200,8 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
             "repeated-0": (ones, 5),
             "stale-snapshot-0": (encoded(stale_pid), 10),
             "uncommitted-0": (encoded(committed + unreplicated), 5),
+            "cleaned-old-0": (encoded(vanishing + staying), 10),
+            "cleaned-recent-0": (encoded(recently + staying), 10),
         },
     )
     broker_dir(
@@ -208,6 +220,8 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
             "compacted-recent-0": (encoded(survivors), 10),
             "compacted-open-0": (encoded(survivors), 10),
             "uncommitted-0": (encoded(committed + replacing), 10),
+            "cleaned-old-0": (encoded(staying), 10),
+            "cleaned-recent-0": (encoded(staying), 10),
         },
         later_s=DAY_S,
         snapshots={
@@ -217,7 +231,13 @@ def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Scenarios
             "compacted-recent-0": (10, [recent]),
             "compacted-open-0": (10, [open_txn]),
         },
-        cleaned={"compacted-gone-0": 10, "compacted-recent-0": 10, "compacted-open-0": 10},
+        cleaned={
+            "compacted-gone-0": 10,
+            "compacted-recent-0": 10,
+            "compacted-open-0": 10,
+            "cleaned-old-0": 10,
+            "cleaned-recent-0": 10,
+        },
     )
     broker_dir(
         tuesday,
@@ -393,6 +413,22 @@ def test_a_snapshot_producer_with_a_transaction_open_is_lost_on_a_compacted_log(
     found = of_topic(scenarios.found, "compacted-open")
     lost = [(f["dump_id"], f["producer_id"]) for f in found if f["kind"] == "UNKNOWN_PRODUCER_LOSS"]
     assert lost == [("tuesday", 16)]
+    assert kinds_above_info(found) == {"UNKNOWN_PRODUCER_LOSS": 1}
+
+
+def test_a_producer_the_cleaner_removed_since_an_earlier_dump_is_lost_unless_the_broker_forgot_it(
+    scenarios: Scenarios,
+) -> None:
+    """Producer 19's batches, all of them, are gone from the compacted log: excused where they are older
+    than producer.id.expiration.ms at the later dump, lost where they were written an hour before it."""
+    assert kinds_above_info(of_topic(scenarios.found, "cleaned-old")) == {}
+    found = of_topic(scenarios.found, "cleaned-recent")
+    lost = [
+        (f["dump_id"], f["producer_id"], f["related_offset"])
+        for f in found
+        if f["kind"] == "UNKNOWN_PRODUCER_LOSS"
+    ]
+    assert lost == [("tuesday", 19, 4)]
     assert kinds_above_info(found) == {"UNKNOWN_PRODUCER_LOSS": 1}
 
 
