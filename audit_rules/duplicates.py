@@ -8,15 +8,15 @@ so only its content can match (KAFKA-14034, librdkafka #4953).
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import state_expired
+from audit_rules.history import STREAM_KEY, evicted_by_log_start, forgotten_before, state_expired
 from audit_rules.profile import Profile
 
 
-def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
+def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame | None = None) -> DataFrame:
     """DUPLICATE_BATCH: the same (pid, epoch, baseSeq, lastSeq) retained at two offsets; says whether the
     profile's broker should have caught it (RULES.md).
 
@@ -25,7 +25,12 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
     points at the first (`first_copy_offset`). Outside the window a broker holding the producer's state
     refuses the copy as out of sequence, unless it follows the batch before it in sequence; without
     state it accepts it only if it accepts an unknown producer's sequence (`accepts_unknown_producer`)
-    or the sequence is 0."""
+    or the sequence is 0. Before 2.5 the broker also forgot a producer once the log start offset
+    passed its last batch (`evicted`).
+
+    With `batches` (the stream batches of the history, with their log's columns), a copy whose stream
+    has a batch the broker took from a forgotten producer (`forgotten_before`) after the nearest copy
+    was not in the broker's cache: that cache started again there."""
     rows = history.where(F.col("transition") == "DUPLICATE")
     between = F.col("stream_index") - F.col("copy_of_index") - 1
     if profile.duplicate_window_sequences is not None:
@@ -34,17 +39,34 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
         ) < profile.duplicate_window_sequences
     else:
         in_window = between < profile.duplicate_window_batches
+    if batches is not None:
+        copies = rows.select(*STREAM_KEY, "base_offset", "copy_of_offset")
+        points = batches.where(forgotten_before(profile)).select(
+            *STREAM_KEY, F.col("base_offset").alias("_forgot_at")
+        )
+        reset = (
+            points.join(copies, list(STREAM_KEY), "inner")
+            .where(
+                (F.col("_forgot_at") > F.col("copy_of_offset")) & (F.col("_forgot_at") < F.col("base_offset"))
+            )
+            .select(*STREAM_KEY, "base_offset")
+            .distinct()
+            .withColumn("_reset", F.lit(True))
+        )
+        rows = rows.join(reset, [*STREAM_KEY, "base_offset"], "left")
+        in_window = in_window & ~F.coalesce(F.col("_reset"), F.lit(False))
     # Expiry explains the copy only where the broker accepts it from a producer it holds no state for.
     accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
     expired = state_expired(profile.producer_id_expiration_ms)
     forgotten = expired & accepted_unknown
+    evicted = evicted_by_log_start(profile)
     unknown_error = "OUT_OF_ORDER_SEQUENCE_NUMBER" if profile.broker_line == "0.11" else "UNKNOWN_PRODUCER_ID"
     follows = F.col("base_sequence_unwrapped") == F.col("prev_last_unwrapped") + 1
     window = profile.describe_window()
     not_a_retry = f"outside {window} ({profile.name}) the broker would not have recognised it as a retry"
     verdict = (
         F.when(
-            in_window & ~forgotten,
+            in_window & ~forgotten & ~evicted,
             F.lit(f"a broker keeping {window} ({profile.name}) should have caught it"),
         )
         .when(
@@ -54,6 +76,7 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
                 f"forgotten it"
             ),
         )
+        .when(evicted, _evicted_message(profile))
         .when(
             # Before 2.5 a broker that forgot the producer refuses any sequence but 0 too.
             expired,
@@ -109,6 +132,17 @@ def duplicate_batches(history: DataFrame, profile: Profile) -> DataFrame:
         F.concat(opening, verdict, F.lit(".")),
         related_offset="first_copy_offset",
         **BATCH_FIELDS,
+    )
+
+
+def _evicted_message(profile: Profile) -> Column:
+    return fmt(
+        "the log start offset (now %s) has passed the producer's previous batch (offset %s), and "
+        f"{profile.name} forgets such a producer (truncateHead) and takes sequence 0 from it as from a "
+        "new producer (a transactional client before 2.5 restarts at 0 after UNKNOWN_PRODUCER_ID): a "
+        "restart, if the log start moved before this batch was written",
+        "log_start_offset",
+        "prev_base_offset",
     )
 
 

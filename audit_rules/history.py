@@ -22,6 +22,7 @@ from pyspark.sql.types import (
 
 from audit_rules import replay
 from audit_rules.logs import with_log_id
+from audit_rules.profile import Profile
 from schemas.tables import LOG_KEY, SEQUENCE_HISTORY
 
 SEQUENCE_MODULUS = replay.SEQUENCE_MODULUS  # sequences are non-negative int32, wrap after 2147483647 (§1.4)
@@ -335,6 +336,33 @@ def state_expired(expiration_ms: int) -> Column:
     return ~F.coalesce(F.col("prev_event_open_txn"), F.lit(False)) & F.coalesce(
         idle >= F.lit(expiration_ms), F.lit(False)
     )
+
+
+def evicted_by_log_start(profile: Profile) -> Column:
+    """True where a broker before 2.5 had evicted the producer before this sequence-0 batch: the log
+    start offset (now) lies past the producer's previous batch, and `truncateHead` forgot every
+    producer whose last data offset fell below a new log start (§5.5, §5.7); it then takes sequence 0
+    as a new producer's. The previous batch's base offset stands for its last one (the history keeps
+    no other): one that straddles the log start kept its producer, yet counts as evicted. Never
+    null."""
+    if profile.accepts_unknown_producer:
+        return F.lit(False)
+    return F.coalesce(
+        (F.col("base_sequence") == 0) & (F.col("prev_base_offset") < F.col("log_start_offset")), F.lit(False)
+    )
+
+
+def forgotten_before(profile: Profile) -> Column:
+    """True on a stream batch (not its first) the broker took from a producer it had forgotten: its state
+    had expired and the broker takes the batch's sequence from an unknown producer (any sequence since
+    2.5, else only 0), or it had evicted the producer (`evicted_by_log_start`). Its cache of the
+    producer's last batches starts again there. Never null."""
+    accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
+    forgot = (state_expired(profile.producer_id_expiration_ms) & accepted_unknown) | evicted_by_log_start(
+        profile
+    )
+    # `prev_base_offset`: the stream's previous batch (null on its first).
+    return F.coalesce(F.col("in_stream") & F.col("prev_base_offset").isNotNull() & forgot, F.lit(False))
 
 
 def coordinator_epoch_before() -> tuple[Column, Column]:

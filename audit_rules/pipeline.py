@@ -349,11 +349,11 @@ def audit(
     frames = [
         sequences.invalid_sequence(checked_rows),
         sequences.history_start(checked_rows, starts, unreadable),
-        sequences.sequence_regression(checked),
+        sequences.sequence_regression(checked, profile),
         sequences.sequence_gaps(checked, holes, profile, unreadable),
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts, unreadable),
-        duplicates.duplicate_batches(checked, profile),
+        duplicates.duplicate_batches(checked, profile, history),
         transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import ROW_KEY, start_after, state_expired
+from audit_rules.history import ROW_KEY, evicted_by_log_start, start_after, state_expired
 from audit_rules.logs import below_start_cause, compaction_evidence, compaction_may_have_removed
 from audit_rules.profile import Profile
 
@@ -113,25 +113,54 @@ def history_start(
     return truncated.unionByName(missing)
 
 
-def sequence_regression(history: DataFrame) -> DataFrame:
+def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:
     """SEQUENCE_REGRESSION: a base sequence at or below the previous batch's last one, not an exact copy
-    (KIP-98 OutOfOrderSequence)."""
+    (KIP-98 OutOfOrderSequence). Where the broker had forgotten the producer before the batch (its
+    state expired, or, before 2.5, the log start passed its previous batch: `evicted_by_log_start`) and
+    takes the batch's sequence from a producer it does not know, the message says so: a client that
+    restarts its sequence then (a transactional one before 2.5 restarts at 0 after
+    UNKNOWN_PRODUCER_ID) wrote it, not a reordering."""
     rows = history.where(F.col("transition") == "REGRESSION")
+    accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
+    expired = state_expired(profile.producer_id_expiration_ms) & accepted_unknown
+    why = (
+        F.when(
+            expired,
+            F.lit(
+                " Unless the producer restarted its sequence: it had been idle longer than "
+                f"producer.id.expiration.ms, so {profile.name} had forgotten it and took the sequence as "
+                "from a new producer."
+            ),
+        )
+        .when(
+            evicted_by_log_start(profile),
+            fmt(
+                " Unless the producer restarted at 0: the log start offset (now %s) has passed its previous "
+                f"batch, and {profile.name} forgets such a producer (truncateHead) and takes sequence 0 "
+                "from it as from a new producer (a transactional client before 2.5 restarts at 0 after "
+                "UNKNOWN_PRODUCER_ID), if the log start moved before this batch was written.",
+                "log_start_offset",
+            ),
+        )
+        .otherwise(F.lit(""))
+    )
     return to_findings(
         rows,
         "SEQUENCE_REGRESSION",
-        fmt(
-            "Producer %s epoch %s wrote sequences %s-%s at offset %s after sequence %s (offset %s): the "
-            "batch arrived "
-            "out of order; the broker expected sequence %s.",
-            "producer_id",
-            "producer_epoch",
-            "base_sequence",
-            "last_sequence",
-            "base_offset",
-            "prev_last_sequence",
-            "prev_base_offset",
-            "expected_sequence",
+        F.concat(
+            fmt(
+                "Producer %s epoch %s wrote sequences %s-%s at offset %s after sequence %s (offset %s): the "
+                "batch arrived out of order; the broker expected sequence %s.",
+                "producer_id",
+                "producer_epoch",
+                "base_sequence",
+                "last_sequence",
+                "base_offset",
+                "prev_last_sequence",
+                "prev_base_offset",
+                "expected_sequence",
+            ),
+            why,
         ),
         expected_sequence="expected_sequence",
         related_offset="prev_base_offset",

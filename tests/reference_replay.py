@@ -116,6 +116,9 @@ class _StreamBatch:
     batch: Batch
     base: int
     last: int
+    # The broker had forgotten the producer before it and took it as a new producer's batch: its cache
+    # of the producer's last batches started again here.
+    forgot: bool = False
 
 
 @dataclass
@@ -193,7 +196,11 @@ class _Replay:
             previous = stream[-1]
             base = unwrap_after(base_sequence, previous.last)
             current = _StreamBatch(batch, base, base + sequence_span(base_sequence, last_sequence))
-            self._next_in_epoch(stream, previous, current, self._expired(state, batch))
+            expired = self._expired(state, batch)
+            current.forgot = (
+                expired and (self.profile.accepts_unknown_producer or base_sequence == 0)
+            ) or self._evicted(previous, current)
+            self._next_in_epoch(stream, previous, current, expired)
         stream.append(current)
         self._accept(state, batch)
 
@@ -285,6 +292,15 @@ class _Replay:
         else:
             self.pending_gaps.append(_PendingGap(batch, previous, expected, current.base, stream, expired))
 
+    def _evicted(self, previous: _StreamBatch, current: _StreamBatch) -> bool:
+        """Before 2.5 the broker forgot a producer once the log start offset passed its last batch
+        (`truncateHead`, §5.7), and took sequence 0 from it as from a new producer."""
+        return (
+            not self.profile.accepts_unknown_producer
+            and current.batch["base_sequence"] == 0
+            and previous.batch["base_offset"] < self.log_start_offset
+        )
+
     def _duplicate_message(
         self,
         stream: list[_StreamBatch],
@@ -304,14 +320,19 @@ class _Replay:
             in_window = previous.last - current.last < profile.duplicate_window_sequences
         else:
             in_window = between < profile.duplicate_window_batches
+        # A broker that forgot the producer after the copy started its cache again: the copy left it.
+        in_window = in_window and not any(s.forgot for s in stream[stream.index(nearest_copy) + 1 :])
         forgotten = expired and (profile.accepts_unknown_producer or current.batch["base_sequence"] == 0)
-        if in_window and not forgotten:
+        evicted = self._evicted(previous, current)
+        if in_window and not (forgotten or evicted):
             verdict = "a broker keeping its duplicate window should have caught it"
         elif forgotten:
             verdict = (
                 "the producer had been idle longer than producer.id.expiration.ms, so the broker had "
                 "forgotten it"
             )
+        elif evicted:
+            verdict = "the log start offset passed the previous batch, so the broker had evicted the producer"
         elif expired:
             verdict = (
                 "outside the window not recognised as a retry, and it should have refused it either way: "

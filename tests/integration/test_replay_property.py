@@ -475,3 +475,68 @@ def test_a_snapshot_after_a_marker_names_the_marker_only_in_0_11(
     assert [(f["kind"], f["related_offset"]) for f in found] == (
         [("SNAPSHOT_MISMATCH", snapshot_offset)] if mismatch else []
     )
+
+
+@pytest.mark.parametrize("profile_name", ["kafka-1.0", "kafka-3.4"])
+def test_a_broker_that_forgot_the_producer_starts_its_cache_again(
+    spark: SparkSession, profile_name: str
+) -> None:
+    """Producer 7 writes sequences 0-4 at offsets 0-4, producer 8 offsets 5-6; DeleteRecords moved the log
+    start to 7 (the segment keeps the batches below it). Producer 7 then writes 0 and 1 again, and,
+    eight days idle, 1 again (a copy of offset 8's). 1.0-2.4 evicted producer 7 when the log start passed
+    its last batch and took 0 as a new producer's; 3.4 kept its state, so both copies are retries its
+    window should have caught. The 1 after eight days: 3.4 forgot the producer (any sequence); 1.0 takes
+    only 0 from a producer it forgot, so its window decides. A restart 0-1 in one batch is no exact
+    copy: a regression, whose message says the same."""
+    log = LogBuilder()
+    for seq in range(5):
+        log.data(7, 0, seq)
+    log.data(8, 0, 0, 2)
+    restart = log.data(7, 0, 0)["base_offset"]
+    follower = log.data(7, 0, 1)["base_offset"]
+    log.wait(8 * DAY_MS)
+    late = log.data(7, 0, 1)["base_offset"]
+    other = LogBuilder(topic="regressed")
+    for seq in range(5):
+        other.data(7, 0, seq)
+    other.data(8, 0, 0, 2)
+    regressed = other.data(7, 0, 0, 2)["base_offset"]
+    # idle: sequences 0-2, eight days idle, 0 and 1 again: every line forgot the producer and took 0 as
+    # a new producer's, so the 1 after it is in sequence there, not a retry of offset 1.
+    idle = LogBuilder(topic="idle", start_offset=7)
+    for seq in range(3):
+        idle.data(7, 0, seq)
+    idle.wait(8 * DAY_MS)
+    idle_restart = idle.data(7, 0, 0)["base_offset"]
+    idle_follower = idle.data(7, 0, 1)["base_offset"]
+    profile = load_profile(profile_name)
+    rows = log.rows + other.rows + idle.rows
+    bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), log_start_offset=7)
+    found = {
+        (f["topic"], f["first_offset"]): f
+        for f in audit(bronze, profile).findings.where("severity != 'info'").collect()
+    }
+    message = {offset: found[("orders", offset)]["message"] for offset in (restart, follower, late)}
+    if profile_name == "kafka-1.0":
+        assert "has passed the producer's previous batch (offset 4)" in message[restart], message[restart]
+        assert f"follows the batch before it (offset {restart}) in sequence" in message[follower]
+        assert "should have caught it" in message[late], message[late]
+    else:
+        assert "should have caught it" in message[restart], message[restart]
+        assert "should have caught it" in message[follower], message[follower]
+        assert "had forgotten it" in message[late], message[late]
+    assert "had forgotten it" in found[("idle", idle_restart)]["message"]
+    assert (
+        f"follows the batch before it (offset {idle_restart}) in sequence"
+        in (found[("idle", idle_follower)]["message"])
+    ), found[("idle", idle_follower)]["message"]
+    (regression,) = [f for key, f in found.items() if key[0] == "regressed"]
+    assert (regression["kind"], regression["first_offset"]) == ("SEQUENCE_REGRESSION", regressed)
+    restarted = "Unless the producer restarted at 0: the log start offset (now 7)" in regression["message"]
+    assert restarted == (profile_name == "kafka-1.0"), regression["message"]
+    expected = {
+        f["first_offset"]: "should have caught" in f["message"]
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=7)
+        if f["kind"] == "DUPLICATE_BATCH"
+    }
+    assert {offset: "should have caught" in m for offset, m in message.items()} == expected

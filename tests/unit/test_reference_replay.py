@@ -424,6 +424,37 @@ def test_expiry_explains_a_copy_only_where_the_broker_accepts_it_without_state(
         assert "forgotten" not in message, message
 
 
+def test_a_copy_after_the_broker_forgot_the_producer_was_not_in_its_cache() -> None:
+    """Sequences 0, 1, 2; idle past the expiration; 0 and 1 again. The broker forgot the producer and
+    took 0 as a new producer's: its cache started again there, so the 1 that follows is appended in
+    sequence, not a retry the window should have caught."""
+    log = LogBuilder()
+    in_sequence(log, 1, 1, 1)
+    log.wait(2 * DAY_MS)
+    log.data(PID, 0, 0, 1)
+    log.data(PID, 0, 1, 1)
+    restart, follower = replay(log)
+    assert "had forgotten it" in restart["message"], restart["message"]
+    assert "follows the batch before it (offset 3) in sequence" in follower["message"], follower["message"]
+    assert "should have" not in follower["message"], follower["message"]
+
+
+def test_a_restart_at_zero_after_the_log_start_passed_the_producer_before_2_5() -> None:
+    """Sequences 0-4 at offsets 0-4, another producer's batches at 5 and 6, DeleteRecords to offset 7
+    (the segment keeps the batches below it), then sequences 0 and 1 again: 1.0-2.4 evicted the producer
+    when the log start passed its last batch, and took 0 as a new producer's; 2.5+ kept its state."""
+    log = LogBuilder()
+    in_sequence(log, 1, 1, 1, 1, 1)
+    log.data(PID + 1, 0, 0, 2)
+    log.data(PID, 0, 0, 1)
+    log.data(PID, 0, 1, 1)
+    restart, follower = replay(log, profile=KAFKA_1_0, log_start_offset=7)
+    assert "the broker had evicted the producer" in restart["message"], restart["message"]
+    assert "follows the batch before it (offset 7) in sequence" in follower["message"], follower["message"]
+    kept = replay(log, log_start_offset=7)
+    assert all("should have caught" in f["message"] for f in kept), kept
+
+
 # ---------------------------------------------------------------------------------------------
 # Epochs (KIP-98 fencing, KIP-360 bumps)
 
