@@ -298,8 +298,8 @@ def settle(history: DataFrame, copied: DataFrame | None) -> DataFrame:
 
 def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
     """One row per (log, producer id) of the history: the first and last offsets of its retained batches
-    and markers, their highest timestamp (of batches whose CRC holds), the offset of its last marker and
-    of its last transactional data batch.
+    and markers, their highest timestamp and that of its data batches (of batches whose CRC holds), the
+    offset of its last marker and of its last transactional data batch.
 
     Aggregated from the per-file facts of the bronze batches the history is built of
     (`logs.file_producers`; `logs`: `logs.log_bounds`): no pass over the batches of its own.
@@ -311,6 +311,7 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
             F.min("retained_first_offset").alias("retained_first_offset"),
             F.max("retained_last_offset").alias("retained_last_offset"),
             F.max("producer_timestamp").alias("producer_timestamp"),
+            F.max("producer_data_timestamp").alias("producer_data_timestamp"),
             F.max("last_marker").alias("last_marker"),
             F.max("last_transactional_data").alias("last_transactional_data"),
         )
@@ -323,6 +324,7 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
         "retained_first_offset",
         "retained_last_offset",
         "producer_timestamp",
+        "producer_data_timestamp",
         "last_marker",
         "last_transactional_data",
     )

@@ -121,6 +121,9 @@ def file_producers(batches: DataFrame) -> DataFrame:
         "retained_first_offset": F.min(F.col("base_offset")),
         "retained_last_offset": F.max(F.col("last_offset")),
         "producer_timestamp": F.max(F.when(F.col("crc_valid"), F.col("max_timestamp"))),
+        "producer_data_timestamp": F.max(
+            F.when(F.col("crc_valid") & ~F.col("is_control"), F.col("max_timestamp"))
+        ),
         "last_marker": F.max(F.when(F.col("is_control"), F.col("base_offset"))),
         "last_transactional_data": F.max(
             F.when(F.col("is_transactional") & ~F.col("is_control"), F.col("base_offset"))
@@ -223,8 +226,8 @@ def log_bounds(
     return logs.select(
         *LOG_KEY,
         "capture_time_ms",
-        # A dump's time, for comparing the logs of different replicas: the newest capture time of its
-        # replicas (`capture_time_ms`, a lower bound of when each was copied, orders one replica's dumps).
+        # A dump's time: the newest capture time of its replicas (`capture_time_ms`, each replica's own,
+        # is a lower bound of when it was copied; the earlier-dump rule orders a replica's dumps by it).
         F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("dump_time_ms"),
         F.coalesce(start, F.col("first_batch_offset"), F.lit(0)).cast("long").alias("log_start_offset"),
         F.when(

@@ -75,7 +75,8 @@ class Profile:
     def markers_refresh_expiry(self) -> bool:
         """Whether a transaction marker restarts the producer's expiry time (`lastTimestamp`): in 0.11,
         whose state kept the last append's time, and since 2.5 (KAFKA-9144); 1.0 to 2.4 time it from
-        the last data batch (`ProducerStateEntry.lastTimestamp`, KAFKA-5494)."""
+        the last data batch (`ProducerStateEntry.lastTimestamp`, KAFKA-5494). (KAFKA-9144 reached later
+        2.3 and 2.4 patch releases too; the line does not tell them apart.)"""
         return self.broker_line != "1.0"
 
     def is_compacted(self, topic: str) -> bool:

@@ -156,10 +156,16 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
 def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame:
     """The producers of each log's previous dump (`previous_dumps`) with no batch in the log: the log's
     columns, `producer_id`, `retained_first_offset` and `retained_last_offset` (its first and last
-    offsets there; the last is `L`), `producer_timestamp` (its newest batch's there),
+    offsets there; the last is `L`), `producer_timestamp` and `producer_data_timestamp` (its newest
+    batch's or marker's, and its newest data batch's there),
     `previous_dump_id` and `previous_high_watermark` (`producers`: `history.producer_summary`)."""
     producers = producers.select(
-        "log_key", "producer_id", "retained_first_offset", "retained_last_offset", "producer_timestamp"
+        "log_key",
+        "producer_id",
+        "retained_first_offset",
+        "retained_last_offset",
+        "producer_timestamp",
+        "producer_data_timestamp",
     )
     earlier = previous_dumps(logs).join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
@@ -208,10 +214,10 @@ def producers_across_dumps(
     # A producer the broker had forgotten loses the cleaner's protection of its last batch (§5.9): on a
     # compacted log all of its batches may be gone without loss, where the broker may have forgotten it
     # before the later dump: its newest batch then is at least producer.id.expiration.ms older (a later
-    # batch of its, gone too, would be newer still).
+    # batch of its, gone too, would be newer still). 1.0 to 2.4 time the expiry from data batches only.
+    last_seen = "producer_timestamp" if profile.markers_refresh_expiry else "producer_data_timestamp"
     forgotten = F.coalesce(
-        F.col("capture_time_ms") - F.col("producer_timestamp") >= profile.producer_id_expiration_ms,
-        F.lit(False),
+        F.col("capture_time_ms") - F.col(last_seen) >= profile.producer_id_expiration_ms, F.lit(False)
     )
     loss = to_findings(
         gone.where(
@@ -232,9 +238,10 @@ def producers_across_dumps(
             F.when(
                 F.col("retained_first_offset") >= F.col("previous_high_watermark"),
                 fmt(
-                    "; all of it lay at or above that dump's high watermark %s (offsets %s to %s, not yet "
-                    "committed then): a leader change truncates such batches, which an acks=all producer "
-                    "was never told were written",
+                    "; all of it lay at or above the high watermark that dump's checkpoint recorded, %s "
+                    "(offsets %s to %s; the checkpoint can lag the broker's by seconds): if not yet "
+                    "committed then, a leader change truncated batches an acks=all producer was never told "
+                    "were written",
                     "previous_high_watermark",
                     "retained_first_offset",
                     "retained_last_offset",

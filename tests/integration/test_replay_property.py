@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from audit_rules.kinds import KINDS
@@ -540,3 +541,36 @@ def test_a_broker_that_forgot_the_producer_starts_its_cache_again(
         if f["kind"] == "DUPLICATE_BATCH"
     }
     assert {offset: "should have caught" in m for offset, m in message.items()} == expected
+
+
+@pytest.mark.parametrize(("profile_name", "lost"), [("kafka-1.0", False), ("kafka-2.5", True)])
+def test_a_producer_the_cleaner_removed_is_timed_by_its_data_batches_before_2_5(
+    spark: SparkSession, profile_name: str, lost: bool
+) -> None:
+    """Dump d1 of a compacted topic holds producer 7's transaction (data, then its COMMIT eight days
+    later) and producer 8's batch; in d2, an hour after the marker, producer 7's batches are gone. 1.0
+    to 2.4 time a producer's expiry from its data batches: eight days, past its expiration, so the
+    broker forgot producer 7 and the cleaner could remove its last batch. 2.5+ count the marker: an
+    hour, so the cleaner kept its last batch, and the batches are lost."""
+    first = LogBuilder(dump_id="d1")
+    first.data(7, 0, 0, transactional=True)
+    first.wait(8 * DAY_MS)
+    first.marker(7, 0, "COMMIT")
+    kept = first.data(8, 0, 0)
+    second = LogBuilder(dump_id="d2", start_offset=kept["base_offset"], clock=kept["max_timestamp"])
+    second.data(8, 0, 0)
+    captured = kept["max_timestamp"] + 3_600_000
+    bronze = Bronze.from_batches(spark.createDataFrame(first.rows + second.rows, BATCHES.schema))
+    bronze = replace(
+        bronze,
+        files=bronze.files.withColumn(
+            "mtime_ms",
+            F.when(F.col("dump_id") == "d2", F.lit(captured)).otherwise(F.lit(kept["max_timestamp"])),
+        ),
+    )
+    base = load_profile(profile_name)
+    profile = replace(base, compacted_topics=(*base.compacted_topics, "orders"))
+    found = audit(bronze, profile).findings.where("severity != 'info'").collect()
+    assert [(f["kind"], f["dump_id"], f["producer_id"]) for f in found] == (
+        [("UNKNOWN_PRODUCER_LOSS", "d2", 7)] if lost else []
+    ), [f["message"] for f in found]

@@ -63,13 +63,15 @@ def _cut(table: pa.Table, sizes: list[int]) -> list[pa.RecordBatch]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(histories=_HISTORIES, sizes=_CUTS)
-def test_scan_is_the_same_whatever_the_arrow_batches(histories: list[Any], sizes: list[int]) -> None:
+@given(histories=_HISTORIES, sizes=_CUTS, markers_refresh=st.booleans())
+def test_scan_is_the_same_whatever_the_arrow_batches(
+    histories: list[Any], sizes: list[int], markers_refresh: bool
+) -> None:
     table = _table(histories)
     if table.num_rows == 0:
         return
-    whole = pa.Table.from_batches(list(replay_batches(table.to_batches())))
-    cut = pa.Table.from_batches(list(replay_batches(_cut(table, sizes))))
+    whole = pa.Table.from_batches(list(replay_batches(table.to_batches(), markers_refresh=markers_refresh)))
+    cut = pa.Table.from_batches(list(replay_batches(_cut(table, sizes), markers_refresh=markers_refresh)))
     assert cut.num_rows == whole.num_rows == table.num_rows
     assert cut.to_pylist() == whole.to_pylist()
 
@@ -80,8 +82,10 @@ def _udf_rows(scan: Any, batches: list[pa.RecordBatch]) -> list[dict[str, Any]]:
 
 
 @settings(max_examples=40, deadline=None)
-@given(histories=_HISTORIES, sizes=_CUTS)
-def test_udf_form_gives_the_scan_columns(histories: list[Any], sizes: list[int]) -> None:
+@given(histories=_HISTORIES, sizes=_CUTS, markers_refresh=st.booleans())
+def test_udf_form_gives_the_scan_columns(
+    histories: list[Any], sizes: list[int], markers_refresh: bool
+) -> None:
     """`replay_columns` (what the history runs, as a scalar Arrow UDF) returns exactly the columns
     `replay_batches` appends, however the rows are cut."""
     table = _table(histories)
@@ -90,9 +94,11 @@ def test_udf_form_gives_the_scan_columns(histories: list[Any], sizes: list[int])
     names = [name for name, _ in OUTPUTS]
     expected = [
         {k: r[k] for k in names}
-        for r in pa.Table.from_batches(list(replay_batches(table.to_batches()))).to_pylist()
+        for r in pa.Table.from_batches(
+            list(replay_batches(table.to_batches(), markers_refresh=markers_refresh))
+        ).to_pylist()
     ]
-    assert _udf_rows(replay_columns(), _cut(table, sizes)) == expected
+    assert _udf_rows(replay_columns(markers_refresh=markers_refresh), _cut(table, sizes)) == expected
 
 
 def test_udf_state_starts_afresh_with_each_task(monkeypatch: Any) -> None:
