@@ -405,14 +405,26 @@ def snapshot_mismatch(
         .where(F.col("snap").isNotNull() & F.col("epoch_seen").isNotNull())
     )
     s = F.col("snap")
-    last_offset = F.col("last_row") if markers_move_last_offset else F.col("last_data.last_offset")
+    if markers_move_last_offset:
+        # 0.11: the last batch or marker; a marker that raised the epoch reset the sequence (-1). A data
+        # batch the log no longer shows (below the log start, or cleaned) leaves the sequence unknown.
+        last_offset = F.col("last_row")
+        last_sequence = F.when(
+            F.col("last_data.producer_epoch").cast("int") == F.col("epoch_seen"),
+            F.col("last_data.last_sequence"),
+        ).when(F.col("last_data").isNotNull(), F.lit(-1))
+        unknown = F.lit(False)
+    else:
+        last_offset = F.col("last_data.last_offset")
+        last_sequence = F.col("last_data.last_sequence")
+        unknown = F.col("last_data").isNull()
     full = (s.last_offset >= s.log_start_offset) & (s.last_offset >= 0)
     differs = (s.producer_epoch != F.col("epoch_seen")) | (
         full
         & (
-            F.col("last_data").isNull()
+            unknown
             | (s.last_offset != last_offset)
-            | (s.last_sequence != F.col("last_data.last_sequence"))
+            | F.coalesce(s.last_sequence != last_sequence, F.lit(False))
         )
     )
     # An older snapshot of a compacted log names a batch (and epoch) the cleaner has since removed: the
@@ -425,7 +437,7 @@ def snapshot_mismatch(
         "snap.*",
         "epoch_seen",
         last_offset.alias("replayed_last_offset"),
-        F.col("last_data.last_sequence").alias("replayed_last_sequence"),
+        last_sequence.alias("replayed_last_sequence"),
     )
     return to_findings(
         rows,

@@ -574,3 +574,40 @@ def test_a_producer_the_cleaner_removed_is_timed_by_its_data_batches_before_2_5(
     assert [(f["kind"], f["dump_id"], f["producer_id"]) for f in found] == (
         [("UNKNOWN_PRODUCER_LOSS", "d2", 7)] if lost else []
     ), [f["message"] for f in found]
+
+
+@pytest.mark.parametrize(("stored_sequence", "mismatch"), [(-1, False), (1, True)])
+def test_a_0_11_snapshot_after_a_marker_that_raised_the_epoch_has_no_sequence(
+    spark: SparkSession, stored_sequence: int, mismatch: bool
+) -> None:
+    """Producer 7 writes sequences 0 and 1 at epoch 0; the coordinator aborts the transaction with a
+    marker at epoch 1 (a fencing abort). 0.11 took the marker's offset as the last offset and reset the
+    sequence: the snapshot after it holds epoch 1, sequence -1."""
+    log = LogBuilder()
+    log.data(7, 0, 0, transactional=True)
+    log.data(7, 0, 1, transactional=True)
+    marker = log.marker(7, 1, "ABORT")
+    log.data(8, 0, 0)
+    snapshot_offset = marker["base_offset"] + 1
+    entry = {
+        **{k: marker[k] for k in ("dump_id", "replica", "topic", "partition")},
+        "file": f"{snapshot_offset:020d}.snapshot",
+        "position": 10,
+        "snapshot_offset": snapshot_offset,
+        "producer_id": 7,
+        "producer_epoch": 1,
+        "last_sequence": stored_sequence,
+        "last_offset": marker["base_offset"],
+        "offset_delta": 0,
+        "timestamp": marker["max_timestamp"],
+        "coordinator_epoch": 0,
+        "current_txn_first_offset": -1,
+    }
+    bronze = replace(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)),
+        producer_snapshots=spark.createDataFrame([entry], PRODUCER_SNAPSHOTS.schema),
+    )
+    found = audit(bronze, load_profile("kafka-0.11")).findings.where("severity != 'info'").collect()
+    assert [(f["kind"], f["related_offset"]) for f in found] == (
+        [("SNAPSHOT_MISMATCH", snapshot_offset)] if mismatch else []
+    ), [f["message"] for f in found]
