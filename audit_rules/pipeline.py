@@ -346,6 +346,9 @@ def audit(
     persisted = tuple(df for df in stored_frames if df is not None) if background else ()
     # The sequence rules only where the broker checked sequences (not a coordinator's internal topic).
     checked_rows, checked = event_rows.where(sequenced()), settled.where(sequenced())
+    # Copies (on a healthy log, none: a small job over the stored events) are judged against the
+    # batches between them and the copy before, a pass over the history only where there are any.
+    copied_batches = None if checked.where(F.col("transition") == "DUPLICATE").isEmpty() else history
     frames = [
         sequences.invalid_sequence(checked_rows),
         sequences.history_start(checked_rows, starts, unreadable),
@@ -353,7 +356,7 @@ def audit(
         sequences.sequence_gaps(checked, holes, profile, unreadable),
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts, unreadable),
-        duplicates.duplicate_batches(checked, profile, history),
+        duplicates.duplicate_batches(checked, profile, copied_batches),
         transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,

@@ -450,8 +450,8 @@ def test_a_producer_gone_that_the_earlier_dump_held_only_above_its_high_watermar
     (lost,) = [f for f in found if f["kind"] == "UNKNOWN_PRODUCER_LOSS"]
     assert (lost["dump_id"], lost["producer_id"], lost["last_offset"]) == ("tuesday", 17, 7)
     assert (
-        "at or above that dump's high watermark 5 (offsets 5 to 7, not yet committed then)"
-        in (lost["message"])
+        "at or above the high watermark that dump's checkpoint recorded, 5 (offsets 5 to 7;"
+        in lost["message"]
     ), lost["message"]
     assert divergence(found) == []
     assert kinds_above_info(found) == {"UNKNOWN_PRODUCER_LOSS": 1}
