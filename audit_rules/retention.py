@@ -159,14 +159,7 @@ def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame
     offsets there; the last is `L`), `producer_timestamp` and `producer_data_timestamp` (its newest
     batch's or marker's, and its newest data batch's there),
     `previous_dump_id` and `previous_high_watermark` (`producers`: `history.producer_summary`)."""
-    producers = producers.select(
-        "log_key",
-        "producer_id",
-        "retained_first_offset",
-        "retained_last_offset",
-        "producer_timestamp",
-        "producer_data_timestamp",
-    )
+    producers = producers.drop("last_marker", "last_transactional_data")
     earlier = previous_dumps(logs).join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )

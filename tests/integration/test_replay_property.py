@@ -431,6 +431,31 @@ def test_a_marker_restarts_the_expiry_only_where_the_broker_line_times_it_from_m
     assert verdict in expected["message"], expected["message"]
 
 
+def with_snapshot(
+    spark: SparkSession, log: LogBuilder, at: int, *, epoch: int, sequence: int, last: dict[str, Any]
+) -> Bronze:
+    """`log`'s batches with a producer snapshot at offset `at` holding one entry: producer 7 at `epoch`,
+    last sequence `sequence`, last offset and timestamp those of the row `last`, no open transaction."""
+    entry = {
+        **{k: last[k] for k in ("dump_id", "replica", "topic", "partition")},
+        "file": f"{at:020d}.snapshot",
+        "position": 10,
+        "snapshot_offset": at,
+        "producer_id": 7,
+        "producer_epoch": epoch,
+        "last_sequence": sequence,
+        "last_offset": last["base_offset"],
+        "offset_delta": 0,
+        "timestamp": last["max_timestamp"],
+        "coordinator_epoch": 0,
+        "current_txn_first_offset": -1,
+    }
+    return replace(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)),
+        producer_snapshots=spark.createDataFrame([entry], PRODUCER_SNAPSHOTS.schema),
+    )
+
+
 @pytest.mark.parametrize(
     ("profile_name", "stored_last_offset", "mismatch"),
     [
@@ -454,24 +479,7 @@ def test_a_snapshot_after_a_marker_names_the_marker_only_in_0_11(
     log.data(8, 0, 0)
     snapshot_offset = marker["base_offset"] + 1
     last = marker if stored_last_offset == "marker" else data
-    entry = {
-        **{k: data[k] for k in ("dump_id", "replica", "topic", "partition")},
-        "file": f"{snapshot_offset:020d}.snapshot",
-        "position": 10,
-        "snapshot_offset": snapshot_offset,
-        "producer_id": 7,
-        "producer_epoch": 0,
-        "last_sequence": 1,
-        "last_offset": last["base_offset"],
-        "offset_delta": 0,
-        "timestamp": last["max_timestamp"],
-        "coordinator_epoch": 0,
-        "current_txn_first_offset": -1,
-    }
-    bronze = replace(
-        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)),
-        producer_snapshots=spark.createDataFrame([entry], PRODUCER_SNAPSHOTS.schema),
-    )
+    bronze = with_snapshot(spark, log, snapshot_offset, epoch=0, sequence=1, last=last)
     found = audit(bronze, load_profile(profile_name)).findings.where("severity != 'info'").collect()
     assert [(f["kind"], f["related_offset"]) for f in found] == (
         [("SNAPSHOT_MISMATCH", snapshot_offset)] if mismatch else []
@@ -589,24 +597,7 @@ def test_a_0_11_snapshot_after_a_marker_that_raised_the_epoch_has_no_sequence(
     marker = log.marker(7, 1, "ABORT")
     log.data(8, 0, 0)
     snapshot_offset = marker["base_offset"] + 1
-    entry = {
-        **{k: marker[k] for k in ("dump_id", "replica", "topic", "partition")},
-        "file": f"{snapshot_offset:020d}.snapshot",
-        "position": 10,
-        "snapshot_offset": snapshot_offset,
-        "producer_id": 7,
-        "producer_epoch": 1,
-        "last_sequence": stored_sequence,
-        "last_offset": marker["base_offset"],
-        "offset_delta": 0,
-        "timestamp": marker["max_timestamp"],
-        "coordinator_epoch": 0,
-        "current_txn_first_offset": -1,
-    }
-    bronze = replace(
-        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)),
-        producer_snapshots=spark.createDataFrame([entry], PRODUCER_SNAPSHOTS.schema),
-    )
+    bronze = with_snapshot(spark, log, snapshot_offset, epoch=1, sequence=stored_sequence, last=marker)
     found = audit(bronze, load_profile("kafka-0.11")).findings.where("severity != 'info'").collect()
     assert [(f["kind"], f["related_offset"]) for f in found] == (
         [("SNAPSHOT_MISMATCH", snapshot_offset)] if mismatch else []
