@@ -347,7 +347,8 @@ def snapshot_mismatch(
 
     An entry's last offset is its producer's last data batch's (`lastDataOffset`, 1.0 and later), or,
     with `markers_move_last_offset` (0.11, whose `ProducerIdEntry` took a marker's offset as its last
-    offset), its last batch's or marker's; its last sequence is always its last data batch's."""
+    offset), its last batch's or marker's; its last sequence is its last data batch's, or, in 0.11, -1 once a
+    marker raised the epoch after it (0.11 reset the sequence then)."""
     entries = join_log(with_log_key(snapshots), logs, "log_start_offset", "compacted", "cleaned_to")
     entries = entries.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "inner")
     # Snapshot entries become events in the producer's offset order: ordered at the snapshot offset,

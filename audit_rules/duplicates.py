@@ -12,7 +12,13 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import STREAM_KEY, evicted_by_log_start, forgotten_before, state_expired
+from audit_rules.history import (
+    STREAM_KEY,
+    evicted_by_log_start,
+    forgotten_before,
+    state_expired,
+    who_restarts,
+)
 from audit_rules.profile import Profile
 
 
@@ -40,21 +46,39 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
     else:
         in_window = between < profile.duplicate_window_batches
     if batches is not None:
-        copies = rows.select(*STREAM_KEY, "base_offset", "copy_of_offset")
+        # The latest forget point before each copy (a window over the points and the copies of each
+        # stream, not a join of the two: a producer idle between all its batches makes each a point).
+        copies = rows.select(*STREAM_KEY, "base_offset", "copy_of_offset").distinct()
         points = batches.where(forgotten_before(profile)).select(
-            *STREAM_KEY, F.col("base_offset").alias("_forgot_at")
+            *STREAM_KEY,
+            "base_offset",
+            F.lit(None).cast("long").alias("copy_of_offset"),
+            F.col("base_offset").alias("_point"),
         )
-        reset = (
-            points.join(copies, list(STREAM_KEY), "inner")
-            .where(
-                (F.col("_forgot_at") > F.col("copy_of_offset")) & (F.col("_forgot_at") < F.col("base_offset"))
+        # At one offset the copy comes first: a point there is the copy itself, not one between.
+        before = (
+            Window.partitionBy(*STREAM_KEY)
+            .orderBy("base_offset", F.col("_point").isNotNull())
+            .rowsBetween(Window.unboundedPreceding, -1)
+        )
+        resets = (
+            copies.withColumn("_point", F.lit(None).cast("long"))
+            .unionByName(points)
+            .withColumn("_latest", F.last("_point", ignorenulls=True).over(before))
+            .where(F.col("_point").isNull())
+            .select(
+                *STREAM_KEY,
+                "base_offset",
+                "copy_of_offset",
+                F.coalesce(F.col("_latest") > F.col("copy_of_offset"), F.lit(False)).alias("_reset"),
+                F.col("_latest").alias("_forgot_at"),
             )
-            .select(*STREAM_KEY, "base_offset")
-            .distinct()
-            .withColumn("_reset", F.lit(True))
         )
-        rows = rows.join(reset, [*STREAM_KEY, "base_offset"], "left")
-        in_window = in_window & ~F.coalesce(F.col("_reset"), F.lit(False))
+        rows = rows.join(resets, [*STREAM_KEY, "base_offset", "copy_of_offset"], "left")
+        reset: Column = F.coalesce(F.col("_reset"), F.lit(False))
+        forgot_at = F.col("_forgot_at")
+    else:
+        reset, forgot_at = F.lit(False), F.lit(None).cast("long")
     # Expiry explains the copy only where the broker accepts it from a producer it holds no state for.
     accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
     expired = state_expired(profile.producer_id_expiration_ms)
@@ -63,10 +87,19 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
     unknown_error = "OUT_OF_ORDER_SEQUENCE_NUMBER" if profile.broker_line == "0.11" else "UNKNOWN_PRODUCER_ID"
     follows = F.col("base_sequence_unwrapped") == F.col("prev_last_unwrapped") + 1
     window = profile.describe_window()
-    not_a_retry = f"outside {window} ({profile.name}) the broker would not have recognised it as a retry"
+    outside = f"outside {window} ({profile.name}) the broker would not have recognised it as a retry"
+    # Inside the window, but the broker forgot the producer after the copy: its cache started again.
+    not_a_retry = F.when(
+        in_window & reset,
+        fmt(
+            f"{profile.name} had forgotten the producer after that copy and took the batch at offset %s as "
+            "a new producer's, so its cache no longer held the copy",
+            forgot_at,
+        ),
+    ).otherwise(F.lit(outside))
     verdict = (
         F.when(
-            in_window & ~forgotten & ~evicted,
+            in_window & ~reset & ~forgotten & ~evicted,
             F.lit(f"a broker keeping {window} ({profile.name}) should have caught it"),
         )
         .when(
@@ -80,25 +113,34 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
         .when(
             # Before 2.5 a broker that forgot the producer refuses any sequence but 0 too.
             expired,
-            F.lit(
-                f"{not_a_retry}, and it should have refused it either way: as out of sequence while it held "
-                "the producer's state, and once that state expired (idle longer than "
-                f"producer.id.expiration.ms) as from a producer it did not know ({unknown_error}): a broker "
-                "bug, or producer state rolled back"
+            F.concat(
+                not_a_retry,
+                F.lit(
+                    ", and it should have refused it either way: as out of sequence while it held the "
+                    "producer's state, and once that state expired (idle longer than "
+                    f"producer.id.expiration.ms) as from a producer it did not know ({unknown_error}): a "
+                    "broker bug, or producer state rolled back"
+                ),
             ),
         )
         .when(
             follows,
-            fmt(
-                f"{not_a_retry}, and it follows the batch before it (offset %s) in sequence, so a broker "
-                "that had appended that batch appended this one too",
-                "prev_base_offset",
+            F.concat(
+                not_a_retry,
+                fmt(
+                    ", and it follows the batch before it (offset %s) in sequence, so a broker that had "
+                    "appended that batch appended this one too",
+                    "prev_base_offset",
+                ),
             ),
         )
         .otherwise(
-            F.lit(
-                f"{not_a_retry}, but while it held the producer's state it should have refused it as out "
-                "of sequence: its presence means the broker had lost the producer's state (or a broker bug)"
+            F.concat(
+                not_a_retry,
+                F.lit(
+                    ", but while it held the producer's state it should have refused it as out of sequence: "
+                    "its presence means the broker had lost the producer's state (or a broker bug)"
+                ),
             )
         )
     )
@@ -139,8 +181,8 @@ def _evicted_message(profile: Profile) -> Column:
     return fmt(
         "the log start offset (now %s) has passed the producer's previous batch (offset %s), and "
         f"{profile.name} forgets such a producer (truncateHead) and takes sequence 0 from it as from a "
-        "new producer (a transactional client before 2.5 restarts at 0 after UNKNOWN_PRODUCER_ID): a "
-        "restart, if the log start moved before this batch was written",
+        f"new producer ({who_restarts(profile)}): a restart, if the log start moved before this batch was "
+        "written",
         "log_start_offset",
         "prev_base_offset",
     )

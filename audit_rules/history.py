@@ -342,16 +342,25 @@ def state_expired(expiration_ms: int) -> Column:
 
 def evicted_by_log_start(profile: Profile) -> Column:
     """True where a broker before 2.5 had evicted the producer before this sequence-0 batch: the log
-    start offset (now) lies past the producer's previous batch, and `truncateHead` forgot every
-    producer whose last data offset fell below a new log start (§5.5, §5.7); it then takes sequence 0
-    as a new producer's. The previous batch's base offset stands for its last one (the history keeps
-    no other): one that straddles the log start kept its producer, yet counts as evicted. Never
-    null."""
+    start offset (now) lies past the producer's previous batch (0.11: its previous batch or marker),
+    and `truncateHead` forgot every producer whose last data offset (0.11: last offset) fell below a
+    new log start (§5.5, §5.7); it then takes sequence 0 as a new producer's. The previous row's base
+    offset stands for its last one (the history keeps no other): a batch that straddles the log start
+    kept its producer, yet counts as evicted. Never null."""
     if profile.accepts_unknown_producer:
         return F.lit(False)
-    return F.coalesce(
-        (F.col("base_sequence") == 0) & (F.col("prev_base_offset") < F.col("log_start_offset")), F.lit(False)
-    )
+    # 0.11's last offset moved with markers too (`ProducerIdEntry.lastOffset`): its previous valid row.
+    kept_last = F.col("prev_offset") if profile.broker_line == "0.11" else F.col("prev_base_offset")
+    return F.coalesce((F.col("base_sequence") == 0) & (kept_last < F.col("log_start_offset")), F.lit(False))
+
+
+def who_restarts(profile: Profile) -> str:
+    """Who writes sequence 0 again under one producer id and epoch once the broker forgot the producer,
+    for a message: a 1.0-2.4 broker answers UNKNOWN_PRODUCER_ID, and a transactional client before 2.5
+    rewrites its sequences from 0 (§7.1); 0.11 answers OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to its client."""
+    if profile.broker_line == "0.11":
+        return "a client restarting its sequence at 0"
+    return "a transactional client before 2.5 restarts at 0 after UNKNOWN_PRODUCER_ID"
 
 
 def forgotten_before(profile: Profile) -> Column:

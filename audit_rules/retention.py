@@ -208,9 +208,14 @@ def producers_across_dumps(
     # compacted log all of its batches may be gone without loss, where the broker may have forgotten it
     # before the later dump: its newest batch then is at least producer.id.expiration.ms older (a later
     # batch of its, gone too, would be newer still). 1.0 to 2.4 time the expiry from data batches only.
-    last_seen = "producer_timestamp" if profile.markers_refresh_expiry else "producer_data_timestamp"
+    # (A producer the earlier dump shows by its markers alone: their time, a bound all the same.)
+    last_seen = (
+        F.col("producer_timestamp")
+        if profile.markers_refresh_expiry
+        else F.coalesce("producer_data_timestamp", "producer_timestamp")
+    )
     forgotten = F.coalesce(
-        F.col("capture_time_ms") - F.col(last_seen) >= profile.producer_id_expiration_ms, F.lit(False)
+        F.col("capture_time_ms") - last_seen >= profile.producer_id_expiration_ms, F.lit(False)
     )
     loss = to_findings(
         gone.where(

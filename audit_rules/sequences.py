@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import ROW_KEY, evicted_by_log_start, start_after, state_expired
+from audit_rules.history import ROW_KEY, evicted_by_log_start, start_after, state_expired, who_restarts
 from audit_rules.logs import below_start_cause, compaction_evidence, compaction_may_have_removed
 from audit_rules.profile import Profile
 
@@ -121,15 +121,25 @@ def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:
     restarts its sequence then (a transactional one before 2.5 restarts at 0 after
     UNKNOWN_PRODUCER_ID) wrote it, not a reordering."""
     rows = history.where(F.col("transition") == "REGRESSION")
-    accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
-    expired = state_expired(profile.producer_id_expiration_ms) & accepted_unknown
+    zero = F.col("base_sequence") == 0
+    expired = state_expired(profile.producer_id_expiration_ms) & (
+        F.lit(profile.accepts_unknown_producer) | zero
+    )
     why = (
         F.when(
-            expired,
+            expired & zero,
             F.lit(
                 " Unless the producer restarted its sequence: it had been idle longer than "
-                f"producer.id.expiration.ms, so {profile.name} had forgotten it and took the sequence as "
+                f"producer.id.expiration.ms, so {profile.name} had forgotten it and took sequence 0 as "
                 "from a new producer."
+            ),
+        )
+        .when(
+            # 2.5+ take any sequence from a producer they forgot: no client restarts mid-epoch elsewhere.
+            expired,
+            F.lit(
+                " The producer had been idle longer than producer.id.expiration.ms, so "
+                f"{profile.name} had forgotten it and took the batch without checking its sequence."
             ),
         )
         .when(
@@ -137,8 +147,8 @@ def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:
             fmt(
                 " Unless the producer restarted at 0: the log start offset (now %s) has passed its previous "
                 f"batch, and {profile.name} forgets such a producer (truncateHead) and takes sequence 0 "
-                "from it as from a new producer (a transactional client before 2.5 restarts at 0 after "
-                "UNKNOWN_PRODUCER_ID), if the log start moved before this batch was written.",
+                f"from it as from a new producer ({who_restarts(profile)}), if the log start moved before "
+                "this batch was written.",
                 "log_start_offset",
             ),
         )

@@ -119,6 +119,7 @@ class _StreamBatch:
     # The broker had forgotten the producer before it and took it as a new producer's batch: its cache
     # of the producer's last batches started again here.
     forgot: bool = False
+    evicted: bool = False
 
 
 @dataclass
@@ -197,9 +198,14 @@ class _Replay:
             base = unwrap_after(base_sequence, previous.last)
             current = _StreamBatch(batch, base, base + sequence_span(base_sequence, last_sequence))
             expired = self._expired(state, batch)
+            # The producer's last offset as its broker kept it: 0.11's moved with markers too.
+            kept_last = (state.previous if self.profile.broker_line == "0.11" else previous.batch)[
+                "base_offset"
+            ]
+            current.evicted = self._evicted(kept_last, current)
             current.forgot = (
                 expired and (self.profile.accepts_unknown_producer or base_sequence == 0)
-            ) or self._evicted(previous, current)
+            ) or current.evicted
             self._next_in_epoch(stream, previous, current, expired)
         stream.append(current)
         self._accept(state, batch)
@@ -292,13 +298,14 @@ class _Replay:
         else:
             self.pending_gaps.append(_PendingGap(batch, previous, expected, current.base, stream, expired))
 
-    def _evicted(self, previous: _StreamBatch, current: _StreamBatch) -> bool:
-        """Before 2.5 the broker forgot a producer once the log start offset passed its last batch
-        (`truncateHead`, §5.7), and took sequence 0 from it as from a new producer."""
+    def _evicted(self, kept_last: int, current: _StreamBatch) -> bool:
+        """Before 2.5 the broker forgot a producer once the log start offset passed its last offset
+        (`truncateHead`, §5.7: its last data batch's, 0.11's last batch's or marker's), and took sequence
+        0 from it as from a new producer."""
         return (
             not self.profile.accepts_unknown_producer
             and current.batch["base_sequence"] == 0
-            and previous.batch["base_offset"] < self.log_start_offset
+            and kept_last < self.log_start_offset
         )
 
     def _duplicate_message(
@@ -323,7 +330,7 @@ class _Replay:
         # A broker that forgot the producer after the copy started its cache again: the copy left it.
         in_window = in_window and not any(s.forgot for s in stream[stream.index(nearest_copy) + 1 :])
         forgotten = expired and (profile.accepts_unknown_producer or current.batch["base_sequence"] == 0)
-        evicted = self._evicted(previous, current)
+        evicted = current.evicted
         if in_window and not (forgotten or evicted):
             verdict = "a broker keeping its duplicate window should have caught it"
         elif forgotten:

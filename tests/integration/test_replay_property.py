@@ -539,6 +539,9 @@ def test_a_broker_that_forgot_the_producer_starts_its_cache_again(
         f"follows the batch before it (offset {idle_restart}) in sequence"
         in (found[("idle", idle_follower)]["message"])
     ), found[("idle", idle_follower)]["message"]
+    # Inside the window, but the broker forgot the producer after the copy: the message names where.
+    forgot = f"forgotten the producer after that copy and took the batch at offset {idle_restart}"
+    assert forgot in found[("idle", idle_follower)]["message"], found[("idle", idle_follower)]["message"]
     (regression,) = [f for key, f in found.items() if key[0] == "regressed"]
     assert (regression["kind"], regression["first_offset"]) == ("SEQUENCE_REGRESSION", regressed)
     restarted = "Unless the producer restarted at 0: the log start offset (now 7)" in regression["message"]
@@ -602,3 +605,55 @@ def test_a_0_11_snapshot_after_a_marker_that_raised_the_epoch_has_no_sequence(
     assert [(f["kind"], f["related_offset"]) for f in found] == (
         [("SNAPSHOT_MISMATCH", snapshot_offset)] if mismatch else []
     ), [f["message"] for f in found]
+
+
+@pytest.mark.parametrize(
+    ("with_marker", "verdict"), [(True, "should have refused it"), (False, "truncateHead")]
+)
+def test_a_0_11_producer_is_evicted_by_its_last_batch_or_marker(
+    spark: SparkSession, with_marker: bool, verdict: str
+) -> None:
+    """0.11's last offset moved with markers: producer 7's commit at offset 4, past the log start 3,
+    kept the producer, so its sequence 0 after it is no restart after eviction; without it, it is."""
+    log = LogBuilder()
+    log.data(7, 0, 0, transactional=True)
+    log.data(7, 0, 1, transactional=True)
+    log.data(8, 0, 0, 2)
+    if with_marker:
+        log.marker(7, 0)
+    else:
+        log.data(8, 0, 2)
+    copy = log.data(7, 0, 0, transactional=True)["base_offset"]
+    profile = load_profile("kafka-0.11")
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=3)
+    (finding,) = audit(bronze, profile).findings.where("kind = 'DUPLICATE_BATCH'").collect()
+    assert finding["first_offset"] == copy
+    assert verdict in finding["message"], finding["message"]
+    (expected,) = [
+        f
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=3)
+        if f["kind"] == "DUPLICATE_BATCH"
+    ]
+    assert ("should have" in expected["message"]) == ("should have" in finding["message"])
+
+
+def test_a_producer_the_earlier_dump_shows_by_a_marker_alone_is_timed_by_it(spark: SparkSession) -> None:
+    """Dump d1 of a compacted topic holds only producer 7's ABORT marker (its data was cleaned away)
+    and, eight days later, producer 8's batch; in d2, an hour on, the marker is gone too. With no data
+    batch of producer 7 in d1, the marker's time is the newest the audit knows: past 1.0's seven-day
+    expiration at d2, so the cleaner could remove it."""
+    first = LogBuilder(dump_id="d1")
+    first.marker(7, 0, "ABORT")
+    first.wait(8 * DAY_MS)
+    kept = first.data(8, 0, 0)
+    second = LogBuilder(dump_id="d2", start_offset=kept["base_offset"], clock=kept["max_timestamp"])
+    second.data(8, 0, 0)
+    bronze = Bronze.from_batches(spark.createDataFrame(first.rows + second.rows, BATCHES.schema))
+    captured = F.when(F.col("dump_id") == "d2", F.lit(kept["max_timestamp"] + 3_600_000))
+    bronze = replace(
+        bronze, files=bronze.files.withColumn("mtime_ms", captured.otherwise(F.lit(kept["max_timestamp"])))
+    )
+    base = load_profile("kafka-1.0")
+    profile = replace(base, compacted_topics=(*base.compacted_topics, "orders"))
+    found = audit(bronze, profile).findings.where("severity != 'info'").collect()
+    assert found == [], [f["message"] for f in found]

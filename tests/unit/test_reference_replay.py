@@ -694,3 +694,21 @@ def test_replay_of_any_generated_history_names_only_contract_kinds(history: LogH
         assert f["kind"] in KINDS and f["explained_by"] in (None, *EXPLAINED_BY), f
         assert f["expected_sequence"] is None or 0 <= f["expected_sequence"] <= MAX_SEQUENCE, f
         assert f["missing_records"] is None or f["missing_records"] > 0, f
+
+
+def test_a_0_11_producer_whose_marker_lies_past_the_log_start_was_not_evicted() -> None:
+    """0.11's last offset moved with markers (`ProducerIdEntry.lastOffset`): producer PID's sequences 0
+    and 1, its commit at offset 4 past the log start 3, then sequence 0 again is a retry its one-batch
+    window missed, not a restart after eviction; without the marker it is."""
+    for with_marker, verdict in ((True, "should have refused it"), (False, "had evicted the producer")):
+        log = LogBuilder()
+        log.data(PID, 0, 0, 1, transactional=True)
+        log.data(PID, 0, 1, 1, transactional=True)
+        log.data(PID + 1, 0, 0, 2)
+        if with_marker:
+            log.marker(PID, 0)
+        else:
+            log.data(PID + 1, 0, 2, 1)
+        log.data(PID, 0, 0, 1, transactional=True)
+        message = only(replay(log, profile=KAFKA_0_11, log_start_offset=3), "DUPLICATE_BATCH")["message"]
+        assert verdict in message, message
