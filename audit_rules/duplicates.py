@@ -16,6 +16,7 @@ from audit_rules.history import (
     STREAM_KEY,
     evicted_by_log_start,
     forgotten_before,
+    forgotten_by_expiry,
     state_expired,
     who_restarts,
 )
@@ -31,7 +32,7 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
     points at the first (`first_copy_offset`). Outside the window a broker holding the producer's state
     refuses the copy as out of sequence, unless it follows the batch before it in sequence; without
     state it accepts it only if it accepts an unknown producer's sequence (`accepts_unknown_producer`)
-    or the sequence is 0. Before 2.5 the broker also forgot a producer once the log start offset
+    or the sequence is 0. Before 2.4 the broker also forgot a producer once the log start offset
     passed its last batch (`evicted`).
 
     With `batches` (the stream batches of the history, with their log's columns), a copy whose stream
@@ -80,11 +81,10 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
     else:
         reset, forgot_at = F.lit(False), F.lit(None).cast("long")
     # Expiry explains the copy only where the broker accepts it from a producer it holds no state for.
-    accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
     expired = state_expired(profile.producer_id_expiration_ms)
-    forgotten = expired & accepted_unknown
+    forgotten = forgotten_by_expiry(profile)
     evicted = evicted_by_log_start(profile)
-    unknown_error = "OUT_OF_ORDER_SEQUENCE_NUMBER" if profile.broker_line == "0.11" else "UNKNOWN_PRODUCER_ID"
+    unknown_error = profile.unknown_producer_error
     follows = F.col("base_sequence_unwrapped") == F.col("prev_last_unwrapped") + 1
     window = profile.describe_window()
     outside = f"outside {window} ({profile.name}) the broker would not have recognised it as a retry"

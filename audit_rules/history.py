@@ -340,17 +340,25 @@ def state_expired(expiration_ms: int) -> Column:
     )
 
 
+def forgotten_by_expiry(profile: Profile) -> Column:
+    """True where the broker had forgotten the producer by expiry (`state_expired`) and takes this
+    batch's sequence from a producer it does not know: any sequence since 2.5, else only 0. Never null."""
+    accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
+    return state_expired(profile.producer_id_expiration_ms) & F.coalesce(accepted_unknown, F.lit(False))
+
+
 def evicted_by_log_start(profile: Profile) -> Column:
-    """True where a broker before 2.5 had evicted the producer before this sequence-0 batch: the log
-    start offset (now) lies past the producer's previous batch (0.11: its previous batch or marker),
-    and `truncateHead` forgot every producer whose last data offset (0.11: last offset) fell below a
-    new log start (§5.5, §5.7); it then takes sequence 0 as a new producer's. The previous row's base
-    offset stands for its last one (the history keeps no other): a batch that straddles the log start
-    kept its producer, yet counts as evicted. Never null."""
-    if profile.accepts_unknown_producer:
+    """True where a broker before 2.4 (`Profile.evicts_at_log_start`) had evicted the producer before
+    this sequence-0 batch: the log start offset (now) lies past the producer's previous batch (0.11: its
+    previous batch or marker), and `truncateHead` forgot every producer whose last data offset (0.11:
+    last offset) fell below a new log start, whether retention or DeleteRecords moved it (§5.5, §5.7);
+    it then takes sequence 0 as a new producer's. The previous row's base offset stands for its last
+    one (the history keeps no other): a batch that straddles the log start kept its producer, yet
+    counts as evicted. Never null."""
+    if not profile.evicts_at_log_start:
         return F.lit(False)
     # 0.11's last offset moved with markers too (`ProducerIdEntry.lastOffset`): its previous valid row.
-    kept_last = F.col("prev_offset") if profile.broker_line == "0.11" else F.col("prev_base_offset")
+    kept_last = F.col("prev_offset") if profile.markers_move_last_offset else F.col("prev_base_offset")
     return F.coalesce((F.col("base_sequence") == 0) & (kept_last < F.col("log_start_offset")), F.lit(False))
 
 
@@ -358,7 +366,7 @@ def who_restarts(profile: Profile) -> str:
     """Who writes sequence 0 again under one producer id and epoch once the broker forgot the producer,
     for a message: a 1.0-2.4 broker answers UNKNOWN_PRODUCER_ID, and a transactional client before 2.5
     rewrites its sequences from 0 (§7.1); 0.11 answers OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to its client."""
-    if profile.broker_line == "0.11":
+    if profile.unknown_producer_error != "UNKNOWN_PRODUCER_ID":
         return "a client restarting its sequence at 0"
     return "a transactional client before 2.5 restarts at 0 after UNKNOWN_PRODUCER_ID"
 
@@ -368,10 +376,7 @@ def forgotten_before(profile: Profile) -> Column:
     had expired and the broker takes the batch's sequence from an unknown producer (any sequence since
     2.5, else only 0), or it had evicted the producer (`evicted_by_log_start`). Its cache of the
     producer's last batches starts again there. Never null."""
-    accepted_unknown = F.lit(profile.accepts_unknown_producer) | (F.col("base_sequence") == 0)
-    forgot = (state_expired(profile.producer_id_expiration_ms) & accepted_unknown) | evicted_by_log_start(
-        profile
-    )
+    forgot = forgotten_by_expiry(profile) | evicted_by_log_start(profile)
     # `prev_base_offset`: the stream's previous batch (null on its first).
     return F.coalesce(F.col("in_stream") & F.col("prev_base_offset").isNotNull() & forgot, F.lit(False))
 

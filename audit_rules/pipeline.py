@@ -383,7 +383,7 @@ def audit(
                 producers,
                 bronze.producer_snapshots,
                 logs,
-                markers_move_last_offset=profile.broker_line == "0.11",
+                markers_move_last_offset=profile.markers_move_last_offset,
             ),
         ]
     if gone is not None:

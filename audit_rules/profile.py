@@ -55,12 +55,27 @@ class Profile:
     transaction_max_timeout_ms: int = 900_000
     compacted_topics: tuple[str, ...] = DEFAULT_COMPACTED
     app_sequence: AppSequenceSpec | None = field(default=None)
+    # Where releases of the 1.0 line (1.0 to 2.4) differ; None: the line's first releases'. 2.4.0 keeps
+    # a producer whose batches retention deleted (KAFKA-7190); 2.4.1 restarts its expiry time on a
+    # marker (KAFKA-9144). The other lines do one thing each.
+    log_start_evicts: bool | None = None
+    marker_refreshes_expiry: bool | None = None
 
     def __post_init__(self) -> None:
         if self.broker_line not in BROKER_LINES:
             raise ValueError(
                 f"profile {self.name}: broker_line {self.broker_line!r} not one of {BROKER_LINES}"
             )
+        for setting, line_does in (
+            ("log_start_evicts", self._line_evicts),
+            ("marker_refreshes_expiry", self._line_refreshes),
+        ):
+            value = getattr(self, setting)
+            if value is not None and value != line_does and self.broker_line != "1.0":
+                raise ValueError(
+                    f"profile {self.name}: {setting} {str(value).lower()} does not hold for broker_line "
+                    f"{self.broker_line} (only releases of the 1.0 line, 1.0 to 2.4, differ in it)"
+                )
         if self.duplicate_window_batches < 1:
             raise ValueError(f"profile {self.name}: duplicate_window_batches must be >= 1")
         if self.producer_id_expiration_ms <= 0 or self.transaction_max_timeout_ms <= 0:
@@ -72,12 +87,44 @@ class Profile:
         return BROKER_LINES.index(self.broker_line) >= BROKER_LINES.index("2.5")
 
     @property
+    def _line_refreshes(self) -> bool:
+        return self.broker_line != "1.0"
+
+    @property
+    def _line_evicts(self) -> bool:
+        return not self.accepts_unknown_producer
+
+    @property
     def markers_refresh_expiry(self) -> bool:
         """Whether a transaction marker restarts the producer's expiry time (`lastTimestamp`): in 0.11,
-        whose state kept the last append's time, and since 2.5 (KAFKA-9144); 1.0 to 2.4 time it from
-        the last data batch (`ProducerStateEntry.lastTimestamp`, KAFKA-5494). (KAFKA-9144 reached later
-        2.3 and 2.4 patch releases too; the line does not tell them apart.)"""
-        return self.broker_line != "1.0"
+        whose state kept the last append's time, and since 2.4.1 (KAFKA-9144, `marker_refreshes_expiry`;
+        never released for 2.3); 1.0 to 2.4.0 time it from the last data batch
+        (`ProducerStateEntry.lastTimestamp`, KAFKA-5494)."""
+        if self.marker_refreshes_expiry is not None:
+            return self.marker_refreshes_expiry
+        return self._line_refreshes
+
+    @property
+    def evicts_at_log_start(self) -> bool:
+        """Whether the broker forgets a producer once the log start offset passes its last data batch
+        (`truncateHead`, `isProducerRetained`; 0.11: its last offset): 0.11 to 2.3. From 2.4 it keeps
+        the producer until it expires (KAFKA-7190, `log_start_evicts`)."""
+        if self.log_start_evicts is not None:
+            return self.log_start_evicts
+        return self._line_evicts
+
+    @property
+    def markers_move_last_offset(self) -> bool:
+        """Whether a transaction marker becomes the producer's last offset: in 0.11, whose
+        `ProducerIdEntry.lastOffset` took every append's, markers too; 1.0 and later keep the last data
+        batch's (`lastDataOffset`). Retention's eviction (`truncateHead`) and snapshots follow it."""
+        return self.broker_line == "0.11"
+
+    @property
+    def unknown_producer_error(self) -> str:
+        """What the broker answers a producer it holds no state for whose sequence is not 0 (before 2.5;
+        §5.5): 0.11 has no UNKNOWN_PRODUCER_ID yet."""
+        return "OUT_OF_ORDER_SEQUENCE_NUMBER" if self.broker_line == "0.11" else "UNKNOWN_PRODUCER_ID"
 
     def is_compacted(self, topic: str) -> bool:
         return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.compacted_topics)

@@ -41,11 +41,15 @@ def _retained_state(profile: Profile) -> str:
     """What the profile's broker does with a producer whose batches retention deleted (§5.7)."""
     if profile.accepts_unknown_producer:
         return f"a {profile.name} broker keeps a producer's state after retention until it expires (KIP-360)"
+    if not profile.evicts_at_log_start:
+        return (
+            f"a {profile.name} broker keeps a producer's state after retention until it expires "
+            f"(KAFKA-7190), and then refuses its next batch unless it starts at sequence 0 "
+            f"({profile.unknown_producer_error})"
+        )
     return (
         f"a {profile.name} broker forgets a producer once retention deleted its batches, and refuses its "
-        "next batch unless it starts at sequence 0 ("
-        + ("OUT_OF_ORDER_SEQUENCE_NUMBER" if profile.broker_line == "0.11" else "UNKNOWN_PRODUCER_ID")
-        + ")"
+        "next batch unless it starts at sequence 0 (" + profile.unknown_producer_error + ")"
     )
 
 
@@ -207,7 +211,7 @@ def producers_across_dumps(
     # A producer the broker had forgotten loses the cleaner's protection of its last batch (§5.9): on a
     # compacted log all of its batches may be gone without loss, where the broker may have forgotten it
     # before the later dump: its newest batch then is at least producer.id.expiration.ms older (a later
-    # batch of its, gone too, would be newer still). 1.0 to 2.4 time the expiry from data batches only.
+    # batch of its, gone too, would be newer still). 1.0 to 2.4.0 time the expiry from data batches only.
     # (A producer the earlier dump shows by its markers alone: their time, a bound all the same.)
     last_seen = (
         F.col("producer_timestamp")

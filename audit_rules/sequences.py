@@ -14,7 +14,14 @@ from pyspark.sql import functions as F
 
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import ROW_KEY, evicted_by_log_start, start_after, state_expired, who_restarts
+from audit_rules.history import (
+    ROW_KEY,
+    evicted_by_log_start,
+    forgotten_by_expiry,
+    start_after,
+    state_expired,
+    who_restarts,
+)
 from audit_rules.logs import below_start_cause, compaction_evidence, compaction_may_have_removed
 from audit_rules.profile import Profile
 
@@ -116,15 +123,13 @@ def history_start(
 def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:
     """SEQUENCE_REGRESSION: a base sequence at or below the previous batch's last one, not an exact copy
     (KIP-98 OutOfOrderSequence). Where the broker had forgotten the producer before the batch (its
-    state expired, or, before 2.5, the log start passed its previous batch: `evicted_by_log_start`) and
+    state expired, or, before 2.4, the log start passed its previous batch: `evicted_by_log_start`) and
     takes the batch's sequence from a producer it does not know, the message says so: a client that
     restarts its sequence then (a transactional one before 2.5 restarts at 0 after
     UNKNOWN_PRODUCER_ID) wrote it, not a reordering."""
     rows = history.where(F.col("transition") == "REGRESSION")
     zero = F.col("base_sequence") == 0
-    expired = state_expired(profile.producer_id_expiration_ms) & (
-        F.lit(profile.accepts_unknown_producer) | zero
-    )
+    expired = forgotten_by_expiry(profile)
     why = (
         F.when(
             expired & zero,

@@ -199,7 +199,7 @@ class _Replay:
             current = _StreamBatch(batch, base, base + sequence_span(base_sequence, last_sequence))
             expired = self._expired(state, batch)
             # The producer's last offset as its broker kept it: 0.11's moved with markers too.
-            kept_last = (state.previous if self.profile.broker_line == "0.11" else previous.batch)[
+            kept_last = (state.previous if self.profile.markers_move_last_offset else previous.batch)[
                 "base_offset"
             ]
             current.evicted = self._evicted(kept_last, current)
@@ -299,11 +299,11 @@ class _Replay:
             self.pending_gaps.append(_PendingGap(batch, previous, expected, current.base, stream, expired))
 
     def _evicted(self, kept_last: int, current: _StreamBatch) -> bool:
-        """Before 2.5 the broker forgot a producer once the log start offset passed its last offset
+        """Before 2.4 the broker forgot a producer once the log start offset passed its last offset
         (`truncateHead`, §5.7: its last data batch's, 0.11's last batch's or marker's), and took sequence
         0 from it as from a new producer."""
         return (
-            not self.profile.accepts_unknown_producer
+            self.profile.evicts_at_log_start
             and current.batch["base_sequence"] == 0
             and kept_last < self.log_start_offset
         )

@@ -232,7 +232,7 @@ class _Producer:
 _ACTIONS = (
     ["send"] * 8
     + ["gap", "duplicate", "reorder", "bump", "marker", "idle"] * 2
-    + ["regress", "zombie", "invalid", "corrupt", "rot", "bump_rot", "plain", "overlap"]
+    + ["regress", "zombie", "invalid", "corrupt", "rot", "bump_rot", "plain", "overlap", "restart"]
 )
 
 _first_sequences = st.one_of(
@@ -249,12 +249,16 @@ def log_histories(
     log_start_offset: int | None = None,
     partition: int = 0,
     max_events: int = 24,
+    deleted_head: bool = False,
 ) -> LogHistory:
-    """A random history of one log, driven by a list of producer actions."""
+    """A random history of one log, driven by a list of producer actions. With `deleted_head` and a log
+    start above 0, the log may keep batches below its log start, as DeleteRecords leaves them in the
+    segment (the broker evicts producers before 2.4 by that log start: `truncateHead`)."""
     start = draw(st.sampled_from([0, 0, 1000])) if log_start_offset is None else log_start_offset
+    first = start - draw(st.sampled_from([0, 0, 4, 20])) if deleted_head and start >= 20 else start
     topic = draw(st.sampled_from(topics))
     log = LogBuilder(
-        start_offset=start, topic=topic, partition=partition, file=f"/x/{topic}-{partition}/{start:020d}.log"
+        start_offset=first, topic=topic, partition=partition, file=f"/x/{topic}-{partition}/{first:020d}.log"
     )
     producers = [
         _Producer(
@@ -393,6 +397,14 @@ def _bump_rot(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
     _send(draw, log, p)
 
 
+def _restart(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
+    """The producer writes sequence 0 again in its epoch: a transactional client before 2.5 does so
+    after UNKNOWN_PRODUCER_ID, once its broker forgot it (expired, or evicted by the log start)."""
+    p.next_sequence = 0
+    p.sent = []
+    _send(draw, log, p)
+
+
 def _plain(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
     log.plain(draw(st.integers(1, 3)))
 
@@ -418,4 +430,5 @@ _ACT = {
     "bump_rot": _bump_rot,
     "plain": _plain,
     "overlap": _overlap,
+    "restart": _restart,
 }

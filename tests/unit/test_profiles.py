@@ -54,10 +54,35 @@ def test_a_scope_without_an_extractor_is_a_usage_error() -> None:
 
 
 def test_what_a_broker_does_with_a_producer_retention_deleted_follows_its_line() -> None:
-    """2.5+ keeps the state (KIP-360); 1.0-2.4 forget it and answer UNKNOWN_PRODUCER_ID, 0.11
-    OUT_OF_ORDER_SEQUENCE_NUMBER, to a sequence other than 0."""
+    """2.5+ keeps the state (KIP-360); 2.4 keeps it until it expires (KAFKA-7190); 1.0-2.3 forget it
+    and answer UNKNOWN_PRODUCER_ID, 0.11 OUT_OF_ORDER_SEQUENCE_NUMBER, to a sequence other than 0."""
     assert "keeps a producer's state" in _retained_state(load_profile("kafka-2.5"))
     assert "keeps a producer's state" in _retained_state(load_profile("kafka-3.4"))
     for name, error in (("kafka-1.0", "UNKNOWN_PRODUCER_ID"), ("kafka-0.11", "OUT_OF_ORDER_SEQUENCE_NUMBER")):
         text = _retained_state(load_profile(name))
         assert "forgets a producer" in text and error in text, text
+    text = _retained_state(load_profile("kafka-2.4"))
+    assert "keeps a producer's state" in text and "KAFKA-7190" in text and "UNKNOWN_PRODUCER_ID" in text, text
+
+
+def test_releases_of_the_1_0_line_differ_in_eviction_and_marker_expiry(tmp_path: Path) -> None:
+    """1.0-2.3 evict at the log start and time expiry from data batches; kafka-2.4 (2.4.1) does
+    neither; a config sets either for the 1.0 line, and no other line takes a value it contradicts."""
+    old, new = load_profile("kafka-1.0"), load_profile("kafka-2.4")
+    assert (old.evicts_at_log_start, old.markers_refresh_expiry) == (True, False)
+    assert (new.evicts_at_log_start, new.markers_refresh_expiry) == (False, True)
+    assert new.accepts_unknown_producer is False and new.unknown_producer_error == "UNKNOWN_PRODUCER_ID"
+    assert (
+        load_profile("kafka-0.11").evicts_at_log_start and load_profile("kafka-0.11").markers_refresh_expiry
+    )
+    assert not load_profile("kafka-3.4").evicts_at_log_start
+    two_four_oh = load_profile("kafka-2.4", config(tmp_path, "marker_refreshes_expiry: false\n"))
+    assert (two_four_oh.evicts_at_log_start, two_four_oh.markers_refresh_expiry) == (False, False)
+    with pytest.raises(ProfileError, match=r"log_start_evicts true does not hold for broker_line 3\.4"):
+        load_profile("kafka-3.4", config(tmp_path, "log_start_evicts: true\n"))
+    with pytest.raises(
+        ProfileError, match=r"marker_refreshes_expiry false does not hold for broker_line 0\.11"
+    ):
+        load_profile("kafka-0.11", config(tmp_path, "marker_refreshes_expiry: false\n"))
+    # Saying what the line does anyway is no error.
+    assert load_profile("kafka-2.5", config(tmp_path, "log_start_evicts: false\n")).name == "kafka-2.5"
