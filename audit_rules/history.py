@@ -299,7 +299,7 @@ def settle(history: DataFrame, copied: DataFrame | None) -> DataFrame:
 def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
     """One row per (log, producer id) of the history: the first and last offsets of its retained batches
     and markers, their highest timestamp and that of its data batches (of batches whose CRC holds), the
-    offset of its last marker and of its last transactional data batch.
+    offset of its last marker and of its last transactional data batch, and `fenced_by_marker` (below).
 
     Aggregated from the per-file facts of the bronze batches the history is built of
     (`logs.file_producers`; `logs`: `logs.log_bounds`): no pass over the batches of its own.
@@ -314,6 +314,10 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
             F.max("producer_data_timestamp").alias("producer_data_timestamp"),
             F.max("last_marker").alias("last_marker"),
             F.max("last_transactional_data").alias("last_transactional_data"),
+            F.max_by("last_data_epoch", "last_valid_data").alias("last_data_epoch"),
+            F.max_by("last_marker_epoch", "last_valid_marker").alias("last_marker_epoch"),
+            F.max("last_valid_marker").alias("last_valid_marker"),
+            F.max("last_valid_data").alias("last_valid_data"),
         )
     )
     keys = logs.select(*(F.col(c).alias(f"_l_{c}") for c in LOG_KEY), "log_key")
@@ -327,6 +331,14 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
         "producer_data_timestamp",
         "last_marker",
         "last_transactional_data",
+        # A marker that raised the epoch after the producer's last data batch (a coordinator's abort of
+        # a timed-out transaction fences the producer so, §5.7): before 2.4.1 it emptied the broker's
+        # cache of the producer's batches, and with it `lastTimestamp` (-1): expired at the next check.
+        F.coalesce(
+            (F.col("last_valid_marker") > F.coalesce("last_valid_data", F.lit(-1)))
+            & (F.col("last_marker_epoch") > F.coalesce("last_data_epoch", F.lit(-1))),
+            F.lit(False),
+        ).alias("fenced_by_marker"),
     )
 
 

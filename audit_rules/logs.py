@@ -117,16 +117,26 @@ def file_producers(batches: DataFrame) -> DataFrame:
         "records": F.col("count"),
         "bytes": F.col("size_bytes"),
     }
+    data = ~F.col("is_control")
+    marker = F.col("is_control")
+    # A corrupt batch's epoch cannot be trusted either.
+    valid_data, valid_marker = data & F.col("crc_valid"), marker & F.col("crc_valid")
     per_producer = {
         "retained_first_offset": F.min(F.col("base_offset")),
         "retained_last_offset": F.max(F.col("last_offset")),
         "producer_timestamp": F.max(F.when(F.col("crc_valid"), F.col("max_timestamp"))),
-        "producer_data_timestamp": F.max(
-            F.when(F.col("crc_valid") & ~F.col("is_control"), F.col("max_timestamp"))
+        "producer_data_timestamp": F.max(F.when(F.col("crc_valid") & data, F.col("max_timestamp"))),
+        "last_marker": F.max(F.when(marker, F.col("base_offset"))),
+        "last_transactional_data": F.max(F.when(F.col("is_transactional") & data, F.col("base_offset"))),
+        # The epochs of the producer's last data batch and last marker (`max_by`: a fixed-width buffer,
+        # so the aggregate stays a hash aggregate).
+        "last_valid_data": F.max(F.when(valid_data, F.col("base_offset"))),
+        "last_data_epoch": F.max_by(
+            F.when(valid_data, F.col("producer_epoch")), F.when(valid_data, F.col("base_offset"))
         ),
-        "last_marker": F.max(F.when(F.col("is_control"), F.col("base_offset"))),
-        "last_transactional_data": F.max(
-            F.when(F.col("is_transactional") & ~F.col("is_control"), F.col("base_offset"))
+        "last_valid_marker": F.max(F.when(valid_marker, F.col("base_offset"))),
+        "last_marker_epoch": F.max_by(
+            F.when(valid_marker, F.col("producer_epoch")), F.when(valid_marker, F.col("base_offset"))
         ),
     }
     return batches.groupBy(*LOG_KEY, "file", F.when(producer, F.col("producer_id")).alias("producer_id")).agg(

@@ -10,6 +10,9 @@ import fnmatch
 from dataclasses import dataclass, field
 
 DAY_MS = 86_400_000
+# How often the broker removes expired producers (`LogManager.ProducerIdExpirationCheckIntervalMs`,
+# fixed at 10 minutes before 2.8's producer.id.expiration.check.interval.ms).
+EXPIRY_CHECK_INTERVAL_MS = 600_000
 # Broker lines whose unknown-producer handling differs (§5.5): before 1.0, 1.0 to 2.4, 2.5 to 3.3,
 # 3.4 and later.
 BROKER_LINES = ("0.11", "1.0", "2.5", "3.4")

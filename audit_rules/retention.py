@@ -22,7 +22,7 @@ from audit_rules.logs import (
     join_log,
     with_log_key,
 )
-from audit_rules.profile import AppSequenceSpec, Profile
+from audit_rules.profile import EXPIRY_CHECK_INTERVAL_MS, AppSequenceSpec, Profile
 from schemas.tables import LOG_KEY
 
 
@@ -161,9 +161,17 @@ def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame
     """The producers of each log's previous dump (`previous_dumps`) with no batch in the log: the log's
     columns, `producer_id`, `retained_first_offset` and `retained_last_offset` (its first and last
     offsets there; the last is `L`), `producer_timestamp` and `producer_data_timestamp` (its newest
-    batch's or marker's, and its newest data batch's there),
+    batch's or marker's, and its newest data batch's there), `fenced_by_marker`,
     `previous_dump_id` and `previous_high_watermark` (`producers`: `history.producer_summary`)."""
-    producers = producers.drop("last_marker", "last_transactional_data")
+    producers = producers.select(
+        "log_key",
+        "producer_id",
+        "retained_first_offset",
+        "retained_last_offset",
+        "producer_timestamp",
+        "producer_data_timestamp",
+        "fenced_by_marker",
+    )
     earlier = previous_dumps(logs).join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
@@ -212,15 +220,20 @@ def producers_across_dumps(
     # compacted log all of its batches may be gone without loss, where the broker may have forgotten it
     # before the later dump: its newest batch then is at least producer.id.expiration.ms older (a later
     # batch of its, gone too, would be newer still). 1.0 to 2.4.0 time the expiry from data batches only.
-    # (A producer the earlier dump shows by its markers alone: their time, a bound all the same.)
-    last_seen = (
-        F.col("producer_timestamp")
-        if profile.markers_refresh_expiry
-        else F.coalesce("producer_data_timestamp", "producer_timestamp")
-    )
-    forgotten = F.coalesce(
-        F.col("capture_time_ms") - last_seen >= profile.producer_id_expiration_ms, F.lit(False)
-    )
+    # (A producer the earlier dump shows by its markers alone: their time, a bound all the same.) There a
+    # marker that raised the epoch after its last data batch left it no time at all (`fenced_by_marker`):
+    # the broker's next expiry check, at most EXPIRY_CHECK_INTERVAL_MS on, forgot it.
+    idle = F.col("capture_time_ms") - F.col("producer_timestamp")
+    if profile.markers_refresh_expiry:
+        forgotten = idle >= profile.producer_id_expiration_ms
+    else:
+        idle_since_data = F.col("capture_time_ms") - F.coalesce(
+            "producer_data_timestamp", "producer_timestamp"
+        )
+        forgotten = (idle_since_data >= profile.producer_id_expiration_ms) | (
+            F.col("fenced_by_marker") & (idle >= EXPIRY_CHECK_INTERVAL_MS)
+        )
+    forgotten = F.coalesce(forgotten, F.lit(False))
     loss = to_findings(
         gone.where(
             (F.col("retained_last_offset") >= F.col("log_start_offset"))

@@ -661,3 +661,37 @@ def test_a_producer_the_earlier_dump_shows_by_a_marker_alone_is_timed_by_it(spar
     profile = replace(base, compacted_topics=(*base.compacted_topics, "orders"))
     found = audit(bronze, profile).findings.where("severity != 'info'").collect()
     assert found == [], [f["message"] for f in found]
+
+
+@pytest.mark.parametrize(
+    ("profile_name", "marker_epoch", "lost"),
+    [("kafka-1.0", 1, False), ("kafka-1.0", 0, True), ("kafka-2.4", 1, True)],
+)
+def test_a_marker_that_fenced_the_producer_left_it_no_time_before_2_4_1(
+    spark: SparkSession, profile_name: str, marker_epoch: int, lost: bool
+) -> None:
+    """Dump d1 of a compacted topic holds producer 7's transaction (epoch 0) and, a minute later, the
+    coordinator's ABORT; producer 8 writes an hour on. In d2, two hours after the marker, producer 7's
+    batches are gone. A marker that raised the epoch (the coordinator fencing a timed-out transaction)
+    emptied a 1.0-2.4.0 broker's cache of the producer's batches, and with it its `lastTimestamp`: its
+    next expiry check forgot producer 7, and the cleaner could remove all of it. A marker of the same
+    epoch left the data batch's time (two hours: kept); 2.4.1 times the producer from the marker (kept)."""
+    first = LogBuilder(dump_id="d1")
+    first.data(7, 0, 0, 2, transactional=True)
+    first.wait(60_000)
+    marker = first.marker(7, marker_epoch, "ABORT")
+    first.wait(3_600_000)
+    kept = first.data(8, 0, 0)
+    second = LogBuilder(dump_id="d2", start_offset=kept["base_offset"], clock=kept["max_timestamp"])
+    second.data(8, 0, 0)
+    captured = F.when(F.col("dump_id") == "d2", F.lit(marker["max_timestamp"] + 2 * 3_600_000))
+    bronze = Bronze.from_batches(spark.createDataFrame(first.rows + second.rows, BATCHES.schema))
+    bronze = replace(
+        bronze, files=bronze.files.withColumn("mtime_ms", captured.otherwise(F.lit(kept["max_timestamp"])))
+    )
+    base = load_profile(profile_name)
+    profile = replace(base, compacted_topics=(*base.compacted_topics, "orders"))
+    found = audit(bronze, profile).findings.where("severity != 'info'").collect()
+    assert [(f["kind"], f["dump_id"], f["producer_id"]) for f in found] == (
+        [("UNKNOWN_PRODUCER_LOSS", "d2", 7)] if lost else []
+    ), [f["message"] for f in found]
