@@ -347,8 +347,13 @@ def audit(
     # The sequence rules only where the broker checked sequences (not a coordinator's internal topic).
     checked_rows, checked = event_rows.where(sequenced()), settled.where(sequenced())
     # Copies (on a healthy log, none: a small job over the stored events) are judged against the
-    # batches between them and the copy before, a pass over the history only where there are any.
-    copied_batches = None if checked.where(F.col("transition") == "DUPLICATE").isEmpty() else history
+    # batches between them and the copy before, a pass over the history only where there are any:
+    # asked now, answered once the other rules are planned.
+    any_copies = started(
+        spark,
+        lambda: not checked.where(F.col("transition") == "DUPLICATE").isEmpty(),
+        background=background,
+    )
     frames = [
         sequences.invalid_sequence(checked_rows),
         sequences.history_start(checked_rows, starts, unreadable),
@@ -356,7 +361,6 @@ def audit(
         sequences.sequence_gaps(checked, holes, profile, unreadable),
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts, unreadable),
-        duplicates.duplicate_batches(checked, profile, copied_batches),
         transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,
@@ -421,6 +425,7 @@ def audit(
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
         if profile.app_sequence is not None:
             frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence))
+    frames.append(duplicates.duplicate_batches(checked, profile, history if any_copies() else None))
     findings = union_findings(frames)
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
