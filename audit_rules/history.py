@@ -314,10 +314,9 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
             F.max("producer_data_timestamp").alias("producer_data_timestamp"),
             F.max("last_marker").alias("last_marker"),
             F.max("last_transactional_data").alias("last_transactional_data"),
-            F.max_by("last_data_epoch", "last_valid_data").alias("last_data_epoch"),
-            F.max_by("last_marker_epoch", "last_valid_marker").alias("last_marker_epoch"),
-            F.max("last_valid_marker").alias("last_valid_marker"),
-            F.max("last_valid_data").alias("last_valid_data"),
+            F.max("last_data").alias("_last_data"),
+            F.max("data_epoch").alias("_data_epoch"),
+            F.max("marker_epoch").alias("_marker_epoch"),
         )
     )
     keys = logs.select(*(F.col(c).alias(f"_l_{c}") for c in LOG_KEY), "log_key")
@@ -331,12 +330,12 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
         "producer_data_timestamp",
         "last_marker",
         "last_transactional_data",
-        # A marker that raised the epoch after the producer's last data batch (a coordinator's abort of
-        # a timed-out transaction fences the producer so, §5.7): before 2.4.1 it emptied the broker's
-        # cache of the producer's batches, and with it `lastTimestamp` (-1): expired at the next check.
+        # Its last marker follows its last data batch and raised the epoch past every data batch's (a
+        # coordinator's abort of a timed-out transaction fences the producer so, §5.7): before 2.4.1
+        # that emptied the broker's cache of its batches, and with it `lastTimestamp` (-1): expired at
+        # the next check. Unknown (no data batch, or no epoch to trust) is not fenced.
         F.coalesce(
-            (F.col("last_valid_marker") > F.coalesce("last_valid_data", F.lit(-1)))
-            & (F.col("last_marker_epoch") > F.coalesce("last_data_epoch", F.lit(-1))),
+            (F.col("last_marker") > F.col("_last_data")) & (F.col("_marker_epoch") > F.col("_data_epoch")),
             F.lit(False),
         ).alias("fenced_by_marker"),
     )

@@ -119,8 +119,6 @@ def file_producers(batches: DataFrame) -> DataFrame:
     }
     data = ~F.col("is_control")
     marker = F.col("is_control")
-    # A corrupt batch's epoch cannot be trusted either.
-    valid_data, valid_marker = data & F.col("crc_valid"), marker & F.col("crc_valid")
     per_producer = {
         "retained_first_offset": F.min(F.col("base_offset")),
         "retained_last_offset": F.max(F.col("last_offset")),
@@ -128,16 +126,12 @@ def file_producers(batches: DataFrame) -> DataFrame:
         "producer_data_timestamp": F.max(F.when(F.col("crc_valid") & data, F.col("max_timestamp"))),
         "last_marker": F.max(F.when(marker, F.col("base_offset"))),
         "last_transactional_data": F.max(F.when(F.col("is_transactional") & data, F.col("base_offset"))),
-        # The epochs of the producer's last data batch and last marker (`max_by`: a fixed-width buffer,
-        # so the aggregate stays a hash aggregate).
-        "last_valid_data": F.max(F.when(valid_data, F.col("base_offset"))),
-        "last_data_epoch": F.max_by(
-            F.when(valid_data, F.col("producer_epoch")), F.when(valid_data, F.col("base_offset"))
-        ),
-        "last_valid_marker": F.max(F.when(valid_marker, F.col("base_offset"))),
-        "last_marker_epoch": F.max_by(
-            F.when(valid_marker, F.col("producer_epoch")), F.when(valid_marker, F.col("base_offset"))
-        ),
+        # Its last data batch (a corrupt one too: the broker appended it) and the highest epochs of its
+        # data batches and markers whose CRC holds (a corrupt header's epoch cannot be trusted). Epochs
+        # never fall in what the broker appended, so the highest is the last one's.
+        "last_data": F.max(F.when(data, F.col("base_offset"))),
+        "data_epoch": F.max(F.when(data & F.col("crc_valid"), F.col("producer_epoch"))),
+        "marker_epoch": F.max(F.when(marker & F.col("crc_valid"), F.col("producer_epoch"))),
     }
     return batches.groupBy(*LOG_KEY, "file", F.when(producer, F.col("producer_id")).alias("producer_id")).agg(
         *[agg(values[name].cast("long")).alias(name) for name, agg in _BATCH_FACTS.items()],

@@ -56,6 +56,9 @@ class Profile:
     # KIP-854 producer.id.expiration.ms (3.4+); transactional.id.expiration.ms (7 days) before.
     producer_id_expiration_ms: int = DAY_MS
     transaction_max_timeout_ms: int = 900_000
+    # The compacted topics' delete.retention.ms: the cleaner keeps a transaction marker at least this
+    # long after its segment was last written (`LogCleaner`'s delete horizon).
+    delete_retention_ms: int = DAY_MS
     compacted_topics: tuple[str, ...] = DEFAULT_COMPACTED
     app_sequence: AppSequenceSpec | None = field(default=None)
     # Where releases of the 1.0 line (1.0 to 2.4) differ; None: the line's first releases'. 2.4.0 keeps
@@ -74,15 +77,20 @@ class Profile:
             ("marker_refreshes_expiry", self._line_refreshes),
         ):
             value = getattr(self, setting)
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"profile {self.name}: {setting} must be true or false, not {value!r}")
             if value is not None and value != line_does and self.broker_line != "1.0":
                 raise ValueError(
                     f"profile {self.name}: {setting} {str(value).lower()} does not hold for broker_line "
-                    f"{self.broker_line} (only releases of the 1.0 line, 1.0 to 2.4, differ in it)"
+                    f"{self.broker_line} (only releases of the 1.0 line, 1.0 to 2.4, differ in it: drop "
+                    "the setting or use broker_line 1.0)"
                 )
         if self.duplicate_window_batches < 1:
             raise ValueError(f"profile {self.name}: duplicate_window_batches must be >= 1")
         if self.producer_id_expiration_ms <= 0 or self.transaction_max_timeout_ms <= 0:
             raise ValueError(f"profile {self.name}: timeouts must be positive")
+        if self.delete_retention_ms < 0:
+            raise ValueError(f"profile {self.name}: delete_retention_ms must be >= 0")
 
     @property
     def accepts_unknown_producer(self) -> bool:

@@ -273,7 +273,7 @@ def scan_batch(
     last_stream = state.last_stream if carry else None
     s_at = _before(_last_upto(in_stream, seg, seg_first), start, NONE, CARRIED)
     # The time the broker's expiry measures from: its last batch or marker, or, where markers do not
-    # refresh it (`markers_refresh` false: 1.0 to 2.4), its last data batch.
+    # refresh it (`markers_refresh` false: 1.0 to 2.4.0), its last data batch.
     out["prev_event_timestamp"], out["prev_event_timestamp_null"] = (
         _take(cols["max_timestamp"], ok_at, last_ok["timestamp"] if last_ok else None)
         if markers_refresh

@@ -222,7 +222,8 @@ def producers_across_dumps(
     # batch of its, gone too, would be newer still). 1.0 to 2.4.0 time the expiry from data batches only.
     # (A producer the earlier dump shows by its markers alone: their time, a bound all the same.) There a
     # marker that raised the epoch after its last data batch left it no time at all (`fenced_by_marker`):
-    # the broker's next expiry check, at most EXPIRY_CHECK_INTERVAL_MS on, forgot it.
+    # the broker's next expiry check, at most EXPIRY_CHECK_INTERVAL_MS on, forgot it, and the cleaner
+    # may drop that marker once it is past the delete horizon (delete.retention.ms) too.
     idle = F.col("capture_time_ms") - F.col("producer_timestamp")
     if profile.markers_refresh_expiry:
         forgotten = idle >= profile.producer_id_expiration_ms
@@ -231,7 +232,7 @@ def producers_across_dumps(
             "producer_data_timestamp", "producer_timestamp"
         )
         forgotten = (idle_since_data >= profile.producer_id_expiration_ms) | (
-            F.col("fenced_by_marker") & (idle >= EXPIRY_CHECK_INTERVAL_MS)
+            F.col("fenced_by_marker") & (idle >= max(EXPIRY_CHECK_INTERVAL_MS, profile.delete_retention_ms))
         )
     forgotten = F.coalesce(forgotten, F.lit(False))
     loss = to_findings(

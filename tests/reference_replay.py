@@ -262,7 +262,7 @@ class _Replay:
 
     def _expired(self, state: _ProducerState, batch: Batch) -> bool:
         """`isProducerExpired` (§5.7): no open transaction and `producer.id.expiration.ms` since the
-        producer's previous batch or marker (its previous data batch in 1.0 to 2.4, where markers do not
+        producer's previous batch or marker (its previous data batch in 1.0 to 2.4.0, where markers do not
         refresh `lastTimestamp`)."""
         previous = state.previous
         timed_from = previous if self.profile.markers_refresh_expiry else state.previous_data

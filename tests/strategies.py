@@ -401,7 +401,6 @@ def _restart(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
     """The producer writes sequence 0 again in its epoch: a transactional client before 2.5 does so
     after UNKNOWN_PRODUCER_ID, once its broker forgot it (expired, or evicted by the log start)."""
     p.next_sequence = 0
-    p.sent = []
     _send(draw, log, p)
 
 

@@ -86,3 +86,12 @@ def test_releases_of_the_1_0_line_differ_in_eviction_and_marker_expiry(tmp_path:
         load_profile("kafka-0.11", config(tmp_path, "marker_refreshes_expiry: false\n"))
     # Saying what the line does anyway is no error.
     assert load_profile("kafka-2.5", config(tmp_path, "log_start_evicts: false\n")).name == "kafka-2.5"
+
+
+def test_a_release_setting_must_be_a_boolean_and_the_delete_horizon_not_negative(tmp_path: Path) -> None:
+    """A quoted "false" would read as true: refused, naming the setting; so is a negative horizon."""
+    with pytest.raises(ProfileError, match="log_start_evicts must be true or false, not 'false'"):
+        load_profile("kafka-1.0", config(tmp_path, 'log_start_evicts: "false"\n'))
+    with pytest.raises(ProfileError, match="delete_retention_ms must be >= 0"):
+        load_profile("kafka-1.0", config(tmp_path, "delete_retention_ms: -1\n"))
+    assert load_profile("kafka-1.0").delete_retention_ms == 86_400_000
