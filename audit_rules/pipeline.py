@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
 from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -406,6 +407,17 @@ def audit(
     if "acks" in present:
         keys = "keyed acks" in present
         app = profile.app_sequence if "app acks" in present else None
+        # A producer the snapshot or earlier-dump rule judges gets its verdict there (one per producer).
+        elsewhere = [
+            df.select("log_key", "producer_id")
+            for df in (
+                gone,
+                retention.latest_snapshot_entries(bronze.producer_snapshots)
+                if "snapshots" in present
+                else None,
+            )
+            if df is not None
+        ]
         frames.append(
             retention.acked_records(
                 bronze.batches,
@@ -416,6 +428,9 @@ def audit(
                 app=app,
                 incarnations="recreated topics" in present,
                 remote=remote,
+                producers=producers,
+                profile=profile,
+                judged_elsewhere=reduce(DataFrame.unionByName, elsewhere) if elsewhere else None,
             )
         )
     if located is not None:

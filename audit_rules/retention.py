@@ -438,6 +438,9 @@ def acked_records(
     app: AppSequenceSpec | None = None,
     incarnations: bool = False,
     remote: DataFrame | None = None,
+    producers: DataFrame | None = None,
+    profile: Profile | None = None,
+    judged_elsewhere: DataFrame | None = None,
 ) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
     checked against the newest dump of each replica. With `records` (record-level mode), an ack that
@@ -460,7 +463,11 @@ def acked_records(
     again, `logs.log_bounds`), each ack is checked against the newest dump of each replica in each
     incarnation, and belongs to the incarnation whose log holds it, on whichever broker: the logs of
     the other incarnations do not judge it. (An
-    ack that names neither producer, key nor app sequence is held by any batch at its offset.)"""
+    ack that names neither producer, key nor app sequence is held by any batch at its offset.)
+
+    With `producers` (`history.producer_summary`) and `profile`, a producer the ledger names of which
+    the log holds no batch is also judged as a whole (`_acked_producers`), unless `judged_elsewhere`
+    (log_key, producer_id: the snapshot and earlier-dump rules' producers) holds it."""
     newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
     )
@@ -768,7 +775,90 @@ def acked_records(
         related_offset=F.when(F.col("_outcome") != "absent", F.col("cover.base_offset")),
         missing_records="n",
     )
-    return retention.unionByName(missing).unionByName(lost_remotely)
+    found = retention.unionByName(missing).unionByName(lost_remotely)
+    if producers is not None and profile is not None:
+        found = found.unionByName(_acked_producers(ranges, producers, logs, profile, judged_elsewhere))
+    return found
+
+
+# The ack outcomes that say an acknowledged record is gone at or above the log start (or from the
+# remote tier), and those that explain its absence.
+_ACK_LOST = ("absent", "other", "remote_absent")
+_ACK_EXPLAINED = ("retention", "remote", "remote_deleted", "remote_pending")
+
+
+def _acked_producers(
+    ranges: DataFrame,
+    producers: DataFrame,
+    logs: DataFrame,
+    profile: Profile,
+    judged_elsewhere: DataFrame | None,
+) -> DataFrame:
+    """UNKNOWN_PRODUCER_LOSS (critical) or UNKNOWN_PRODUCER_RETENTION (info) for a producer the ack
+    ledger names (contract §4: "a producer known earlier (earlier dump, snapshot or ack ledger, last
+    offset L)") of which the log holds no batch at all, from the acks the record check judged
+    (`ranges`: runs of one outcome): L is its last acknowledged offset there. Lost where some of its
+    acknowledged records are gone at or above the log start (or from the remote tier); retention
+    where every one of them lies below it. Acks the record check found held or excused (a compacted
+    log's cleaner, a replica behind) leave no verdict. One verdict per producer and log: one the
+    snapshot or earlier-dump rule judges (`judged_elsewhere`) is left to it."""
+    per_producer = (
+        ranges.where(F.col("ack_producer_id").isNotNull() & ~F.col("_outcome").isin("rewritten"))
+        .groupBy("log_key", *LOG_KEY, "ack_producer_id")
+        .agg(
+            F.max("last").alias("acked_last_offset"),
+            F.min("first").alias("acked_first_offset"),
+            F.sum(F.when(F.col("_outcome").isin(*_ACK_LOST), F.col("n"))).alias("lost_records"),
+            F.min(F.col("_outcome").isin(*_ACK_EXPLAINED)).alias("all_explained"),
+        )
+        .withColumnRenamed("ack_producer_id", "producer_id")
+    )
+    absent = per_producer.join(
+        producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "left_anti"
+    )
+    if judged_elsewhere is not None:
+        absent = absent.join(judged_elsewhere, ["log_key", "producer_id"], "left_anti")
+    absent = join_log(absent, logs, "log_start_offset", "remote_log_start")
+    common: dict[str, Any] = {
+        "producer_id": "producer_id",
+        "first_offset": "acked_last_offset",
+        "last_offset": "acked_last_offset",
+        "related_offset": "acked_last_offset",
+    }
+    retention = to_findings(
+        absent.where(F.col("all_explained")),
+        "UNKNOWN_PRODUCER_RETENTION",
+        fmt(
+            "The ack ledger names producer %s, acknowledged at offsets %s-%s, of which this log holds no "
+            "batch because the log start offset moved to %s (its batches: %s): nothing is lost ("
+            + _retained_state(profile)
+            + ").",
+            "producer_id",
+            "acked_first_offset",
+            "acked_last_offset",
+            "log_start_offset",
+            below_start_cause(F.col("acked_last_offset")),
+        ),
+        explained_by=F.lit("retention"),
+        **common,
+    )
+    lost = to_findings(
+        absent.where(F.col("lost_records") > 0),
+        "UNKNOWN_PRODUCER_LOSS",
+        fmt(
+            "The ack ledger names producer %s, acknowledged at offsets %s-%s, but this log holds no batch "
+            "of that producer, and %s of its acknowledged record(s) lie at or above the log start offset "
+            "%s (ACKED_RECORD_MISSING): the producer's data was lost or rewritten.",
+            "producer_id",
+            "acked_first_offset",
+            "acked_last_offset",
+            "lost_records",
+            "log_start_offset",
+        ),
+        missing_records="lost_records",
+        **common,
+    )
+    return retention.unionByName(lost)
 
 
 # A remote segment as the ack check orders them: by end offset first.

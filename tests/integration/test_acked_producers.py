@@ -1,0 +1,73 @@
+"""A producer the ack ledger names, of which the log holds no batch at all, is judged as a whole
+(contract §4, `UNKNOWN_PRODUCER_LOSS`: "a producer known earlier (earlier dump, snapshot or ack
+ledger, last offset L)"): lost where acknowledged records of it lie at or above the log start,
+retention where all of them lie below it, beside the per-record ack findings."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from audit_rules.pipeline import Bronze, audit
+from jobs.profiles import load_profile
+from schemas.tables import ACKS, BATCHES
+from tests.strategies import LogBuilder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+
+def _ack(offset: int, producer_id: int, position: int) -> dict[str, Any]:
+    return {
+        "dump_id": "ledger",
+        "replica": None,
+        "topic": "orders",
+        "partition": 0,
+        "file": "/acks.jsonl",
+        "position": position,
+        "offset": offset,
+        "producer_id": producer_id,
+        "producer_epoch": 0,
+        "sequence": None,
+        "key": None,
+        "timestamp": None,
+        "app_producer": None,
+        "app_sequence": None,
+    }
+
+
+def test_a_producer_the_ledger_names_and_the_log_lacks_is_lost_or_retained(spark: SparkSession) -> None:
+    """The log starts at 10 and holds producer 8's batches at 10-14. The ledger acknowledged producer 7
+    at 2-3 (below the log start: retention), producer 9 at 12 (held by producer 8's batch: rewritten),
+    producer 6 at 20-21 (past the log's end, no other replica: lost), and producer 8 at 10-11 (held)."""
+    log = LogBuilder(start_offset=10)
+    log.data(8, 0, 0, 2)
+    log.data(8, 0, 2, 3)
+    acked = [(2, 7), (3, 7), (12, 9), (20, 6), (21, 6), (10, 8), (11, 8)]
+    acks = spark.createDataFrame([_ack(o, p, i) for i, (o, p) in enumerate(acked)], ACKS.schema)
+    bronze = replace(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10), acks=acks
+    )
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    producers = {
+        (f["kind"], f["producer_id"], f["related_offset"], f["missing_records"])
+        for f in found
+        if f["kind"].startswith("UNKNOWN_PRODUCER")
+    }
+    assert producers == {
+        ("UNKNOWN_PRODUCER_RETENTION", 7, 3, None),
+        ("UNKNOWN_PRODUCER_LOSS", 9, 12, 1),
+        ("UNKNOWN_PRODUCER_LOSS", 6, 21, 2),
+    }, [f["message"] for f in found]
+    records = sorted((f["kind"], f["producer_id"], f["first_offset"]) for f in found if "ACKED" in f["kind"])
+    assert records == [
+        ("ACKED_RECORD_MISSING", 6, 20),
+        ("ACKED_RECORD_MISSING", 9, 12),
+        ("ACKED_RECORD_RETENTION", 7, 2),
+    ]
+    (lost,) = [f for f in found if f["kind"] == "UNKNOWN_PRODUCER_LOSS" and f["producer_id"] == 6]
+    assert "acknowledged at offsets 20-21" in lost["message"] and lost["severity"] == "critical"
