@@ -12,6 +12,8 @@ import functools
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from audit_rules.kinds import Severity
 from audit_rules.pipeline import AuditOutput, Bronze, audit, local_checkpoint, release, started
 from audit_rules.profile import Profile
-from jobs.ingest import WRITE_SESSION_CONF, UsageError, session_conf, table_location, write_table
+from jobs.ingest import WRITE_SESSION_CONF, UsageError, is_uri, session_conf, table_location, write_table
 from jobs.spark_session import concurrently
 from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
 
@@ -289,7 +291,7 @@ def _findings_and_reports(
             by_severity[severity] = by_severity.get(severity, 0) + n
         status = exit_status(by_severity, fail_on)
         valid = status == 0
-        report_dir = _report_dir(output)
+        report_dir, publish = _report_dir(spark, output)
         # findings.json (a sort of the findings, streamed) beside the summary's write and index.html.
         json_written = beside(
             lambda: report.write_findings_json(
@@ -314,7 +316,7 @@ def _findings_and_reports(
         if gx:
             gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
             gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))
-        return status, valid, counts, report_dir
+        return status, valid, counts, publish()
     finally:
         # After a failure, what still runs ends before the rows it reads are freed (the first error is
         # the one raised).
@@ -331,10 +333,39 @@ def _store(df: DataFrame, name: str) -> DataFrame:
     return local_checkpoint(df, name)
 
 
-def _report_dir(output: str) -> str:
-    path = os.path.join(os.path.abspath(output), "report")
-    os.makedirs(path, exist_ok=True)
-    return path
+def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str]]:
+    """Where the reports are written, and the call that publishes them: `<output>/report` for a local
+    output; for a URI (`s3://`, `abfss://`, `dbfs:/`, `file:/`), a local folder whose files then
+    replace `<output>/report` through the session's Hadoop file system. Returns the folder and the
+    call, which returns where the reports are."""
+    if not is_uri(output):
+        path = os.path.join(os.path.abspath(output), "report")
+        os.makedirs(path, exist_ok=True)
+        return path, lambda: path
+    local = tempfile.mkdtemp(prefix="replay-audit-report-")
+    target = output.rstrip("/") + "/report"
+
+    def publish() -> str:
+        jvm = getattr(spark, "_jvm", None)
+        if jvm is None:
+            raise UsageError(
+                f"{output}: the reports reach a URI through the JVM's Hadoop file system, which this "
+                "session (Spark Connect) does not expose: give a local, /dbfs or /Volumes path"
+            )
+        fs_path = jvm.org.apache.hadoop.fs.Path
+        dest = fs_path(target)
+        fs = dest.getFileSystem(spark._jsc.hadoopConfiguration())
+        # The reports are rebuilt whole on every audit: the old folder goes first.
+        fs.delete(dest, True)
+        fs.mkdirs(dest)
+        for name in sorted(os.listdir(local)):
+            fs.copyFromLocalFile(
+                False, True, fs_path("file://" + os.path.join(local, name)), fs_path(dest, name)
+            )
+        shutil.rmtree(local, ignore_errors=True)
+        return target
+
+    return local, publish
 
 
 def _overwrite(df: DataFrame, name: str, output: str, run_id: str, partition_by: tuple[str, ...]) -> str:

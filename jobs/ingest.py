@@ -680,20 +680,20 @@ def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]
                 spark.conf.set(key, previous)
 
 
-def _is_uri(path: str) -> bool:
+def is_uri(path: str) -> bool:
     """`dbfs:/...`, `abfss://...`, `s3://...`: a location Spark resolves, not a local directory."""
     return "://" in path or path.startswith("dbfs:")
 
 
 def table_location(output: str, name: str) -> str:
     """Where the table `name` of an output lives: `<output>/<name>`, absolute when local."""
-    if _is_uri(output):
+    if is_uri(output):
         return output.rstrip("/") + "/" + name
     return os.path.join(os.path.abspath(output), name)
 
 
 def _check_output(output: str) -> None:
-    if _is_uri(output):
+    if is_uri(output):
         return
     path = os.path.abspath(output)
     parent = path

@@ -384,3 +384,27 @@ def test_started_names_the_scheduler_pool_of_its_thread_only(spark: Any) -> None
     assert inside == "audit-test"
     assert sc.getLocalProperty(key) == before
     assert started(spark, lambda: sc.getLocalProperty(key))() == before
+
+
+def test_an_output_given_as_a_uri_gets_its_reports_there(spark: Any, tmp_path: Path) -> None:
+    """`--output` as a URI (here `file:`, as `s3://` or `abfss://` on a cluster): the tables go there,
+    and so do the reports, written locally and copied through the Hadoop file system; a second audit
+    replaces them whole."""
+    from jobs.audit import run_audit
+    from tests.integration.test_audit_kinds import batches_of, write_partition
+
+    batches = batches_of(7, 0, [b"a", b"b"], start_offset=0, start_seq=0)
+    batches += batches_of(7, 0, [b"c"], start_offset=2, start_seq=5)
+    uri = (tmp_path / "out").as_uri()
+    ingest(spark, uri, f"d={write_partition(tmp_path, batches)}")  # type: ignore[arg-type]
+    (tmp_path / "out" / "report").mkdir()
+    (tmp_path / "out" / "report" / "stale.txt").write_text("from an earlier audit")
+    result = run_audit(spark, uri, load_profile(), gx=False)
+    assert result.report_dir == uri + "/report"
+    report = tmp_path / "out" / "report"
+    assert sorted(p.name for p in report.iterdir()) == ["findings.json", "index.html"]
+    document = json.loads((report / "findings.json").read_text())
+    assert [f["kind"] for f in document["findings"]] == ["SEQUENCE_GAP"]
+    assert "SEQUENCE_GAP" in (report / "index.html").read_text()
+    findings = spark.read.format("delta").load(str(tmp_path / "out" / "findings"))
+    assert [r["kind"] for r in findings.collect()] == ["SEQUENCE_GAP"]
