@@ -408,16 +408,19 @@ def audit(
         keys = "keyed acks" in present
         app = profile.app_sequence if "app acks" in present else None
         # A producer the snapshot or earlier-dump rule judges gets its verdict there (one per producer).
-        elsewhere = [
-            df.select("log_key", "producer_id")
-            for df in (
-                gone,
-                retention.latest_snapshot_entries(bronze.producer_snapshots)
-                if "snapshots" in present
-                else None,
+        listed = (
+            retention.latest_snapshot_entries(bronze.producer_snapshots).select(
+                "log_key", "producer_id", "last_offset"
             )
-            if df is not None
-        ]
+            if "snapshots" in present
+            else None
+        )
+        earlier = (
+            gone.select("log_key", "producer_id", F.col("retained_last_offset").alias("last_offset"))
+            if gone is not None
+            else None
+        )
+        elsewhere = [df for df in (earlier, listed) if df is not None]
         frames.append(
             retention.acked_records(
                 bronze.batches,

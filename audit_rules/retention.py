@@ -163,19 +163,21 @@ def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame
     offsets there; the last is `L`), `producer_timestamp` and `producer_data_timestamp` (its newest
     batch's or marker's, and its newest data batch's there), `fenced_by_marker`,
     `previous_dump_id` and `previous_high_watermark` (`producers`: `history.producer_summary`)."""
-    producers = producers.select(
-        "log_key",
-        "producer_id",
-        "retained_first_offset",
-        "retained_last_offset",
-        "producer_timestamp",
-        "producer_data_timestamp",
-        "fenced_by_marker",
-    )
+    producers = producers.drop("last_marker", "last_transactional_data")
     earlier = previous_dumps(logs).join(
         producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
     return earlier.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "left_anti")
+
+
+def _producer_at(offset: str) -> dict[str, Any]:
+    """A whole-producer finding's fields: its id, and its last known offset (`L`) as its offsets."""
+    return {
+        "producer_id": "producer_id",
+        "first_offset": offset,
+        "last_offset": offset,
+        "related_offset": offset,
+    }
 
 
 def producers_across_dumps(
@@ -195,12 +197,7 @@ def producers_across_dumps(
             ["log_key", "producer_id"],
             "left",
         ).where(F.coalesce(F.col("_listed_last") < F.col("retained_last_offset"), F.lit(True)))
-    common: dict[str, Any] = {
-        "producer_id": "producer_id",
-        "first_offset": "retained_last_offset",
-        "last_offset": "retained_last_offset",
-        "related_offset": "retained_last_offset",
-    }
+    common = _producer_at("retained_last_offset")
     retention = to_findings(
         gone.where(F.col("retained_last_offset") < F.col("log_start_offset")),
         "UNKNOWN_PRODUCER_RETENTION",
@@ -781,9 +778,9 @@ def acked_records(
     return found
 
 
-# The ack outcomes that say an acknowledged record is gone at or above the log start (or from the
-# remote tier), and those that explain its absence.
-_ACK_LOST = ("absent", "other", "remote_absent")
+# The ack outcomes that say an acknowledged record is gone at or above the log start, and those that
+# explain its absence (a record lost from the remote tier is its ACKED_RECORD_MISSING alone).
+_ACK_LOST = ("absent", "other")
 _ACK_EXPLAINED = ("retention", "remote", "remote_deleted", "remote_pending")
 
 
@@ -798,12 +795,14 @@ def _acked_producers(
     ledger names (contract §4: "a producer known earlier (earlier dump, snapshot or ack ledger, last
     offset L)") of which the log holds no batch at all, from the acks the record check judged
     (`ranges`: runs of one outcome): L is its last acknowledged offset there. Lost where some of its
-    acknowledged records are gone at or above the log start (or from the remote tier); retention
-    where every one of them lies below it. Acks the record check found held or excused (a compacted
-    log's cleaner, a replica behind) leave no verdict. One verdict per producer and log: one the
-    snapshot or earlier-dump rule judges (`judged_elsewhere`) is left to it."""
+    acknowledged records are gone at or above the log start; retention where every one of them lies
+    below it. Acks the record check found held or excused (a compacted log's cleaner, a replica
+    behind), or lost from the remote tier, leave no verdict of their own. One verdict per producer
+    and log: one the snapshot or earlier-dump rule judges (`judged_elsewhere`: log_key, producer_id,
+    last_offset) from a last offset at least L is left to it."""
     per_producer = (
-        ranges.where(F.col("ack_producer_id").isNotNull() & ~F.col("_outcome").isin("rewritten"))
+        # A ledger row of a producer without idempotence names producer id -1, or none: no producer.
+        ranges.where((F.col("ack_producer_id") >= 0) & ~F.col("_outcome").isin("rewritten"))
         .groupBy("log_key", *LOG_KEY, "ack_producer_id")
         .agg(
             F.max("last").alias("acked_last_offset"),
@@ -817,14 +816,13 @@ def _acked_producers(
         producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "left_anti"
     )
     if judged_elsewhere is not None:
-        absent = absent.join(judged_elsewhere, ["log_key", "producer_id"], "left_anti")
+        # Judged there from a last offset as late as the ledger's or later: one verdict per producer.
+        known = judged_elsewhere.groupBy("log_key", "producer_id").agg(F.max("last_offset").alias("_known"))
+        absent = absent.join(known, ["log_key", "producer_id"], "left").where(
+            F.coalesce(F.col("_known") < F.col("acked_last_offset"), F.lit(True))
+        )
     absent = join_log(absent, logs, "log_start_offset", "remote_log_start")
-    common: dict[str, Any] = {
-        "producer_id": "producer_id",
-        "first_offset": "acked_last_offset",
-        "last_offset": "acked_last_offset",
-        "related_offset": "acked_last_offset",
-    }
+    common = _producer_at("acked_last_offset")
     retention = to_findings(
         absent.where(F.col("all_explained")),
         "UNKNOWN_PRODUCER_RETENTION",

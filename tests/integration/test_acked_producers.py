@@ -43,11 +43,12 @@ def _ack(offset: int, producer_id: int, position: int) -> dict[str, Any]:
 def test_a_producer_the_ledger_names_and_the_log_lacks_is_lost_or_retained(spark: SparkSession) -> None:
     """The log starts at 10 and holds producer 8's batches at 10-14. The ledger acknowledged producer 7
     at 2-3 (below the log start: retention), producer 9 at 12 (held by producer 8's batch: rewritten),
-    producer 6 at 20-21 (past the log's end, no other replica: lost), and producer 8 at 10-11 (held)."""
+    producer 6 at 20-21 (past the log's end, no other replica: lost), producer 8 at 10-11 (held), and a
+    producer without idempotence (id -1) at 30: its record is missing, but it names no producer."""
     log = LogBuilder(start_offset=10)
     log.data(8, 0, 0, 2)
     log.data(8, 0, 2, 3)
-    acked = [(2, 7), (3, 7), (12, 9), (20, 6), (21, 6), (10, 8), (11, 8)]
+    acked = [(2, 7), (3, 7), (12, 9), (20, 6), (21, 6), (10, 8), (11, 8), (30, -1)]
     acks = spark.createDataFrame([_ack(o, p, i) for i, (o, p) in enumerate(acked)], ACKS.schema)
     bronze = replace(
         Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10), acks=acks
@@ -65,6 +66,7 @@ def test_a_producer_the_ledger_names_and_the_log_lacks_is_lost_or_retained(spark
     }, [f["message"] for f in found]
     records = sorted((f["kind"], f["producer_id"], f["first_offset"]) for f in found if "ACKED" in f["kind"])
     assert records == [
+        ("ACKED_RECORD_MISSING", -1, 30),
         ("ACKED_RECORD_MISSING", 6, 20),
         ("ACKED_RECORD_MISSING", 9, 12),
         ("ACKED_RECORD_RETENTION", 7, 2),
