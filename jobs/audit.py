@@ -61,7 +61,7 @@ def read_bronze(spark: SparkSession, output: str) -> Bronze:
     paths: dict[str, str] = {}
     for name in (*BRONZE_REQUIRED, *BRONZE_OPTIONAL):
         path = table_location(output, name)
-        if not _is_delta(path):
+        if not _is_delta(spark, path):
             if name in BRONZE_OPTIONAL:
                 continue
             raise UsageError(f"{output}: no Delta table {name!r}: run `replay-audit ingest` first")
@@ -128,10 +128,16 @@ def _live_files(jvm: Any, snapshot: Any) -> Any:
     return jvm.scala.jdk.javaapi.CollectionConverters.asScala(snapshot.allFiles().collectAsList()).toList()
 
 
-def _is_delta(path: str) -> bool:
-    if "://" in path or path.startswith("dbfs:"):
-        return True  # resolved by Spark; a missing table fails at read time
-    return os.path.isdir(os.path.join(path, "_delta_log"))
+def _is_delta(spark: SparkSession, path: str) -> bool:
+    """Whether `path` holds a Delta table (its `_delta_log`): a URI asked of the session's Hadoop file
+    system (without one, Spark Connect, taken as there: a missing table fails at read time)."""
+    if not is_uri(path):
+        return os.path.isdir(os.path.join(path, "_delta_log"))
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return True
+    log = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + "/_delta_log")
+    return bool(log.getFileSystem(spark._jsc.hadoopConfiguration()).exists(log))
 
 
 def run_id_of(bronze: Bronze, profile: Profile) -> str:
@@ -178,6 +184,8 @@ def run_audit(
 ) -> AuditResult:
     """Audit everything ingested under `output`; write tables and `report/`; return the exit status."""
     started_at = int(time.time() * 1000)
+    if is_uri(output):
+        _hadoop_jvm(spark, output)  # reports need it: asked before any work
     bronze = read_bronze(spark, output)
     if profile.app_sequence is not None and _without_records(bronze):
         # Contract §1: the extractor implies --records; `run` turns it on, a separate ingest may not have.
@@ -265,6 +273,7 @@ def _findings_and_reports(
     findings = _store(out.findings, FINDINGS.name)
     stored = [findings]
     running: list[Callable[[], object]] = []
+    scratch: list[str] = []  # a local folder of reports bound for a URI, gone after a failure too
 
     def beside(fn: Callable[[], T]) -> Callable[[], T]:
         running.append(wait := started(spark, fn))
@@ -292,6 +301,8 @@ def _findings_and_reports(
         status = exit_status(by_severity, fail_on)
         valid = status == 0
         report_dir, publish = _report_dir(spark, output)
+        if is_uri(output):
+            scratch.append(report_dir)
         # findings.json (a sort of the findings, streamed) beside the summary's write and index.html.
         json_written = beside(
             lambda: report.write_findings_json(
@@ -325,6 +336,8 @@ def _findings_and_reports(
                 wait()
         for df in stored:
             release(df)
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _store(df: DataFrame, name: str) -> DataFrame:
@@ -342,30 +355,46 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
         path = os.path.join(os.path.abspath(output), "report")
         os.makedirs(path, exist_ok=True)
         return path, lambda: path
+    jvm = _hadoop_jvm(spark, output)
     local = tempfile.mkdtemp(prefix="replay-audit-report-")
     target = output.rstrip("/") + "/report"
 
     def publish() -> str:
-        jvm = getattr(spark, "_jvm", None)
-        if jvm is None:
-            raise UsageError(
-                f"{output}: the reports reach a URI through the JVM's Hadoop file system, which this "
-                "session (Spark Connect) does not expose: give a local, /dbfs or /Volumes path"
-            )
+        from py4j.protocol import Py4JError
+
         fs_path = jvm.org.apache.hadoop.fs.Path
-        dest = fs_path(target)
-        fs = dest.getFileSystem(spark._jsc.hadoopConfiguration())
-        # The reports are rebuilt whole on every audit: the old folder goes first.
-        fs.delete(dest, True)
-        fs.mkdirs(dest)
-        for name in sorted(os.listdir(local)):
-            fs.copyFromLocalFile(
-                False, True, fs_path("file://" + os.path.join(local, name)), fs_path(dest, name)
-            )
-        shutil.rmtree(local, ignore_errors=True)
+        dest, partial = fs_path(target), fs_path(target + ".partial")
+        try:
+            fs = dest.getFileSystem(spark._jsc.hadoopConfiguration())
+            # Copied beside the old reports first, which then give way whole (rebuilt on every audit).
+            fs.delete(partial, True)
+            fs.mkdirs(partial)
+            for name in sorted(os.listdir(local)):
+                fs.copyFromLocalFile(
+                    False, True, fs_path("file://" + os.path.join(local, name)), fs_path(partial, name)
+                )
+            fs.delete(dest, True)
+            if not fs.rename(partial, dest):
+                raise OSError(f"{target}: the reports could not be moved from {target}.partial")
+        except Py4JError as exc:
+            raise OSError(f"{target}: cannot write the reports: {str(exc).splitlines()[0]}") from None
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
         return target
 
     return local, publish
+
+
+def _hadoop_jvm(spark: SparkSession, output: str) -> Any:
+    """The session's JVM, through which reports reach an output given as a URI; a usage error, before
+    any work, in a session that has none (Spark Connect)."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        raise UsageError(
+            f"{output}: the reports reach a URI through the JVM's Hadoop file system, which this "
+            "session (Spark Connect) does not expose: give a local, /dbfs or /Volumes path"
+        )
+    return jvm
 
 
 def _overwrite(df: DataFrame, name: str, output: str, run_id: str, partition_by: tuple[str, ...]) -> str:

@@ -398,7 +398,14 @@ def _finish(
     out_dir: str, outcomes: list[SuiteOutcome], index: str | None, docs_error: str | None
 ) -> GxSummary:
     summary = GxSummary(tuple(outcomes), index, docs_error)
-    _write_json(os.path.join(out_dir, SUMMARY_FILE), summary.to_json_dict())
+    # The file names its files relative to its folder: the reports may be copied elsewhere (a URI output).
+    written = summary.to_json_dict()
+    for suite in written["suites"]:
+        if suite.get("result_file"):
+            suite["result_file"] = os.path.relpath(suite["result_file"], out_dir)
+    if index is not None:
+        written["data_docs_index"] = os.path.relpath(index, out_dir)
+    _write_json(os.path.join(out_dir, SUMMARY_FILE), written)
     if not summary.success:
         log.warning("Great Expectations suites failed: %s", ", ".join(summary.failed_suites))
     return summary

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import time
 import uuid
@@ -681,8 +682,9 @@ def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]
 
 
 def is_uri(path: str) -> bool:
-    """`dbfs:/...`, `abfss://...`, `s3://...`: a location Spark resolves, not a local directory."""
-    return "://" in path or path.startswith("dbfs:")
+    """`dbfs:/...`, `abfss://...`, `s3://...`, `file:/...`: a location Spark resolves, not a local
+    directory (a scheme of two characters or more, so `C:\\...` stays local)."""
+    return re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", path) is not None
 
 
 def table_location(output: str, name: str) -> str:

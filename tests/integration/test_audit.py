@@ -395,7 +395,7 @@ def test_an_output_given_as_a_uri_gets_its_reports_there(spark: Any, tmp_path: P
 
     batches = batches_of(7, 0, [b"a", b"b"], start_offset=0, start_seq=0)
     batches += batches_of(7, 0, [b"c"], start_offset=2, start_seq=5)
-    uri = (tmp_path / "out").as_uri()
+    uri = f"file:{tmp_path / 'out'}"  # Hadoop's own form: one slash
     ingest(spark, uri, f"d={write_partition(tmp_path, batches)}")  # type: ignore[arg-type]
     (tmp_path / "out" / "report").mkdir()
     (tmp_path / "out" / "report" / "stale.txt").write_text("from an earlier audit")

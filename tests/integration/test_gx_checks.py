@@ -105,7 +105,8 @@ def test_results_are_one_json_file_per_suite_with_fixed_names(clean: tuple[GxSum
     written = json.loads((out / "summary.json").read_text())
     assert written["success"] is True and written["failed_suites"] == []
     assert [s["suite"] for s in written["suites"]] == list(SUITES)
-    assert written["suites"][0]["result_file"] == str(out / "batches.json")
+    assert written["suites"][0]["result_file"] == "batches.json"
+    assert written["data_docs_index"] == "data_docs/index.html"
 
 
 def test_data_docs_are_built_into_the_report_directory(clean: tuple[GxSummary, Path]) -> None:
