@@ -32,9 +32,11 @@ TEST_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m"
 CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
 # A worker's session runs a few hundred audits over half an hour; Spark's 1 GiB default heap held the
 # state they leave (generated classes, Delta snapshots) beside a running audit's sorts only just, and
-# ran out in CI (2026-11-26). Two workers' JVMs of 2 GiB each fit the 24 GiB machine many times over.
+# ran out in CI (2026-11-26), and 2 GiB did on 2026-11-30 (a tiered-storage audit late in a worker's
+# run collected garbage for five minutes, then failed; alone it takes 30 s). Two workers' JVMs of
+# 3 GiB each fit the 24 GiB machine many times over.
 TEST_CONF = {
-    "spark.driver.memory": "2g",
+    "spark.driver.memory": "3g",
     CODEGEN_MODE: "NO_CODEGEN",
     CODEGEN_CACHE: "2000",
     "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,
