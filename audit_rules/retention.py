@@ -471,7 +471,7 @@ def acked_records(
     targets = (
         logs.withColumn("_rank", F.row_number().over(newest))
         .where(F.col("_rank") == 1)
-        .select(*_ACK_TARGET, "topic_id", "remote_log_start")
+        .select(*_ACK_TARGET, "topic_id", "remote_log_start", "capture_time_ms")
     )
     reach = _reach(logs, targets)
     ack_rows = acks.select(
@@ -481,6 +481,7 @@ def acked_records(
         F.col("producer_id").alias("ack_producer_id"),
         F.col("producer_epoch").alias("ack_producer_epoch"),
         F.col("sequence").alias("ack_sequence"),
+        F.col("timestamp").alias("ack_timestamp"),
         (F.col("key") if records is not None and keys else F.lit(None).cast("string")).alias("ack_key"),
         (
             _app_identity(F.col("app_producer"), F.col("app_sequence"))
@@ -498,6 +499,8 @@ def acked_records(
         "ack_sequence",
         "ack_key",
         "ack_app",
+        "ack_timestamp",
+        "capture_time_ms",
     )
     # Only logs some ack names are read.
     acked = targets.join(
@@ -525,6 +528,8 @@ def acked_records(
         .withColumn("ack_sequence", F.lit(None).cast("int"))
         .withColumn("ack_key", F.lit(None).cast("string"))
         .withColumn("ack_app", F.lit(None).cast("string"))
+        .withColumn("ack_timestamp", F.lit(None).cast("long"))
+        .withColumn("capture_time_ms", F.lit(None).cast("long"))
     )
     tier = None if remote is None else _remote_tier(acked, remote)
     if tier is not None:
@@ -592,8 +597,12 @@ def acked_records(
     # dump lacks); the longer log judges the offset.
     lagging = ~covered & (F.col("at") >= F.col("log_end_offset")) & (F.col("at") < F.col("_reach"))
     outcome = F.when(~below & lagging, F.lit("lag")).otherwise(outcome)
+    # An ack the ledger times after the log's capture (`--captured-at`, else its newest file's mtime):
+    # the dump was taken before it, and cannot hold its record (a ledger that runs past the dump).
+    later = F.coalesce(F.col("ack_timestamp") > F.col("capture_time_ms"), F.lit(False))
+    outcome = F.when(~below & later & (outcome != "ok"), F.lit("later")).otherwise(outcome)
     checked = located.join(F.broadcast(reach), "log_key", "left").withColumn("_outcome", outcome)
-    judged = checked.where(~F.col("_outcome").isin("ok", "lag"))
+    judged = checked.where(~F.col("_outcome").isin("ok", "lag", "later"))
     rewritten = None
     if records is not None and (keys or app is not None):
         rewritten = _rewritten(checked, records, acked, keys, app)

@@ -73,3 +73,29 @@ def test_a_producer_the_ledger_names_and_the_log_lacks_is_lost_or_retained(spark
     ]
     (lost,) = [f for f in found if f["kind"] == "UNKNOWN_PRODUCER_LOSS" and f["producer_id"] == 6]
     assert "acknowledged at offsets 20-21" in lost["message"] and lost["severity"] == "critical"
+
+
+def test_an_ack_the_ledger_times_after_the_dump_is_not_judged_by_it(spark: SparkSession) -> None:
+    """The dump was captured at T (its files' newest mtime). Producer 6's ack at offset 15, timed a
+    second before T, is missing from the log: lost. Producer 5's ack at 16, timed a minute after T,
+    came after the dump was taken: the dump cannot hold it, and judges nothing of it."""
+    from pyspark.sql import functions as F
+
+    log = LogBuilder(start_offset=10)
+    log.data(8, 0, 0, 5)
+    captured = log.clock + 1_000
+    rows = [
+        {**_ack(15, 6, 0), "timestamp": captured - 1_000},
+        {**_ack(16, 5, 1), "timestamp": captured + 60_000},
+    ]
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
+    bronze = replace(
+        bronze,
+        acks=spark.createDataFrame(rows, ACKS.schema),
+        files=bronze.files.withColumn("mtime_ms", F.lit(captured)),
+    )
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    assert sorted((f["kind"], f["producer_id"]) for f in found) == [
+        ("ACKED_RECORD_MISSING", 6),
+        ("UNKNOWN_PRODUCER_LOSS", 6),
+    ], [f["message"] for f in found]
