@@ -621,7 +621,9 @@ def acked_records(
             owned.distinct(), [*same_ack, F.col("incarnation") != F.col("_h_inc")], "left_anti"
         )
     # Consecutive offsets with one outcome and producer are one finding (offset minus rank is constant
-    # along a run; a dense rank, since two acks with different keys may name one offset).
+    # along a run; a dense rank, since two acks with different keys may name one offset). A run's
+    # offsets are consecutive, so it holds last - first + 1 records however many ledger rows name each
+    # (a ledger that logged an ack twice, at two times or with two keys, counts the record once).
     run = Window.partitionBy("log_key", "_outcome", "ack_producer_id").orderBy("at")
     judged = judged.withColumn("_run", F.col("at") - F.dense_rank().over(run))
     ranges = judged.groupBy(
@@ -629,7 +631,7 @@ def acked_records(
     ).agg(
         F.min("at").alias("first"),
         F.max("at").alias("last"),
-        F.count(F.lit(1)).alias("n"),
+        (F.max("at") - F.min("at") + 1).alias("n"),
         F.first("log_start_offset").alias("log_start_offset"),
         F.min_by("cover", "at").alias("cover"),
         F.min("copied.start_offset").alias("copied_from"),

@@ -99,3 +99,29 @@ def test_an_ack_the_ledger_times_after_the_dump_is_not_judged_by_it(spark: Spark
         ("ACKED_RECORD_MISSING", 6),
         ("UNKNOWN_PRODUCER_LOSS", 6),
     ], [f["message"] for f in found]
+
+
+def test_a_record_the_ledger_logged_twice_counts_once(spark: SparkSession) -> None:
+    """The ledger's writer logged each of producer 6's acks at offsets 20-21 twice (a retry, a second
+    later), and offset 21 a third time: two records are missing, not five."""
+    from pyspark.sql import functions as F
+
+    log = LogBuilder(start_offset=10)
+    log.data(8, 0, 0, 2)
+    rows = [
+        {**_ack(offset, 6, position), "timestamp": log.clock - 60_000 + 1_000 * position}
+        for position, offset in enumerate((20, 21, 20, 21, 21))
+    ]
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
+    bronze = replace(
+        bronze,
+        acks=spark.createDataFrame(rows, ACKS.schema),
+        files=bronze.files.withColumn("mtime_ms", F.lit(log.clock + 1_000)),
+    )
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    assert sorted((f["kind"], f["first_offset"], f["last_offset"], f["missing_records"]) for f in found) == [
+        ("ACKED_RECORD_MISSING", 20, 21, 2),
+        ("UNKNOWN_PRODUCER_LOSS", 21, 21, 2),
+    ], [f["message"] for f in found]
+    (missing,) = [f for f in found if f["kind"] == "ACKED_RECORD_MISSING"]
+    assert missing["message"].startswith("2 acknowledged record(s) at offsets 20-21"), missing["message"]
