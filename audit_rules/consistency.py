@@ -10,6 +10,7 @@ from audit_rules.findings import fmt, to_findings
 from audit_rules.history import ROW_KEY
 from audit_rules.kinds import KINDS
 from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
+from audit_rules.profile import Profile
 from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SIZE
 from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
 
@@ -340,15 +341,15 @@ def snapshot_mismatch(
     producers: DataFrame,
     snapshots: DataFrame,
     logs: DataFrame,
-    markers_move_last_offset: bool = False,
+    profile: Profile,
 ) -> DataFrame:
     """SNAPSHOT_MISMATCH: a snapshot entry differs from the state replayed from the retained log below its
     offset (§4.2, §5.8; `producers`: `history.producer_summary`).
 
     An entry's last offset is its producer's last data batch's (`lastDataOffset`, 1.0 and later), or,
-    with `markers_move_last_offset` (0.11, whose `ProducerIdEntry` took a marker's offset as its last
-    offset), its last batch's or marker's; its last sequence is its last data batch's, or, in 0.11, -1 once a
-    marker raised the epoch after it (0.11 reset the sequence then)."""
+    where `profile.markers_move_last_offset` (0.11, whose `ProducerIdEntry` took a marker's offset as its
+    last offset), its last batch's or marker's; its last sequence is its last data batch's, or, in 0.11,
+    -1 once a marker raised the epoch after it (0.11 reset the sequence then)."""
     entries = join_log(with_log_key(snapshots), logs, "log_start_offset", "compacted", "cleaned_to")
     entries = entries.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "inner")
     # Snapshot entries become events in the producer's offset order: ordered at the snapshot offset,
@@ -406,7 +407,7 @@ def snapshot_mismatch(
         .where(F.col("snap").isNotNull() & F.col("epoch_seen").isNotNull())
     )
     s = F.col("snap")
-    if markers_move_last_offset:
+    if profile.markers_move_last_offset:
         # 0.11: the last batch or marker; a marker that raised the epoch reset the sequence (-1). A data
         # batch the log no longer shows (below the log start, or cleaned) leaves the sequence unknown.
         last_offset = F.col("last_row")

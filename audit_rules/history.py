@@ -377,7 +377,7 @@ def who_restarts(profile: Profile) -> str:
     """Who writes sequence 0 again under one producer id and epoch once the broker forgot the producer,
     for a message: a 1.0-2.4 broker answers UNKNOWN_PRODUCER_ID, and a transactional client before 2.5
     rewrites its sequences from 0 (§7.1); 0.11 answers OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to its client."""
-    if profile.unknown_producer_error != "UNKNOWN_PRODUCER_ID":
+    if not profile.has_unknown_producer_id:
         return "a client restarting its sequence at 0"
     return "a transactional client before 2.5 restarts at 0 after UNKNOWN_PRODUCER_ID"
 

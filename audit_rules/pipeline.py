@@ -388,7 +388,7 @@ def audit(
                 producers,
                 bronze.producer_snapshots,
                 logs,
-                markers_move_last_offset=profile.markers_move_last_offset,
+                profile,
             ),
         ]
     if gone is not None:

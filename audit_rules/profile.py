@@ -132,10 +132,16 @@ class Profile:
         return self.broker_line == "0.11"
 
     @property
+    def has_unknown_producer_id(self) -> bool:
+        """Whether the broker has the UNKNOWN_PRODUCER_ID error (1.0 and later): 0.11 answers a producer
+        it holds no state for OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        return self.broker_line != "0.11"
+
+    @property
     def unknown_producer_error(self) -> str:
         """What the broker answers a producer it holds no state for whose sequence is not 0 (before 2.5;
-        §5.5): 0.11 has no UNKNOWN_PRODUCER_ID yet."""
-        return "OUT_OF_ORDER_SEQUENCE_NUMBER" if self.broker_line == "0.11" else "UNKNOWN_PRODUCER_ID"
+        §5.5)."""
+        return "UNKNOWN_PRODUCER_ID" if self.has_unknown_producer_id else "OUT_OF_ORDER_SEQUENCE_NUMBER"
 
     def is_compacted(self, topic: str) -> bool:
         return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.compacted_topics)
