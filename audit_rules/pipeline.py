@@ -371,18 +371,12 @@ def audit(
     # The producers of each log's previous dump it holds no batch of: judged by the snapshot rule or by
     # the earlier-dump rule, whichever saw the producer later (one verdict each).
     gone = retention.gone_since_previous_dump(producers, logs) if "several logs" in present else None
-    if "snapshots" in present:
+    # The state the broker would load: each log's newest snapshot (read by four rules, planned once).
+    entries = retention.latest_snapshot_entries(bronze.producer_snapshots) if "snapshots" in present else None
+    if entries is not None:
         frames += [
-            transactions.hanging_transactions_in_snapshots(
-                producers, bronze.producer_snapshots, logs, profile
-            ),
-            retention.snapshot_producers(
-                producers,
-                bronze.producer_snapshots,
-                logs,
-                profile,
-                gone,
-            ),
+            transactions.hanging_transactions_in_snapshots(producers, entries, logs, profile),
+            retention.snapshot_producers(producers, entries, logs, profile, gone),
             consistency.snapshot_mismatch(
                 history,
                 producers,
@@ -394,9 +388,7 @@ def audit(
     if gone is not None:
         # Several logs of one partition: replicas, or dumps taken at different times.
         frames += [
-            retention.producers_across_dumps(
-                gone, profile, bronze.producer_snapshots if "snapshots" in present else None
-            ),
+            retention.producers_across_dumps(gone, profile, entries),
             consistency.replica_divergence(bronze.batches, logs),
         ]
     # Tiered storage (KIP-405): the remote segments the dump's `__remote_log_metadata` lists.
@@ -408,13 +400,7 @@ def audit(
         keys = "keyed acks" in present
         app = profile.app_sequence if "app acks" in present else None
         # A producer the snapshot or earlier-dump rule judges gets its verdict there (one per producer).
-        listed = (
-            retention.latest_snapshot_entries(bronze.producer_snapshots).select(
-                "log_key", "producer_id", "last_offset"
-            )
-            if "snapshots" in present
-            else None
-        )
+        listed = entries.select("log_key", "producer_id", "last_offset") if entries is not None else None
         earlier = (
             gone.select("log_key", "producer_id", F.col("retained_last_offset").alias("last_offset"))
             if gone is not None

@@ -55,22 +55,21 @@ def _retained_state(profile: Profile) -> str:
 
 def snapshot_producers(
     producers: DataFrame,
-    snapshots: DataFrame,
+    entries: DataFrame,
     logs: DataFrame,
     profile: Profile,
     gone: DataFrame | None = None,
 ) -> DataFrame:
     """PRODUCER_STATE_RETAINED (info) or UNKNOWN_PRODUCER_LOSS (critical) for snapshot producers with no
-    retained batch (`producers`: `history.producer_summary`). On a compacted log the cleaner may have
-    removed them after the snapshot was written, once the broker forgot the producer (a producer the
-    broker forgot loses the cleaner's protection of its last batch, §5.9): not loss where the cleaner
-    has passed the entry's last offset, the entry's timestamp is at least producer.id.expiration.ms
-    before the dump's capture time and it has no transaction open (the broker never expires such a
-    producer, and the cleaner does not pass the last stable offset).
+    retained batch (`producers`: `history.producer_summary`; `entries`: `latest_snapshot_entries`). On a
+    compacted log the cleaner may have removed them after the snapshot was written, once the broker
+    forgot the producer (a producer the broker forgot loses the cleaner's protection of its last batch,
+    §5.9): not loss where the cleaner has passed the entry's last offset, the entry's timestamp is at
+    least producer.id.expiration.ms before the dump's capture time and it has no transaction open (the
+    broker never expires such a producer, and the cleaner does not pass the last stable offset).
 
     With `gone` (`gone_since_previous_dump`), an entry staler than what the previous dump shows of its
     producer (a last offset below the producer's there) is left to `producers_across_dumps`."""
-    entries = latest_snapshot_entries(snapshots)
     absent = entries.join(producers, ["log_key", "producer_id"], "left_anti")
     if gone is not None:
         known = gone.select("log_key", "producer_id", F.col("retained_last_offset").alias("_known_last"))
@@ -180,18 +179,15 @@ def _producer_at(offset: str) -> dict[str, Any]:
     }
 
 
-def producers_across_dumps(
-    gone: DataFrame, profile: Profile, snapshots: DataFrame | None = None
-) -> DataFrame:
+def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame | None = None) -> DataFrame:
     """UNKNOWN_PRODUCER_RETENTION (info) or UNKNOWN_PRODUCER_LOSS (critical): a producer of the earlier dump
     absent from the later one (seed 000 rule 4; `gone`: `gone_since_previous_dump`). One the later
-    log's newest snapshot lists at or past its last offset here is left to `snapshot_producers`, which
-    judges it by that later state; a staler entry does not hide what the earlier dump shows."""
-    if snapshots is not None:
+    log's newest snapshot (`entries`: `latest_snapshot_entries`) lists at or past its last offset here is
+    left to `snapshot_producers`, which judges it by that later state; a staler entry does not hide what
+    the earlier dump shows."""
+    if entries is not None:
         # The snapshot knows the producer at least as late as the earlier dump did: its rule judges it.
-        listed = latest_snapshot_entries(snapshots).select(
-            "log_key", "producer_id", F.col("last_offset").alias("_listed_last")
-        )
+        listed = entries.select("log_key", "producer_id", F.col("last_offset").alias("_listed_last"))
         gone = gone.join(
             listed,
             ["log_key", "producer_id"],

@@ -9,7 +9,6 @@ from audit_rules.findings import fmt, to_findings
 from audit_rules.history import coordinator_epoch_before
 from audit_rules.logs import below_start_cause, with_log_key
 from audit_rules.profile import Profile
-from audit_rules.retention import latest_snapshot_entries
 
 
 def hanging_transactions(
@@ -103,15 +102,15 @@ def _failed_marker_after(hanging: DataFrame, failed: DataFrame) -> tuple[DataFra
 
 
 def hanging_transactions_in_snapshots(
-    producers: DataFrame, snapshots: DataFrame, logs: DataFrame, profile: Profile
+    producers: DataFrame, entries: DataFrame, logs: DataFrame, profile: Profile
 ) -> DataFrame:
     """HANGING_TRANSACTION from the newest producer snapshot (§4.2, §5.8): a producer whose
     `currentTxnFirstOffset` is set there, with no marker of its own after that offset in the log, no
     transactional data from that offset on (else `hanging_transactions` judges it from the data), and
     idle for longer than transaction.max.timeout.ms at the log's last timestamp (its capture time when
-    no batch is left; `producers`: `history.producer_summary`). This is the transaction whose data
-    retention or loss has taken away."""
-    entries = latest_snapshot_entries(snapshots).where(F.col("current_txn_first_offset") >= 0)
+    no batch is left; `producers`: `history.producer_summary`; `entries`: `latest_snapshot_entries`).
+    This is the transaction whose data retention or loss has taken away."""
+    entries = entries.where(F.col("current_txn_first_offset") >= 0)
     seen = producers.select(
         "log_key",
         "producer_id",
