@@ -446,7 +446,14 @@ def _python_path(
     if base_offset == 0 and length == 0 and _zero_until_end(window, pos):
         # A preallocated segment (file.preallocate=true) ends in zeros: not data, not corruption.
         return [], window.size, True
-    if reason == native.NEED_MORE_DATA:
+    # The walker also stops for more data when fewer than 17 bytes of the header were in its window:
+    # it never saw this magic or length, so the reason says only "batch past the window" when the
+    # refilled header is a sane v2 one. Anything else is judged below, as a walk would judge it.
+    if (
+        reason == native.NEED_MORE_DATA
+        and magic == MAGIC_VALUE_V2
+        and MIN_BATCH_LENGTH <= length <= MAX_SANE_BATCH_LENGTH
+    ):
         if LOG_OVERHEAD + length > remaining:
             return _past_the_end(file, window, pos, end, length)
         window.ensure(pos, LOG_OVERHEAD + length)

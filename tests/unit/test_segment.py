@@ -290,3 +290,18 @@ def test_a_length_running_past_the_end_with_nothing_valid_after_it_is_a_truncate
     assert [h.position for h in headers(items)] == GZIP_POSITIONS[:-1]
     (error,) = errors(items)
     assert (error.kind, error.position, error.length) == (CorruptionKind.TRUNCATED_TAIL, 1762, 38)
+
+
+def test_a_corrupt_header_is_judged_the_same_wherever_the_read_window_ends(tmp_path: Path) -> None:
+    """A header with an unknown magic and a length past the end of the file, after a broker-written
+    segment: with the window ending anywhere inside its first 17 bytes the walker stops for more data,
+    and the header must still be judged on its own bytes (an UNREADABLE_BATCH region, an error), not on
+    that stale reason (a TRUNCATED_TAIL warning)."""
+    valid = (REAL_GZIP / "00000000000000000000.log").read_bytes()
+    garbage = struct.pack(">qiiB", 7, 0x7FFFFFF0, 0, 0x91) + bytes(23)
+    path = write(tmp_path, valid + garbage)
+    whole = list(read_log_segment(path))
+    (error,) = errors(whole)
+    assert (error.kind, error.position, error.length) == (CorruptionKind.UNREADABLE_BATCH, len(valid), 40)
+    for visible in range(1, 18):
+        assert list(read_log_segment(path, chunk_size=len(valid) + visible)) == whole, visible

@@ -91,14 +91,16 @@ def assert_tiles_the_file(items: list, data: bytes) -> None:
     assert at <= len(data) and data[at:].count(0) == len(data) - at
 
 
-def decode_all(data: bytes, records: bool, chunk_size: int) -> list:
+def decode_all(data: bytes, records: bool, *chunk_sizes: int) -> list[list]:
+    """The rows of `data` read with each window size in turn, from one file."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "00000000000000000000.log"
         path.write_bytes(data)
-        items = list(read_log_segment(path, records=records, chunk_size=chunk_size))
-    for item in items:
-        assert isinstance(item, BatchHeader | Record | DecodeError)
-    return items
+        decodes = [list(read_log_segment(path, records=records, chunk_size=size)) for size in chunk_sizes]
+    for items in decodes:
+        for item in items:
+            assert isinstance(item, BatchHeader | Record | DecodeError)
+    return decodes
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,12 +108,21 @@ def decode_all(data: bytes, records: bool, chunk_size: int) -> list:
 def test_mutated_real_batches_yield_only_rows_and_typed_errors(
     data: bytes, records: bool, chunk_size: int
 ) -> None:
-    items = decode_all(data, records, chunk_size)
+    (items,) = decode_all(data, records, chunk_size)
     assert_tiles_the_file(items, data)
 
 
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(max_size=3000), records=st.booleans())
 def test_random_bytes_yield_only_typed_errors(data: bytes, records: bool) -> None:
-    items = decode_all(data, records, 1 << 20)
+    (items,) = decode_all(data, records, 1 << 20)
     assert_tiles_the_file(items, data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=mutated_segments(), records=st.booleans(), chunk_size=st.integers(17, 1200))
+def test_the_read_window_size_never_changes_the_rows(data: bytes, records: bool, chunk_size: int) -> None:
+    """Where a window ends is an accident of the read: the same bytes give the same batches, records
+    and errors (kind, position, length, message) with any window."""
+    small, whole = decode_all(data, records, chunk_size, 1 << 20)
+    assert small == whole
