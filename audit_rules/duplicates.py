@@ -189,8 +189,22 @@ def _evicted_message(profile: Profile) -> Column:
 
 
 def _record_contents(history: DataFrame, records: DataFrame) -> DataFrame:
-    """Records of unflagged data batches with their batch's producer fields and a hash of (key, value)."""
-    batch_cols = history.where(F.col("ok") & ~F.col("is_control")).select(
+    """Records of unflagged data batches with their batch's producer fields and a hash of (key, value).
+
+    A read_committed consumer's view: the records of an aborted transaction (the producer's next marker
+    after the batch is an ABORT: `markers_before` numbers its transactions) are left out. Re-sending
+    what an abort took back is how a transactional producer recovers (a new instance's
+    initTransactions aborts the open transaction, and the application processes its input again)."""
+    data = history.where(F.col("ok") & ~F.col("is_control"))
+    aborts = history.where(
+        F.col("is_control") & (F.col("control_type") == "ABORT") & ~F.col("invalid")
+    ).select("log_key", "producer_id", "markers_before", F.lit(True).alias("_aborted"))
+    committed = data.where(~F.col("is_transactional")).unionByName(
+        data.where(F.col("is_transactional")).join(
+            aborts, ["log_key", "producer_id", "markers_before"], "left_anti"
+        )
+    )
+    batch_cols = committed.select(
         "log_key",
         "dump_id",
         "replica",
@@ -223,20 +237,61 @@ def _record_contents(history: DataFrame, records: DataFrame) -> DataFrame:
 _COPY_BATCH = ("log_key", "dump_id", "replica", "topic", "partition", "producer_id", "producer_epoch")
 
 
-def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile: Profile) -> DataFrame:
-    """DUPLICATE_RECORDS_NEW_EPOCH: a record's key and value re-appear in the first batches of a later epoch
-    of the same producer, or at the head of the producer id that took over from it (RULES.md)."""
-    joined = _record_contents(history, records)
-    first = Window.partitionBy("log_key", "producer_id", "content").orderBy("producer_epoch", "offset")
-    marked = joined.withColumn("_first", F.first(F.struct("producer_epoch", "offset")).over(first))
-    copies = marked.where(
-        (F.col("producer_epoch") > F.col("_first.producer_epoch"))
-        & (F.col("stream_index") <= profile.duplicate_window_batches)
+def _client_bumps(history: DataFrame) -> DataFrame:
+    """(log_key, producer_id, producer_epoch, previous_epoch) for each epoch of a producer's data that a
+    client raised, with the epoch of its data before (the next lower one in the log). An epoch whose
+    first row is a marker was raised by the transaction coordinator: Transactions V2 ends every
+    transaction so (KIP-890), and a timed-out transaction's abort fences its producer so; its data
+    after the marker follows a completed transaction, and no in-flight batch is re-sent there."""
+    rows = history.where(F.col("ok"))
+    epochs = rows.groupBy("log_key", "producer_id", "producer_epoch").agg(
+        F.min(F.when(~F.col("is_control"), F.col("base_offset"))).alias("_first_data"),
+        F.min(F.when(F.col("is_control"), F.col("base_offset"))).alias("_first_marker"),
     )
+    with_data = epochs.where(F.col("_first_data").isNotNull())
+    order = Window.partitionBy("log_key", "producer_id").orderBy("producer_epoch")
+    return (
+        with_data.withColumn("previous_epoch", F.lag("producer_epoch").over(order))
+        .where(
+            F.col("previous_epoch").isNotNull()
+            & F.coalesce(F.col("_first_marker") > F.col("_first_data"), F.lit(True))
+        )
+        .select("log_key", "producer_id", "producer_epoch", "previous_epoch")
+    )
+
+
+def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile: Profile) -> DataFrame:
+    """DUPLICATE_RECORDS_NEW_EPOCH: a record's key and value re-appear in the first batches of an epoch a
+    client raised, repeating a record of the last batches of the producer's epoch before (the batches in
+    flight when it bumped), or at the head of the producer id that took over from it (RULES.md)."""
+    window = profile.duplicate_window_batches
+    joined = _record_contents(history, records)
+    # The copies: records of an epoch's first data batches, where a client raised the epoch.
+    heads = joined.where(F.col("stream_index") <= window).join(
+        _client_bumps(history), ["log_key", "producer_id", "producer_epoch"], "inner"
+    )
+    # The originals: records of the last data batches of an epoch.
+    from_tail = Window.partitionBy("log_key", "producer_id", "producer_epoch").orderBy(
+        F.col("base_offset").desc()
+    )
+    batches = joined.select("log_key", "producer_id", "producer_epoch", "base_offset").distinct()
+    tails = (
+        batches.withColumn("_from_tail", F.dense_rank().over(from_tail))
+        .where(F.col("_from_tail") <= window)
+        .join(joined, ["log_key", "producer_id", "producer_epoch", "base_offset"], "inner")
+        .select(
+            "log_key",
+            "producer_id",
+            "content",
+            F.col("producer_epoch").alias("previous_epoch"),
+            F.col("offset").alias("_original_offset"),
+        )
+    )
+    copies = heads.join(tails, ["log_key", "producer_id", "previous_epoch", "content"], "inner")
     per_batch = copies.groupBy(*_COPY_BATCH, "base_offset", "last_offset").agg(
-        F.count(F.lit(1)).alias("copied"),
-        F.min("_first.offset").alias("original_offset"),
-        F.min("_first.producer_epoch").alias("original_epoch"),
+        F.countDistinct("offset").alias("copied"),
+        F.min("_original_offset").alias("original_offset"),
+        F.first("previous_epoch").alias("original_epoch"),
     )
     same_pid = to_findings(
         per_batch,

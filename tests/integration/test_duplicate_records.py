@@ -1,0 +1,100 @@
+"""DUPLICATE_RECORDS_NEW_EPOCH (record-level mode) is the re-send of in-flight batches after a client's
+epoch bump (librdkafka #4953, KAFKA-14034): records of the first batches of an epoch a client raised
+that repeat records of the last batches of the epoch before. What a read_committed consumer does not
+read twice is no duplicate: an aborted transaction's records re-sent after the abort, and the records
+of consecutive transactions of a Transactions V2 producer, whose coordinator raises the epoch with
+every marker (KIP-890)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from audit_rules.pipeline import Bronze, audit
+from jobs.profiles import load_profile
+from schemas.tables import BATCHES, RECORDS
+from tests.strategies import LogBuilder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+
+class Written:
+    """A log of one topic and the records of its data batches (one record each: `value`, keyed by it)."""
+
+    def __init__(self, topic: str) -> None:
+        self.log = LogBuilder(topic=topic, file=f"/dump/{topic}-0/00000000000000000000.log")
+        self.records: list[dict[str, Any]] = []
+
+    def data(self, pid: int, epoch: int, seq: int, value: bytes, *, transactional: bool = False) -> int:
+        row = self.log.data(pid, epoch, seq, transactional=transactional)
+        self.records.append(
+            {
+                **{k: row[k] for k in ("dump_id", "replica", "topic", "partition", "file")},
+                "batch_position": row["position"],
+                "offset": row["base_offset"],
+                "timestamp": row["max_timestamp"],
+                "sequence": seq,
+                "key_size": len(value),
+                "value_size": len(value),
+                "key": value,
+                "value": value,
+                "header_keys": [],
+                "header_values": [],
+            }
+        )
+        return int(row["base_offset"])
+
+    def marker(self, pid: int, epoch: int, control_type: str) -> None:
+        self.log.marker(pid, epoch, control_type)
+
+
+def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark: SparkSession) -> None:
+    # in-flight: an idempotent producer writes v1..v8 under epoch 0 and, after its client bumped the
+    # epoch, v1, v8, v9 under epoch 1. v8 was among the last 5 batches (the in-flight ones); v1 was
+    # acknowledged long before, and its value repeats: no re-send.
+    flight = Written("in-flight")
+    originals = [flight.data(7, 0, i, b"v%d" % (i + 1)) for i in range(8)]
+    flight.data(7, 1, 0, b"v1")
+    resent = flight.data(7, 1, 1, b"v8")
+    flight.data(7, 1, 2, b"v9")
+    # aborted: a transactional producer's transaction (v1, v2) is aborted; its next instance (a client
+    # bump, no marker first) writes v1, v2 again and commits: read once.
+    aborted = Written("aborted")
+    aborted.data(9, 0, 0, b"v1", transactional=True)
+    aborted.data(9, 0, 1, b"v2", transactional=True)
+    aborted.marker(9, 0, "ABORT")
+    aborted.data(9, 1, 0, b"v1", transactional=True)
+    aborted.data(9, 1, 1, b"v2", transactional=True)
+    aborted.marker(9, 1, "COMMIT")
+    # v2-commits: a Transactions V2 producer's coordinator raises the epoch with each commit; its
+    # transactions write the same value (an unchanged status) one after another.
+    v2 = Written("v2-commits")
+    for epoch in range(3):
+        v2.data(10, epoch, 0, b"status=up", transactional=True)
+        v2.marker(10, epoch + 1, "COMMIT")
+    # committed: a committed transaction's record written again after a client bump: read twice.
+    committed = Written("committed")
+    committed.data(11, 0, 0, b"v1", transactional=True)
+    first = committed.data(11, 0, 1, b"v2", transactional=True)
+    committed.marker(11, 0, "COMMIT")
+    again = committed.data(11, 1, 0, b"v2", transactional=True)
+    committed.marker(11, 1, "COMMIT")
+
+    written = (flight, aborted, v2, committed)
+    batches = spark.createDataFrame([r for w in written for r in w.log.rows], BATCHES.schema)
+    records = spark.createDataFrame([r for w in written for r in w.records], RECORDS.schema)
+    bronze = replace(Bronze.from_batches(batches), records=records)
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    dups = sorted(
+        (f["topic"], f["producer_epoch"], f["first_offset"], f["related_offset"])
+        for f in found
+        if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"
+    )
+    assert dups == [("committed", 1, again, first), ("in-flight", 1, resent, originals[7])], [
+        f["message"] for f in found
+    ]
