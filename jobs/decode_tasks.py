@@ -427,11 +427,17 @@ def _runs_past_end(item: Any, end: int, size: int) -> bool:
 
 
 def resolve_start(unit: WorkUnit) -> int:
-    """Where to start decoding the unit: its boundary if a batch holding the entry's offset starts there,
-    else the nearest earlier split point that checks out (an index can be stale; `IndexCheck` reports
-    the entry with the index's other wrong ones)."""
+    """Where to start decoding the unit: its boundary if a whole, CRC-valid batch holding the entry's
+    offset starts there, else the nearest earlier split point that checks out (an index can be stale;
+    `IndexCheck` reports the entry with the index's other wrong ones).
+
+    A corrupt batch at the boundary is not enough, though the entry is right: the whole file's walk may
+    be inside an unreadable region there (a corrupt length before it, resynced past it), and a range
+    decoded from it would report those bytes a second time."""
     b = unit.boundary
-    if b is None or batch_holds_offset(unit.file, b.position, b.offset):
+    if b is None or (
+        batch_starts_at(unit.file, b.position) and batch_holds_offset(unit.file, b.position, b.offset)
+    ):
         return unit.start
     for position in unit.fallbacks:
         if position == 0 or batch_starts_at(unit.file, position):

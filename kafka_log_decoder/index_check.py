@@ -184,9 +184,9 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")
 def batch_holds_offset(path: str, position: int, offset: int) -> bool:
     """A v2 batch header starts at `position` and its offsets include `offset`: the index entry is right.
 
-    The batch itself may be corrupt (its CRC or its length): the decode from there reports it exactly
-    as a decode of the whole file does, and the entry is not to blame. (A stale entry pointing inside
-    a batch would have to land on bytes reading as a v2 header with that very offset range.)"""
+    The batch itself may be corrupt (its CRC or its length), which the walk reports; the entry is not to
+    blame. (A stale entry pointing inside a batch would have to land on bytes reading as a v2 header
+    with that very offset range.) Not enough to start a decode there: see `decode_tasks.resolve_start`."""
     head = read_v2_head(path, position)
     if head is None:
         return False

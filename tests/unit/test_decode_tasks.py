@@ -369,7 +369,8 @@ def test_an_index_entry_at_a_corrupt_batch_is_right_and_the_range_reports_what_t
 ) -> None:
     """The entry (offset 28, position 875) of a broker-written segment points at the batch holding
     offsets 28-35; that batch is corrupt (a record byte flipped, or its length field). The entry is not
-    blamed (no INDEX_MISMATCH), and the range from it reports the corruption as the whole file does."""
+    blamed (no INDEX_MISMATCH), and the range that starts at it reports the corruption as the whole file
+    does, decoding from the file's start: a corrupt batch is no split point."""
     data = bytearray((REAL_SAMPLE / "codec-gzip-0" / "00000000000000000000.log").read_bytes())
     data[875 + (100 if damage == "crc" else 8)] ^= 0x10
     index = tmp_path / "t-0" / "00000000000000000000.index"
@@ -378,13 +379,42 @@ def test_an_index_entry_at_a_corrupt_batch_is_right_and_the_range_reports_what_t
     whole = replace(unit_of(tmp_path, bytes(data)), index_file=str(index))
     entry = dt.IndexBoundary(str(index), 8, 28, 875)
     ranged = replace(whole, start=875, boundary=entry, fallbacks=(0,))
-    assert dt.resolve_start(ranged) == 875
+    assert dt.resolve_start(ranged) == 0
     first = replace(whole, end=875)
 
     def regions(unit: dt.WorkUnit) -> int:
         return decode(unit, QUARANTINE.name, records=False)[0]
 
     assert regions(first) + regions(ranged) == regions(whole) == 1
+
+
+def rows_of(units: list[dt.WorkUnit], table: str, columns: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    out = []
+    for unit in units:
+        for batch in dt.decode_unit_safely(unit, table, SCHEMAS[table], records=False):
+            out += [tuple(r[c] for c in columns) for r in batch.to_pylist()]
+    return out
+
+
+def test_a_split_point_inside_an_unreadable_region_gives_the_whole_files_rows(tmp_path: Path) -> None:
+    """A broker-written segment whose batch at 648 has its length field set to -5 and whose next batch
+    (875, offsets 28-35, an index entry's) has a record byte flipped: the whole file reads 648-1116 as
+    one unreadable region, since no valid batch starts at 875. A range cut at that entry must not also
+    report the batch at 875 (its bytes counted twice): a split point needs a batch that is whole and
+    CRC-valid, else the range decodes from an earlier one."""
+    data = bytearray((REAL_SAMPLE / "codec-gzip-0" / "00000000000000000000.log").read_bytes())
+    struct.pack_into(">i", data, 648 + 8, -5)
+    data[875 + 100] ^= 0x10
+    whole = unit_of(tmp_path, bytes(data))
+    entry = dt.IndexBoundary(whole.file[: -len(".log")] + ".index", 8, 28, 875)
+    ranged = replace(whole, start=875, boundary=entry, fallbacks=(0,))
+    split = [replace(whole, end=875), ranged]
+    assert dt.resolve_start(ranged) == 0
+    quarantine = ("position", "length", "kind")
+    assert rows_of([whole], QUARANTINE.name, quarantine) == [(648, 1116 - 648, "UNREADABLE_BATCH")]
+    assert rows_of(split, QUARANTINE.name, quarantine) == rows_of([whole], QUARANTINE.name, quarantine)
+    batch_columns = ("position", "base_offset", "crc_valid")
+    assert rows_of(split, BATCHES.name, batch_columns) == rows_of([whole], BATCHES.name, batch_columns)
 
 
 # ---------------------------------------------------------------------------------------------
