@@ -30,6 +30,8 @@ from kafka_log_decoder.constants import (
 )
 from kafka_log_decoder.rows import BatchHeader, Record
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
 
 class LegacyFormatError(ValueError):
     """A legacy message whose framing or compressed content is unreadable."""
@@ -189,5 +191,11 @@ def _inner_messages(wrapper: _Message, codec: str) -> list[_Message]:
                 f"wrapper offset {wrapper.offset} is below its last relative inner offset {last_relative}"
             )
         for m in messages:
+            # A corrupt relative offset can put an inner message past int64: no offset Kafka could
+            # hold, and no value the offset columns (int64) can store.
+            if not _INT64_MIN <= base + m.offset <= _INT64_MAX:
+                raise LegacyFormatError(
+                    f"inner offset {m.offset} from base {base} is {base + m.offset}, outside int64"
+                )
             m.offset = base + m.offset
     return messages

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kafka_log_decoder.legacy import LegacyFormatError, decode_legacy_entry
-from tests.builders import build_legacy
+from tests.builders import CODEC_IDS, build_legacy
 
 RECORDS = [(b"k0", b"v0"), (None, b"v1"), (b"k2", None)]
 
@@ -63,4 +66,16 @@ def test_corrupt_compressed_value_is_a_format_error() -> None:
     raw = bytearray(build_legacy(1, RECORDS, first_offset=0, codec="gzip"))
     raw[40:48] = b"\xff" * 8
     with pytest.raises(LegacyFormatError):
+        decode(bytes(raw))
+
+
+def test_a_v1_inner_offset_past_int64_is_a_format_error() -> None:
+    # kafka-python's builder writes the relative inner offsets it is given: the first is 2^63 - 1, the
+    # last 0, so the wrapper's absolute offset 1 makes the base 1 and the first offset 2^63.
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=CODEC_IDS["gzip"], batch_size=1 << 30)
+    builder.append(2**63 - 1, timestamp=1_500_000_000_000, key=b"a", value=b"1")
+    builder.append(0, timestamp=1_500_000_000_001, key=b"b", value=b"2")
+    raw = bytearray(builder.build())
+    struct.pack_into(">q", raw, 0, 1)
+    with pytest.raises(LegacyFormatError, match="9223372036854775808, outside int64"):
         decode(bytes(raw))
