@@ -4,7 +4,10 @@ Every output variant of formats §6.4 is read: ≤ 2.1 (deep mode prints record 
 2.8 (long record lines), 3.0-3.1, ≥ 3.2 (`deleteHorizonMs:`), the Scala stray `}` after a legacy
 record's crc and the later Java port. Lines are read as `name: value` pairs by name, never by
 position, so fields added or reordered between versions need no new code. Bad text never raises:
-a line that cannot be read becomes a `DecodeError` (UNREADABLE_BATCH) located in the text file.
+a line that cannot be read becomes a `DecodeError` (UNREADABLE_BATCH) located in the text file; so
+does a number outside the range of its bronze column (`producerEpoch: 70000` is no int16). A batch
+line that cannot be read takes its record lines into its error: none of them is read, and none joins
+the batch before it.
 
 What the text does not carry is filled in the same way for every variant:
 
@@ -17,8 +20,8 @@ What the text does not carry is filled in the same way for every variant:
 * A legacy (magic 0/1) entry line only gives its last offset: `base_offset` and `count` come
   from its record lines in deep mode. In a shallow dump a compressed wrapper starts after the
   previous entry of its file (the first one at the file's base offset), as the offsets of a segment
-  do until the log cleaner removes some (a compacted wrapper's count is then too high); an
-  uncompressed entry is one message at its offset.
+  do until the log cleaner removes some (a compacted wrapper's count is then too high), unless that
+  would make 2^31 messages or more (then it is one message at its offset, as an uncompressed entry is).
 * A ≤ 2.1 deep-mode dump has no batch lines. One `BatchHeader` is made per distinct `position:`
   of its record lines: offsets, count, sequences and max timestamp from those records,
   `size_bytes` from the next batch's position (-1 for the last batch of a file),
@@ -40,9 +43,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka_log_decoder.constants import (
     COMPRESSION_NAMES,
@@ -140,6 +144,72 @@ _STRUCTURAL = re.compile(
 
 class _LineError(ValueError):
     """A line that is not what the tool prints (the message names what was expected)."""
+
+
+class _BatchLineError(_LineError):
+    """A batch (or legacy entry) line that cannot be read: its record lines are part of the bad region."""
+
+
+# The integer fields that the ingest stores narrower than int64: each one's width in bits, that of
+# its column in `schemas.tables` (tests/unit/test_dump_log_text.py holds the two together; this
+# package imports no Spark). Every other integer field is an int64 column. A number printed outside
+# its column's range is unreadable text: it would otherwise fail the Arrow batch of the whole file.
+_NARROW_FIELDS: dict[type, dict[str, int]] = {
+    BatchHeader: {
+        "count": 32,
+        "magic": 8,
+        "attributes": 16,
+        "partition_leader_epoch": 32,
+        "producer_epoch": 16,
+        "base_sequence": 32,
+        "last_sequence": 32,
+        "size_bytes": 32,
+        "coordinator_epoch": 32,
+    },
+    Record: {"sequence": 32, "key_size": 32, "value_size": 32},
+    SnapshotEntry: {"producer_epoch": 16, "last_sequence": 32, "offset_delta": 32, "coordinator_epoch": 32},
+    TxnIndexEntry: {"version": 16},
+}
+
+
+_Row = TypeVar("_Row", BatchHeader, Record, SnapshotEntry, IndexEntry, TimeIndexEntry, TxnIndexEntry)
+
+
+def _int_bounds(bits: int) -> tuple[int, int]:
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def _ranges_of(row_type: type) -> tuple[tuple[str, int, int], ...]:
+    narrow = _NARROW_FIELDS.get(row_type, {})
+    return tuple(
+        (f.name, *_int_bounds(narrow.get(f.name, 64)))
+        for f in dataclass_fields(row_type)
+        if f.type in ("int", "int | None")
+    )
+
+
+_RANGES = {
+    row_type: _ranges_of(row_type)
+    for row_type in (BatchHeader, Record, SnapshotEntry, IndexEntry, TimeIndexEntry, TxnIndexEntry)
+}
+_INT32_MAX = _int_bounds(32)[1]
+_INT64_MAX = _int_bounds(64)[1]
+
+
+def _in_range(row: _Row) -> _Row:
+    """`row`, when every integer of it fits its column; else a `_LineError` naming the first that does not."""
+    for name, low, high in _RANGES[type(row)]:
+        value = getattr(row, name)
+        if value is not None and not low <= value <= high:
+            raise _LineError(f"{name} {value} is out of range ({low} to {high})")
+    return row
+
+
+def _in_range_of(row_type: type, name: str, value: int) -> None:
+    """A `_LineError` unless `value` fits the column of `row_type`'s field `name`."""
+    low, high = _int_bounds(_NARROW_FIELDS.get(row_type, {}).get(name, 64))
+    if not low <= value <= high:
+        raise _LineError(f"{name} {value} is out of range ({low} to {high})")
 
 
 @dataclass(slots=True)
@@ -330,15 +400,18 @@ def _batch_header(file: str, fields: _Fields) -> BatchHeader:
         )
         is_transactional = fields.flag("isTransactional")
         is_control = fields.flag("isControl", False)  # absent before 2.1
+        # 0.11-1.x batch lines have no count; lastOffset - baseOffset + 1 is the written count.
+        count = (
+            fields.integer("count")
+            if fields.get("count", "null") != "null"
+            else last_offset - base_offset + 1
+        )
         return BatchHeader(
             file=file,
             position=fields.integer("position"),
             base_offset=base_offset,
             last_offset=last_offset,
-            # 0.11-1.x batch lines have no count; lastOffset - baseOffset + 1 is the written count.
-            count=fields.integer("count")
-            if fields.get("count", "null") != "null"
-            else last_offset - base_offset + 1,
+            count=count,
             magic=magic,
             crc=fields.integer("crc"),
             crc_valid=fields.flag("isvalid"),
@@ -402,23 +475,83 @@ def _split_key_payload(tail: str, key_size: int, value_size: int) -> tuple[str |
     a null value: the tool prints no payload then, except a decoder's `<DELETE>`). The bool is
     False while the printed text is shorter than the sizes say (a newline inside the data).
     """
-    if tail.startswith(_PAYLOAD):
-        value = tail[len(_PAYLOAD) :]
-        return None, value, _utf8_len(value) >= value_size
-    body = tail[len(_KEY) :]
-    cuts = [m.start() for m in re.finditer(" " + _PAYLOAD, body)]
-    skip = len(_PAYLOAD) + 1
-    chosen = next((c for c in cuts if _utf8_len(body[:c]) == key_size), None)
-    if chosen is None and value_size >= 0:
-        chosen = next((c for c in cuts if _utf8_len(body[c + skip :]) == value_size), None)
-        if chosen is None and cuts:
-            chosen = cuts[0]
-    elif chosen is None and cuts and body.endswith(" " + _PAYLOAD + _DELETE):
-        chosen = cuts[-1]
-    if chosen is None:
-        return body, None, _utf8_len(body) >= key_size and value_size < 0
-    key, value = body[:chosen], body[chosen + skip :]
-    return key, value, _utf8_len(key) >= key_size and _utf8_len(value) >= value_size
+    text = _KeyPayloadText(tail, key_size, value_size)
+    key, value = text.split()
+    return key, value, text.complete
+
+
+_CUT = " " + _PAYLOAD
+_CUT_DELETE = _CUT + _DELETE
+
+
+class _KeyPayloadText:
+    """The free-text tail of a record line, as its lines arrive: `complete` after each line and the cut
+    of `_split_key_payload` at the end, in time linear in the text.
+
+    Each ` payload: ` is found once, in the line that holds it (it holds no newline, so never spans
+    two), with its UTF-8 byte position; the cut is then a lookup by byte position. The text is joined
+    once, by `split`.
+    """
+
+    __slots__ = ("chars", "cut_at", "cuts", "key_size", "parts", "payload_only", "size", "value_size")
+
+    def __init__(self, tail: str, key_size: int, value_size: int) -> None:
+        self.key_size, self.value_size = key_size, value_size
+        self.payload_only = tail.startswith(_PAYLOAD)
+        body = tail[len(_PAYLOAD) :] if self.payload_only else tail[len(_KEY) :]
+        self.parts: list[str] = []
+        self.chars = self.size = 0  # the body's length in characters and in UTF-8 bytes
+        self.cuts: list[tuple[int, int]] = []  # (character, byte) position of each ` payload: `
+        self.cut_at: dict[int, int] = {}  # byte position -> index in `cuts`
+        self._append(body)
+
+    def extend(self, line: str) -> None:
+        """The next line of the text (the tool printed a newline inside the key or payload)."""
+        self._append("\n" + line)
+
+    def _append(self, text: str) -> None:
+        if not self.payload_only:
+            done = 0
+            size = self.size
+            for match in re.finditer(_CUT, text):
+                size += _utf8_len(text[done : match.start()])
+                done = match.start()
+                self.cut_at[size] = len(self.cuts)
+                self.cuts.append((self.chars + match.start(), size))
+        self.parts.append(text)
+        self.chars += len(text)
+        self.size += _utf8_len(text)
+
+    def _cut(self) -> tuple[int, int] | None:
+        """The (character, byte) position of the chosen ` payload: `, if any."""
+        if not self.cuts:
+            return None
+        chosen = self.cut_at.get(self.key_size)
+        if chosen is None and self.value_size >= 0:
+            # The payload after a cut at byte b has size - b - len(_CUT) bytes (_CUT is ASCII).
+            chosen = self.cut_at.get(self.size - len(_CUT) - self.value_size, 0)
+        elif chosen is None and self.parts[-1].endswith(_CUT_DELETE):
+            chosen = len(self.cuts) - 1
+        return None if chosen is None else self.cuts[chosen]
+
+    @property
+    def complete(self) -> bool:
+        if self.payload_only:
+            return self.size >= self.value_size
+        cut = self._cut()
+        if cut is None:
+            return self.size >= self.key_size and self.value_size < 0
+        return cut[1] >= self.key_size and self.size - cut[1] - len(_CUT) >= self.value_size
+
+    def split(self) -> tuple[str | None, str | None]:
+        """(key, payload) as printed: None where the line printed none."""
+        body = "".join(self.parts)
+        if self.payload_only:
+            return None, body
+        cut = self._cut()
+        if cut is None:
+            return body, None
+        return body[: cut[0]], body[cut[0] + len(_CUT) :]
 
 
 def _utf8_len(text: str) -> int:
@@ -431,18 +564,21 @@ def _encode(text: str | None) -> bytes | None:
 
 @dataclass(slots=True)
 class _PendingRecord:
-    """A record line whose printed key/payload may continue on the next lines."""
+    """A record line whose printed key/payload may continue on the next lines; `finish` sets its key and
+    value once no more follow."""
 
     record: Record
-    tail: str | None
-    complete: bool
+    text: _KeyPayloadText
+
+    @property
+    def complete(self) -> bool:
+        return self.text.complete
 
     def extend(self, line: str) -> None:
-        assert self.tail is not None
-        self.tail = f"{self.tail}\n{line}"
-        key, value, self.complete = _split_key_payload(
-            self.tail, self.record.key_size, self.record.value_size
-        )
+        self.text.extend(line)
+
+    def finish(self) -> None:
+        key, value = self.text.split()
         self.record.key, self.record.value = _encode(key), _encode(value)
 
 
@@ -516,6 +652,10 @@ class _DumpLogTextParser:
         self.batch: _Batch | None = None
         self.pending: _PendingRecord | None = None
         self.in_skipped_content = False
+        # A batch line that could not be read, held while its record lines (and their payloads'
+        # continuation lines) follow: one error spans them all, and no record joins another batch.
+        self.unreadable_batch: DecodeError | None = None
+        self.unreadable_lines = 0
         # The end of the last batch of the current file (position + size), for TRUNCATED_TAIL.
         self.end_of_batches = 0
         # The offset after the last batch of the current file (at first the file's base offset): where a
@@ -537,7 +677,17 @@ class _DumpLogTextParser:
             if not self.pending.complete and not _STRUCTURAL.match(line):
                 self.pending.extend(line)
                 return out
-            self.pending = None
+            self._end_pending()
+        if self.unreadable_batch is not None:
+            if line.startswith("| ") or (self.in_skipped_content and not _STRUCTURAL.match(line)):
+                self.unreadable_lines += 1
+                error = self.unreadable_batch
+                self.unreadable_batch = replace(error, length=line_start + length - error.position)
+                # A record line with a key or payload may go on over the next lines.
+                self.in_skipped_content = not line.startswith("| ") or _may_have_free_text(line)
+                return out
+            self._end_unreadable_batch(out)
+            self.in_skipped_content = False
         if self.in_skipped_content:
             # The rest of a --skip-record-metadata key/payload that contained a newline.
             if not _STRUCTURAL.match(line):
@@ -553,7 +703,9 @@ class _DumpLogTextParser:
                 f"line {self.line_number}: {exc}: {line[:160]!r}",
                 length,
             )
-            if self.batch is not None:
+            if isinstance(exc, _BatchLineError):
+                self.unreadable_batch, self.unreadable_lines = error, 0
+            elif self.batch is not None:
                 self.batch.items.append(error)
             else:
                 out.append(error)
@@ -564,12 +716,26 @@ class _DumpLogTextParser:
         self._end_file(out)
         return out
 
+    def _end_pending(self) -> None:
+        assert self.pending is not None
+        self.pending.finish()
+        self.pending = None
+
+    def _end_unreadable_batch(self, out: list[DumpLogItem]) -> None:
+        error, self.unreadable_batch = self.unreadable_batch, None
+        if error is None:
+            return
+        if self.unreadable_lines:
+            lines = f"{self.unreadable_lines} line{'s' if self.unreadable_lines > 1 else ''}"
+            error = replace(error, message=f"{error.message}; the batch's next {lines} (its records) with it")
+        out.append(error)
+
     def _dispatch(self, line: str, out: list[DumpLogItem]) -> None:
         if line.startswith("Dumping "):
             self._end_file(out)
             self.file = line[len("Dumping ") :]
             stem = Path(self.file).name.split(".", 1)[0]
-            numeric = stem.isascii() and stem.isdigit() and len(stem.lstrip("0")) <= 19
+            numeric = stem.isascii() and stem.isdigit() and int(stem) <= _INT64_MAX
             self.snapshot_offset = self.next_offset = int(stem) if numeric else -1
             return
         if not line.strip() or _STARTING_OFFSET.match(line) or _TOOL_NOTES.match(line):
@@ -594,30 +760,40 @@ class _DumpLogTextParser:
         fields = _scan_fields(line)
         first = fields.first
         if first == "baseOffset" or (first == "offset" and fields.has("size")):
-            self._start_batch(_batch_header(self.file, fields), out)
+            # The line ends the batch before it, whether or not it can be read itself.
+            self._flush_batch(out)
+            try:
+                header = _in_range(_batch_header(self.file, fields))
+            except (_LineError, ValueError) as exc:
+                raise _BatchLineError(str(exc)) from None
+            self._start_batch(header, out)
         elif first == "offset" and fields.has("keySize"):
             self._pre_2_2_deep_line(fields, out)
         elif first == "offset" and set(fields.values) == {"offset", "position"}:
             self._flush_batch(out)
-            out.append(IndexEntry(self.file, fields.integer("offset"), fields.integer("position")))
+            out.append(_in_range(IndexEntry(self.file, fields.integer("offset"), fields.integer("position"))))
         elif first == "timestamp" and fields.timestamp_type is None and fields.has("offset"):
             self._flush_batch(out)
-            out.append(TimeIndexEntry(self.file, fields.integer("timestamp"), fields.integer("offset")))
+            out.append(
+                _in_range(TimeIndexEntry(self.file, fields.integer("timestamp"), fields.integer("offset")))
+            )
         elif first == "version":
             self._flush_batch(out)
             out.append(
-                TxnIndexEntry(
-                    self.file,
-                    fields.integer("version"),
-                    fields.integer("producerId"),
-                    fields.integer("firstOffset"),
-                    fields.integer("lastOffset"),
-                    fields.integer("lastStableOffset"),
+                _in_range(
+                    TxnIndexEntry(
+                        self.file,
+                        fields.integer("version"),
+                        fields.integer("producerId"),
+                        fields.integer("firstOffset"),
+                        fields.integer("lastOffset"),
+                        fields.integer("lastStableOffset"),
+                    )
                 )
             )
         elif first == "producerId":
             self._flush_batch(out)
-            out.append(self._snapshot_entry(fields))
+            out.append(_in_range(self._snapshot_entry(fields)))
         else:
             raise _LineError("not a line kafka-dump-log.sh prints")
 
@@ -692,14 +868,10 @@ class _DumpLogTextParser:
             last_sequence=NO_SEQUENCE,
             size_bytes=-1,
         )
-        return _Batch(header, synthesized=True)
+        return _Batch(_in_range(header), synthesized=True)
 
     def _add_record(self, batch: _Batch, fields: _Fields) -> None:
         key_size, value_size = fields.integer("keySize"), fields.integer("valueSize")
-        key = value = None
-        complete = True
-        if fields.tail is not None:
-            key, value, complete = _split_key_payload(fields.tail, key_size, value_size)
         record = Record(
             file=batch.header.file,
             batch_position=batch.header.position,
@@ -709,15 +881,17 @@ class _DumpLogTextParser:
             key_size=key_size,
             value_size=value_size,
             header_keys=_header_keys(fields.get("headerKeys", "")),
-            key=_encode(key),
-            value=_encode(value),
         )
+        _in_range(record)
         control = _control(fields)
         if control is not None:
+            if control[1] is not None:
+                _in_range_of(BatchHeader, "coordinator_epoch", control[1])
             batch.set_control(*control)
         batch.add_record(record)
         if fields.tail is not None:
-            self.pending = _PendingRecord(record, fields.tail, complete)
+            # Key and value are set when the text ends (`_PendingRecord.finish`): it may go on.
+            self.pending = _PendingRecord(record, _KeyPayloadText(fields.tail, key_size, value_size))
 
     def _trailing_bytes(self, count: int, name: str, out: list[DumpLogItem]) -> None:
         file = self.file if self.file is not None else name
@@ -733,7 +907,9 @@ class _DumpLogTextParser:
         )
 
     def _flush_batch(self, out: list[DumpLogItem]) -> None:
-        self.pending = None
+        if self.pending is not None:
+            self._end_pending()
+        self._end_unreadable_batch(out)
         if self.batch is not None:
             header = self.batch.header
             if (
@@ -741,6 +917,8 @@ class _DumpLogTextParser:
                 and header.compression != "none"
                 and self.batch.records == 0
                 and 0 <= self.next_offset < header.last_offset
+                # A wrapper holds fewer than 2^31 messages: a wider gap is no run of its offsets.
+                and header.last_offset - self.next_offset < _INT32_MAX
             ):
                 # A shallow line of a compressed legacy wrapper names its last offset only; its messages
                 # follow the previous entry's (a segment's offsets are contiguous until the cleaner

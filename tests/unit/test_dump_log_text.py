@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -590,3 +592,209 @@ _FRAGMENTS = [
 def test_any_text_gives_rows_or_decode_errors_never_an_exception(lines: list[str]) -> None:
     for item in parse_dump_log_text(lines):
         assert isinstance(item, ROW_TYPES)
+
+
+# ------------------------------------------- numbers outside their bronze column, bad batch lines
+
+DEEP_3_0 = GOLDEN / "kafka-3.0-deep-iteration.txt"
+# The marker batch of orders-3 in the 3.0 golden dump (its 2nd batch line, 7th line of the text).
+MARKER_3_0 = "producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true"
+
+
+def golden_with(path: Path, old: str, new: str) -> tuple[list[str], int]:
+    """The golden text's lines with `old` replaced by `new` once, and the index of the line changed."""
+    lines = list(golden_lines(path))
+    changed = next(n for n, line in enumerate(lines) if old in line)
+    lines[changed] = lines[changed].replace(old, new, 1)
+    return lines, changed
+
+
+def byte_position(lines: list[str], n: int) -> int:
+    return sum(len(line.encode("utf-8", "surrogateescape")) for line in lines[:n])
+
+
+def test_schema_widths_of_the_text_fields_are_the_bronze_columns() -> None:
+    from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
+
+    from kafka_log_decoder.dump_log_text import _RANGES
+    from schemas.tables import BATCHES, PRODUCER_SNAPSHOTS, RECORDS, TXN_INDEX
+
+    bits = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
+    for row_type, spec in (
+        (BatchHeader, BATCHES),
+        (Record, RECORDS),
+        (SnapshotEntry, PRODUCER_SNAPSHOTS),
+        (TxnIndexEntry, TXN_INDEX),
+    ):
+        columns = {f.name: f.dataType for f in spec.schema.fields}
+        for name, low, high in _RANGES[row_type]:
+            if name in columns:
+                width = bits[type(columns[name])]
+                assert (low, high) == (-(2 ** (width - 1)), 2 ** (width - 1) - 1), (row_type, name)
+
+
+def test_a_batch_line_with_a_number_outside_its_column_is_one_unreadable_region_the_rest_kept() -> None:
+    lines, n = golden_with(
+        DEEP_3_0, MARKER_3_0, MARKER_3_0.replace("producerEpoch: 0", "producerEpoch: 70000")
+    )
+    assert lines[n + 1].startswith("| offset: 3 ")  # the marker's control record line
+    good = list(parse_dump_log_text(golden_lines(DEEP_3_0), source="dump.txt"))
+    bad = list(parse_dump_log_text(lines, source="dump.txt"))
+    errors = [i for i in bad if isinstance(i, DecodeError) and i.kind is CorruptionKind.UNREADABLE_BATCH]
+    assert [(e.file, e.position, e.length) for e in errors] == [
+        ("dump.txt", byte_position(lines, n), byte_position(lines, n + 2) - byte_position(lines, n))
+    ]
+    assert "line 7: producer_epoch 70000 is out of range (-32768 to 32767)" in errors[0].message
+    # Every other row as from the unchanged text: the marker batch alone is gone, and its control
+    # record did not make the batch before it a control batch.
+    assert [i for i in bad if i not in errors] == [
+        i
+        for i in good
+        if not (
+            isinstance(i, BatchHeader)
+            and i.position == 88
+            and i.file.endswith("orders-3/00000000000000000000.log")
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("sequence: 1 headerKeys", "sequence: 2147483648 headerKeys", "sequence 2147483648"),
+        ("valueSize: 2 sequence: 1", "valueSize: -2147483649 sequence: 1", "value_size -2147483649"),
+        ("| offset: 1 ", "| offset: 9223372036854775808 ", "offset 9223372036854775808"),
+        (
+            "endTxnMarker: COMMIT coordinatorEpoch: 0",
+            "endTxnMarker: COMMIT coordinatorEpoch: 2147483648",
+            "coordinator_epoch",
+        ),
+        (
+            "producerId: 1000 producerEpoch: 0 coordinatorEpoch: -1",
+            "producerId: 1000 producerEpoch: 32768 coordinatorEpoch: -1",
+            "producer_epoch 32768",
+        ),
+    ],
+    ids=[
+        "record-sequence",
+        "record-value-size",
+        "record-offset",
+        "marker-coordinator-epoch",
+        "snapshot-epoch",
+    ],
+)
+def test_a_line_with_a_number_outside_its_column_is_unreadable_and_the_others_kept(
+    old: str, new: str, message: str
+) -> None:
+    lines, n = golden_with(DEEP_3_0, old, new)
+    good = list(parse_dump_log_text(golden_lines(DEEP_3_0), source="dump.txt"))
+    bad = list(parse_dump_log_text(lines, source="dump.txt"))
+    (error,) = [i for i in bad if isinstance(i, DecodeError) and i.kind is CorruptionKind.UNREADABLE_BATCH]
+    assert (error.position, error.length) == (byte_position(lines, n), len(lines[n].encode()))
+    assert f"line {n + 1}: {message}" in error.message
+    # One row fewer of the line's kind (its batch stays); nothing else changes but the marker's control type.
+    kept = [i for i in bad if i is not error]
+    assert len(kept) == len(good) - (0 if "coordinatorEpoch: 2147483648" in new else 1)
+
+
+def test_a_count_computed_from_offsets_past_int32_is_unreadable() -> None:
+    # Batch lines before 1.0 print no count: lastOffset - baseOffset + 1 is the count, an int32.
+    lines, n = golden_with(
+        GOLDEN / "kafka-0.11-shallow.txt",
+        "baseOffset: 0 lastOffset: 2 ",
+        "baseOffset: 0 lastOffset: 2147483647 ",
+    )
+    bad = list(parse_dump_log_text(lines, source="dump.txt"))
+    (error,) = [i for i in bad if isinstance(i, DecodeError) and i.kind is CorruptionKind.UNREADABLE_BATCH]
+    assert error.position == byte_position(lines, n) and "count 2147483648 is out of range" in error.message
+
+
+def test_a_shallow_legacy_wrapper_past_an_int32_gap_is_one_message_at_its_offset() -> None:
+    items = parse(
+        "Dumping legacy-0/00000000000000000000.log",
+        "offset: 4294967296 position: 0 CreateTime: 1 isvalid: true size: 97 magic: 1 compresscodec: gzip "
+        "crc: 1",
+    )
+    (header,) = of_type(items, BatchHeader)
+    assert (header.base_offset, header.last_offset, header.count) == (2**32, 2**32, 1)
+
+
+def test_a_dumped_file_name_past_int64_has_no_snapshot_offset() -> None:
+    items = parse(
+        "Dumping orders-3/9999999999999999999.snapshot",  # 19 digits, above 2^63 - 1
+        "producerId: 1 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: None",
+    )
+    (entry,) = of_type(items, SnapshotEntry)
+    assert entry.snapshot_offset == -1
+
+
+# ------------------------------------------- payloads over many lines: linear time, same rows
+
+
+def _split_key_payload_reference(
+    tail: str, key_size: int, value_size: int
+) -> tuple[str | None, str | None, bool]:
+    """The cut as first written (cubic on long multi-line payloads): the oracle of the linear one."""
+
+    def utf8(text: str) -> int:
+        return len(text.encode("utf-8", "surrogateescape"))
+
+    if tail.startswith("payload: "):
+        value = tail[len("payload: ") :]
+        return None, value, utf8(value) >= value_size
+    body = tail[len("key: ") :]
+    cuts = [m.start() for m in re.finditer(" payload: ", body)]
+    chosen = next((c for c in cuts if utf8(body[:c]) == key_size), None)
+    if chosen is None and value_size >= 0:
+        chosen = next((c for c in cuts if utf8(body[c + 10 :]) == value_size), None)
+        if chosen is None and cuts:
+            chosen = cuts[0]
+    elif chosen is None and cuts and body.endswith(" payload: <DELETE>"):
+        chosen = cuts[-1]
+    if chosen is None:
+        return body, None, utf8(body) >= key_size and value_size < 0
+    key, value = body[:chosen], body[chosen + 10 :]
+    return key, value, utf8(key) >= key_size and utf8(value) >= value_size
+
+
+_TEXT_PIECES = st.sampled_from(
+    ["a", "é", "\udcff", " payload: ", "payload: ", " key: ", "<DELETE>", " ", "x" * 7]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    head=st.sampled_from(["key: ", "payload: "]),
+    lines=st.lists(st.lists(_TEXT_PIECES, max_size=6).map("".join), min_size=1, max_size=4),
+    key_size=st.integers(-1, 40),
+    value_size=st.integers(-1, 40),
+)
+def test_a_payload_over_many_lines_is_cut_as_the_whole_text_would_be(
+    head: str, lines: list[str], key_size: int, value_size: int
+) -> None:
+    from kafka_log_decoder.dump_log_text import _KeyPayloadText
+
+    text = _KeyPayloadText(head + lines[0], key_size, value_size)
+    for n, line in enumerate(lines[1:], start=2):
+        assert (
+            text.complete
+            == _split_key_payload_reference(head + "\n".join(lines[: n - 1]), key_size, value_size)[2]
+        )
+        text.extend(line)
+    whole = head + "\n".join(lines)
+    key, value, complete = _split_key_payload_reference(whole, key_size, value_size)
+    assert (*text.split(), text.complete) == (key, value, complete)
+
+
+def test_a_payload_of_many_lines_parses_in_linear_time() -> None:
+    """50,000 continuation lines, each holding ` payload: `: re-cutting the whole text at every line
+    took minutes; in one pass it takes well under a second."""
+    body = ["x" * 60 + " payload: y"] * 50_000
+    payload = "\n".join(body)
+    line = record_line(
+        0, f" key: a payload: {payload.split(chr(10))[0]}", key_size=1, value_size=len(payload.encode())
+    )
+    started = time.perf_counter()
+    (record,) = of_type(log_dump(V2_BATCH, line, *body[1:]), Record)
+    assert time.perf_counter() - started < 5
+    assert (record.key, record.value) == (b"a", payload.encode())
