@@ -231,21 +231,59 @@ def decode_unit_safely(unit: WorkUnit, table: str, schema: pa.Schema, *, records
     """`decode_unit`, where a decoder bug ends the unit instead of the job; the quarantine pass records it.
 
     Decoders only ever report bad bytes as DecodeErrors; anything else escaping is our bug, and one
-    unreadable file must not lose the other files' rows.
+    unreadable file must not lose the other files' rows. A pass that fails keeps the rows it gave and
+    returns True, so that the quarantine pass reads the unit. That pass cannot be told why (each pass is
+    a Spark job of its own), so it decodes the unit again for every other table the unit feeds: a pass
+    that fails there is a quarantine row too, never a silent loss of the unit's rows. The cost is one
+    more decode per table of the units the quarantine pass reads only: the small files, the dump-log
+    texts, and the `.log` ranges that met corrupt bytes (every unit under Spark Connect).
     """
+    if table != "quarantine":
+        try:
+            return (yield from decode_unit(unit, table, schema, records=records))
+        except Exception:
+            return True
+    failed: list[tuple[str, Exception]] = []
+    found = True
     try:
-        return (yield from decode_unit(unit, table, schema, records=records))
+        found = yield from decode_unit(unit, table, schema, records=records)
     except Exception as exc:
-        if table == "quarantine":
-            error = DecodeError(
-                unit.file,
-                unit.start,
-                CorruptionKind.UNREADABLE_FILE,
-                f"decoder failed: {type(exc).__name__}: {exc}",
-                None,
+        failed.append((table, exc))
+    for other in sorted(TABLES_OF_KIND[unit.kind]):
+        if feeds(unit, other) and (records or other != "records"):
+            try:
+                for _ in decode_unit(unit, other, _arrow_schema(other), records=records):
+                    pass
+            except Exception as exc:
+                failed.append((other, exc))
+    if failed:
+        ctx = _Provenance(unit)
+        rows = [
+            _error_row(
+                ctx,
+                DecodeError(
+                    unit.file,
+                    unit.start,
+                    CorruptionKind.UNREADABLE_FILE,
+                    f"decoder failed{'' if name == table else f' in the {name} pass'}: "
+                    f"{type(exc).__name__}: {exc}",
+                    None,
+                ),
             )
-            yield _rows_to_batch([_error_row(_Provenance(unit), error)], schema)
-        return True
+            for name, exc in failed
+        ]
+        yield _rows_to_batch(rows, schema)
+    return found or bool(failed)
+
+
+@functools.cache
+def _arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a bronze table, as the driver derives it (`jobs.ingest.decode_table`)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from schemas.tables import TABLES
+
+    return to_arrow_schema(TABLES[table].schema)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,150 @@
+"""What the ingest's decode tasks make of a number no column can hold, and of a pass that fails.
+
+The inputs are real bytes: a golden `kafka-dump-log.sh` text with one number changed, and segments
+of kafka-python's batches around a legacy wrapper it built. No Spark session is started.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from jobs import decode_tasks as dt
+from schemas.tables import BATCHES, PRODUCER_SNAPSHOTS, QUARANTINE, RECORDS
+from tests.builders import CODEC_IDS, V2Batch, build_v2, segment
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "dump_log_text"
+SCHEMAS = {
+    spec.name: to_arrow_schema(spec.schema) for spec in (BATCHES, RECORDS, QUARANTINE, PRODUCER_SNAPSHOTS)
+}
+
+
+def drain(unit: dt.WorkUnit, table: str, *, records: bool = False) -> tuple[list[dict[str, Any]], bool]:
+    """(rows of `table`, whether the quarantine pass must read the unit) of one decode task."""
+    stream = dt.decode_unit_safely(unit, table, SCHEMAS[table], records=records)
+    rows: list[dict[str, Any]] = []
+    while True:
+        try:
+            rows += next(stream).to_pylist()
+        except StopIteration as done:
+            return rows, done.value
+
+
+def text_unit(tmp_path: Path, text: bytes) -> dt.WorkUnit:
+    path = tmp_path / "dump.txt"
+    path.write_bytes(text)
+    return dt.WorkUnit(dt.DUMP_LOG_TEXT, "d", None, None, None, str(path), len(text))
+
+
+def log_unit(tmp_path: Path, data: bytes) -> dt.WorkUnit:
+    path = tmp_path / "t-0" / "00000000000000000000.log"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    return dt.WorkUnit(dt.LOG, "d", None, "t", 0, str(path), len(data))
+
+
+MARKER = b"producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true"
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["headers", "records"])
+def test_a_text_batch_line_out_of_range_is_one_quarantine_row_and_every_other_row_is_kept(
+    tmp_path: Path, records: bool
+) -> None:
+    golden = (GOLDEN / "kafka-3.0-deep-iteration.txt").read_bytes()
+    good = text_unit(tmp_path, golden)
+    good_batches = drain(good, "batches")[0]
+    good_records = drain(good, "records", records=True)[0]
+    bad_text = golden.replace(MARKER, MARKER.replace(b"Epoch: 0", b"Epoch: 70000"), 1)
+    (tmp_path / "bad").mkdir()
+    bad = text_unit(tmp_path / "bad", bad_text)
+    batches, _ = drain(bad, "batches", records=records)
+    # The marker batch (byte 88 of orders-3) alone is gone; it held a control record only.
+    assert [(r["file"], r["position"]) for r in batches] == [
+        (r["file"], r["position"])
+        for r in good_batches
+        if not (r["position"] == 88 and r["file"].endswith("orders-3/00000000000000000000.log"))
+    ]
+    if records:
+        assert drain(bad, "records", records=True)[0] == good_records
+    quarantine, _ = drain(bad, "quarantine", records=records)
+    unreadable = [r for r in quarantine if r["kind"] == "UNREADABLE_BATCH"]
+    assert [(r["file"], r["position"]) for r in unreadable] == [(bad.file, bad_text.index(b"baseOffset: 3 "))]
+    assert "producer_epoch 70000 is out of range" in unreadable[0]["message"]
+    assert not any(r["kind"] == "UNREADABLE_FILE" for r in quarantine)
+
+
+def legacy_wrapper_past_int64() -> bytes:
+    """A v1 gzip wrapper at offset 1 whose relative inner offsets are 2^63 - 1 and 0 (kafka-python's
+    builder writes them as given): its first message's absolute offset would be 2^63."""
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=CODEC_IDS["gzip"], batch_size=1 << 30)
+    builder.append(2**63 - 1, timestamp=1_500_000_000_000, key=b"a", value=b"1")
+    builder.append(0, timestamp=1_500_000_000_001, key=b"b", value=b"2")
+    raw = bytearray(builder.build())
+    struct.pack_into(">q", raw, 0, 1)
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["headers", "records"])
+def test_a_legacy_offset_past_int64_is_one_quarantine_row_and_the_segments_other_batches_are_kept(
+    tmp_path: Path, records: bool
+) -> None:
+    first = build_v2(V2Batch(base_offset=0, records=[(b"k", b"v")]))
+    wrapper = legacy_wrapper_past_int64()
+    last = build_v2(V2Batch(base_offset=10, records=[(b"k", b"w")]))
+    unit = log_unit(tmp_path, segment(first, wrapper, last))
+    batches, corrupt = drain(unit, "batches", records=records)
+    assert corrupt is True
+    assert [(r["position"], r["base_offset"]) for r in batches] == [(0, 0), (len(first) + len(wrapper), 10)]
+    if records:
+        assert [r["offset"] for r in drain(unit, "records", records=True)[0]] == [0, 10]
+    quarantine, _ = drain(unit, "quarantine", records=records)
+    assert [(r["position"], r["length"], r["kind"]) for r in quarantine] == [
+        (len(first), len(wrapper), "UNREADABLE_BATCH")
+    ]
+    assert "outside int64" in quarantine[0]["message"]
+
+
+def test_a_pass_that_fails_is_a_quarantine_row_of_the_quarantine_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decoder bug that the quarantine pass itself does not meet (here: the batches rows of a text
+    cannot become Arrow) still leaves a row saying which pass failed on which file."""
+    unit = text_unit(tmp_path, (GOLDEN / "kafka-3.0-deep-iteration.txt").read_bytes())
+    real = dt._rows_to_batch
+
+    def failing_for_batches(rows: Any, schema: pa.Schema) -> pa.RecordBatch:
+        if "base_offset" in schema.names:
+            raise pa.ArrowInvalid("a bug")
+        return real(rows, schema)
+
+    monkeypatch.setattr(dt, "_rows_to_batch", failing_for_batches)
+    assert drain(unit, "batches")[1] is True
+    quarantine, _ = drain(unit, "quarantine")
+    failed = [r for r in quarantine if r["kind"] == "UNREADABLE_FILE"]
+    assert [(r["file"], r["position"], r["message"]) for r in failed] == [
+        (unit.file, 0, "decoder failed in the batches pass: ArrowInvalid: a bug")
+    ]
+
+
+def test_a_failing_quarantine_pass_is_still_its_own_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unit = text_unit(tmp_path, (GOLDEN / "kafka-3.0-deep-iteration.txt").read_bytes())
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(dt, "_dump_log_text_rows", failing)
+    quarantine, corrupt = drain(unit, "quarantine")
+    assert corrupt is True
+    assert [r["message"] for r in quarantine] == [
+        "decoder failed: RuntimeError: a bug",
+        "decoder failed in the batches pass: RuntimeError: a bug",
+        "decoder failed in the producer_snapshots pass: RuntimeError: a bug",
+    ]
