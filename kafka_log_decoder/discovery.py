@@ -431,16 +431,20 @@ def _swap_next_offset(
 
 def _group_live_files(result: PartitionDir, live: dict[str, FileInfo]) -> None:
     by_base: dict[int, dict[str, FileInfo]] = {}
+    # Files of one role and offset under two names (`0.log` beside `00000000000000000000.log`): the
+    # broker opens the 20-digit name only (LogFileUtils.filenamePrefixFromOffset,
+    # Snapshots.filenameFromSnapshotId); the others are listed as excluded, never dropped unsaid.
+    named: dict[tuple[str, int, int], list[tuple[str, FileInfo]]] = {}
     for name, info in live.items():
         offset = _offset_from_file_name(name)
         suffix = name[name.find(".") :] if "." in name else ""
         kraft = _KRAFT_SNAPSHOT.fullmatch(name)
-        if offset is not None and suffix in _SEGMENT_SUFFIXES:
-            by_base.setdefault(offset, {})[suffix] = info
-        elif offset is not None and suffix == PRODUCER_SNAPSHOT_FILE_SUFFIX:
-            result.snapshots.append(SnapshotFile(offset, info))
+        if offset is not None and suffix in (*_SEGMENT_SUFFIXES, PRODUCER_SNAPSHOT_FILE_SUFFIX):
+            named.setdefault((suffix, offset, 0), []).append((name, info))
         elif kraft is not None:
-            result.kraft_snapshots.append(KraftSnapshotFile(int(kraft.group(1)), int(kraft.group(2)), info))
+            named.setdefault((".checkpoint", int(kraft.group(1)), int(kraft.group(2))), []).append(
+                (name, info)
+            )
         elif name == LEADER_EPOCH_CHECKPOINT_FILENAME:
             result.leader_epoch_checkpoint = info
         elif name == PARTITION_METADATA_FILENAME:
@@ -449,6 +453,27 @@ def _group_live_files(result: PartitionDir, live: dict[str, FileInfo]) -> None:
             result.quorum_state = info
         else:
             result.excluded.append(ExcludedFile(info.path, "not a Kafka partition file"))
+    for (suffix, offset, epoch), files in sorted(named.items()):
+        canonical = (
+            f"{offset:020d}-{epoch:010d}{suffix}" if suffix == ".checkpoint" else f"{offset:020d}{suffix}"
+        )
+        # The broker's own name if present, else the first by name: the same file on every run.
+        kept_name, info = min(files, key=lambda file: (file[0] != canonical, file[0]))
+        of = f"offset {offset}" + (f", epoch {epoch}" if suffix == ".checkpoint" else "")
+        read = (
+            f"{kept_name}, the name the broker opens, is read"
+            if kept_name == canonical
+            else f"{kept_name} is read (the broker opens {canonical} only)"
+        )
+        for name, other in files:
+            if name != kept_name:
+                result.excluded.append(ExcludedFile(other.path, f"a second {suffix} file for {of}: {read}"))
+        if suffix in _SEGMENT_SUFFIXES:
+            by_base.setdefault(offset, {})[suffix] = info
+        elif suffix == PRODUCER_SNAPSHOT_FILE_SUFFIX:
+            result.snapshots.append(SnapshotFile(offset, info))
+        else:
+            result.kraft_snapshots.append(KraftSnapshotFile(offset, epoch, info))
     for base in sorted(by_base):
         files = by_base[base]
         log = files.get(LOG_FILE_SUFFIX)
@@ -469,8 +494,8 @@ def _group_live_files(result: PartitionDir, live: dict[str, FileInfo]) -> None:
                 txnindex=files.get(TXN_INDEX_FILE_SUFFIX),
             )
         )
-    result.snapshots.sort()
-    result.kraft_snapshots.sort()
+    result.snapshots.sort(key=lambda s: (s.offset, s.file.path))
+    result.kraft_snapshots.sort(key=lambda s: (s.end_offset, s.epoch, s.file.path))
 
 
 def _offset_from_file_name(name: str) -> int | None:

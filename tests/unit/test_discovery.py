@@ -437,3 +437,71 @@ def test_a_partition_copy_with_a_swap_keeps_the_real_files_untouched(tmp_path: P
     assert sorted(os.listdir(CODECRAFTERS / "foo-0")) == sorted(
         p for p in os.listdir(copy) if not p.endswith(".swap")
     )
+
+
+# --------------------------------------------------------------------------------------------
+# One segment, snapshot or KRaft snapshot under two names: one is read, the other listed as excluded
+
+
+def real_partition_copy(tmp_path: Path, source: Path) -> Path:
+    directory = tmp_path / source.name
+    shutil.copytree(source, directory)
+    return directory
+
+
+def test_an_unpadded_twin_of_a_segment_is_excluded_not_dropped(tmp_path: Path) -> None:
+    directory = real_partition_copy(tmp_path, CODECRAFTERS / "foo-0")
+    shutil.copy(directory / name(0, ".log"), directory / "0.log")
+    found = only(discover([directory]), PartitionDir)
+    (segment,) = found.segments
+    assert Path(segment.log.path).name == name(0, ".log")
+    assert [(Path(e.path).name, e.reason) for e in found.excluded] == [
+        ("0.log", f"a second .log file for offset 0: {name(0, '.log')}, the name the broker opens, is read")
+    ]
+
+
+def test_a_snapshot_beside_its_unpadded_twin_is_read_once(tmp_path: Path) -> None:
+    directory = real_partition_copy(tmp_path, CODECRAFTERS / "foo-0")
+    shutil.copy(directory / name(3, ".snapshot"), directory / "3.snapshot")
+    shutil.copy(directory / name(3, ".snapshot"), directory / "0.snapshot")
+    shutil.copy(directory / name(3, ".snapshot"), directory / name(0, ".snapshot"))
+    found = only(discover([directory]), PartitionDir)
+    assert [(s.offset, Path(s.file.path).name) for s in found.snapshots] == [
+        (0, name(0, ".snapshot")),
+        (3, name(3, ".snapshot")),
+    ]
+    assert sorted(Path(e.path).name for e in found.excluded) == ["0.snapshot", "3.snapshot"]
+
+
+def test_unpadded_twins_without_the_brokers_name_keep_the_first_by_name(tmp_path: Path) -> None:
+    directory = real_partition_copy(tmp_path, CODECRAFTERS / "foo-0")
+    (directory / name(3, ".snapshot")).rename(directory / "03.snapshot")
+    shutil.copy(directory / "03.snapshot", directory / "3.snapshot")
+    found = only(discover([directory]), PartitionDir)
+    assert [Path(s.file.path).name for s in found.snapshots] == ["03.snapshot"]
+    assert [(Path(e.path).name, e.reason) for e in found.excluded] == [
+        (
+            "3.snapshot",
+            "a second .snapshot file for offset 3: 03.snapshot is read "
+            f"(the broker opens {name(3, '.snapshot')} only)",
+        )
+    ]
+
+
+def test_a_kraft_snapshot_beside_its_unpadded_twin_is_read_once(tmp_path: Path) -> None:
+    directory = real_partition_copy(tmp_path, INDUSWARGODS / "__cluster_metadata-0")
+    shutil.copy(directory / "00000000000000010744-0000000004.checkpoint", directory / "10744-4.checkpoint")
+    found = only(discover([directory]), PartitionDir)
+    assert next((s.end_offset, s.epoch, Path(s.file.path).name) for s in found.kraft_snapshots) == (
+        10744,
+        4,
+        "00000000000000010744-0000000004.checkpoint",
+    )
+    assert len(found.kraft_snapshots) == 6
+    assert [(Path(e.path).name, e.reason) for e in found.excluded] == [
+        (
+            "10744-4.checkpoint",
+            "a second .checkpoint file for offset 10744, epoch 4: "
+            "00000000000000010744-0000000004.checkpoint, the name the broker opens, is read",
+        )
+    ]
