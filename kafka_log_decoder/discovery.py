@@ -453,19 +453,19 @@ def _group_live_files(result: PartitionDir, live: dict[str, FileInfo]) -> None:
             result.quorum_state = info
         else:
             result.excluded.append(ExcludedFile(info.path, "not a Kafka partition file"))
-    for (suffix, offset, epoch), files in sorted(named.items()):
+    for (suffix, offset, epoch), twins in sorted(named.items()):
         canonical = (
             f"{offset:020d}-{epoch:010d}{suffix}" if suffix == ".checkpoint" else f"{offset:020d}{suffix}"
         )
         # The broker's own name if present, else the first by name: the same file on every run.
-        kept_name, info = min(files, key=lambda file: (file[0] != canonical, file[0]))
+        kept_name, info = min(twins, key=lambda file: (file[0] != canonical, file[0]))
         of = f"offset {offset}" + (f", epoch {epoch}" if suffix == ".checkpoint" else "")
         read = (
             f"{kept_name}, the name the broker opens, is read"
             if kept_name == canonical
             else f"{kept_name} is read (the broker opens {canonical} only)"
         )
-        for name, other in files:
+        for name, other in twins:
             if name != kept_name:
                 result.excluded.append(ExcludedFile(other.path, f"a second {suffix} file for {of}: {read}"))
         if suffix in _SEGMENT_SUFFIXES:
