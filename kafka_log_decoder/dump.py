@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_log_decoder.constants import KRAFT_BOOTSTRAP_FILENAME
-from kafka_log_decoder.discovery import discover, stat_given
+from kafka_log_decoder.constants import KRAFT_BOOTSTRAP_FILENAME, QUORUM_STATE_FILENAME
+from kafka_log_decoder.discovery import DumpLogText, discover, stat_given
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
@@ -49,8 +50,49 @@ FAILING_KINDS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class QuorumState:
+    """A KRaft `quorum-state` file (QuorumStateData JSON: leaderId, leaderEpoch, votedId, voters ...)."""
+
+    file: str
+    state: dict[str, Any]
+
+
 def artifact_kind(path: Path) -> str | None:
-    """What a file is, from its name (and, for dump-log text, its first line); None if not Kafka's."""
+    """What a file given by the user is: dump-log text by its first line whatever its name (its output is
+    often saved as `*.log`), else by its name; None if not Kafka's (a `.log` that begins with text and
+    is not named as a segment, such as a broker's `server.log`)."""
+    if _starts_with_dumping(path):
+        return "dump-log-text"
+    kind = kind_from_name(path)
+    if (
+        kind == "log"
+        and path.suffix == ".log"
+        and not _SEGMENT_NAME.fullmatch(path.name)
+        and _starts_with_text(path)
+    ):
+        return None
+    return kind
+
+
+# `<offset>.log` (1 to 20 digits, as discovery reads segment names).
+_SEGMENT_NAME = re.compile(r"[0-9]{1,20}\.log")
+_PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
+
+
+def _starts_with_text(path: Path) -> bool:
+    """Whether the first 8 bytes are printable ASCII: as a segment's big-endian base offset that is at
+    least 0x20 << 56 (2.3e18), an offset no log reaches, while a broker's own log begins `[2026-...`."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return len(head) == 8 and all(b in _PRINTABLE for b in head)
+
+
+def kind_from_name(path: Path) -> str | None:
+    """What a file of a partition or log directory is, from its name alone (as discovery classed it)."""
     name = path.name.removesuffix(".swap")  # a .swap file is the segment file it replaces
     for suffix, kind in ((".log", "log"), (".index", "index"), (".timeindex", "timeindex")):
         if name.endswith(suffix):
@@ -69,8 +111,8 @@ def artifact_kind(path: Path) -> str | None:
         return "partition.metadata"
     if name == "meta.properties":
         return "meta.properties"
-    if _starts_with_dumping(path):
-        return "dump-log-text"
+    if name == QUORUM_STATE_FILENAME:
+        return "quorum-state"
     return None
 
 
@@ -144,6 +186,9 @@ def _read_small_artifact(kind: str, path: Path) -> Iterable[Any]:
     if kind == "snapshot":
         entries, errors = producer_snapshot.read_producer_snapshot(path)
         return [*entries, *errors]
+    if kind == "quorum-state":
+        state, errors = checkpoints.read_quorum_state(path)
+        return [*([] if state is None else [QuorumState(str(path), state)]), *errors]
     readers = {
         "index": index_files.read_offset_index,
         "timeindex": index_files.read_time_index,
@@ -170,8 +215,10 @@ def _as_list(value: Any) -> list[Any]:
     return [value]
 
 
-def expand_paths(paths: Iterable[str]) -> Iterator[Path]:
-    """Files in dump order: a file as given; a directory as its live partition files, segment by segment."""
+def expand_paths(paths: Iterable[str]) -> Iterator[tuple[Path, str]]:
+    """Files in dump order, with their kinds: a file as given (dump-log text by its first line, whatever
+    its name); a directory as its live partition files, segment by segment, each what its name says (as
+    the ingest reads them)."""
     for raw in paths:
         path = Path(raw)
         if stat.S_ISREG(stat_given(raw)):
@@ -179,12 +226,17 @@ def expand_paths(paths: Iterable[str]) -> Iterator[Path]:
                 os.close(os.open(path, os.O_RDONLY))  # unreadable: say so, not "not a Kafka artifact"
             except OSError as exc:
                 raise NotAKafkaArtifact.from_os_error(raw, exc) from None
-            if artifact_kind(path) is None:
-                raise NotAKafkaArtifact(f"{raw}: not a Kafka log artifact")
-            yield path
+            kind = artifact_kind(path)
+            if kind is None:
+                text = " (a .log that begins with text: not a segment)" if path.suffix == ".log" else ""
+                raise NotAKafkaArtifact(f"{raw}: not a Kafka log artifact{text}")
+            yield path, kind
             continue
         for found in discover([raw]):
-            yield from _live_files(found)
+            for file in _live_files(found):
+                kind = "dump-log-text" if isinstance(found, DumpLogText) else kind_from_name(file)
+                assert kind is not None, file
+                yield file, kind
 
 
 def _live_files(found: Any) -> Iterator[Path]:
@@ -200,7 +252,7 @@ def _live_files(found: Any) -> Iterator[Path]:
         for partition in found.partitions:
             yield from _live_files(partition)
     elif isinstance(found, PartitionDir):
-        for extra in (found.partition_metadata, found.leader_epoch_checkpoint):
+        for extra in (found.partition_metadata, found.leader_epoch_checkpoint, found.quorum_state):
             if extra is not None:
                 yield Path(extra.path)
         for segment in found.segments:
@@ -262,6 +314,8 @@ def item_to_json(item: Any, *, remote_log_metadata: bool = False) -> dict[str, A
     }
     if isinstance(item, MetaProperties):
         return {"type": "meta_properties", "file": item.file, "properties": dict(item.properties)}
+    if isinstance(item, QuorumState):
+        return {"type": "quorum_state", "file": item.file, "state": dict(item.state)}
     kind = simple.get(type(item))
     if kind is None:
         raise TypeError(f"cannot dump {type(item).__name__}")
@@ -318,10 +372,10 @@ class FileSummary:
 def run_dump(paths: list[str], *, records: bool, summary: bool, out: TextIO) -> int:
     """Write the JSON lines; the exit status of audit-contract §2 (1 when an error-severity kind was seen)."""
     failing = False
-    for path in expand_paths(paths):
+    for path, kind in expand_paths(paths):
         file_summary = FileSummary(str(path))
         remote_log_metadata = path.parent.name.startswith(REMOTE_LOG_METADATA_DIR)
-        for item in iter_file_items(path, records=records):
+        for item in iter_file_items(path, records=records, kind=kind):
             if isinstance(item, DecodeError) and item.kind in FAILING_KINDS:
                 failing = True
             if summary:

@@ -300,3 +300,45 @@ def test_an_index_is_checked_against_the_log_beside_it(tmp_path: Path) -> None:
     assert (status, errors) == (0, [(800, "INDEX_MISMATCH", 8)])
     log.unlink()
     assert [o for o in dump(index)[1] if o["type"] == "error"] == []
+
+
+GOLDEN_TEXT = REPO / "tests" / "golden" / "dump_log_text" / "kafka-3.0-deep-iteration.txt"
+
+
+def test_dump_log_text_saved_as_a_log_file_is_read_as_text(tmp_path: Path) -> None:
+    saved = tmp_path / "dump.log"
+    shutil.copy(GOLDEN_TEXT, saved)
+    as_txt = tmp_path / "dump.txt"
+    shutil.copy(GOLDEN_TEXT, as_txt)
+    status, (summary,) = dump(saved, summary=True)
+    assert (status, summary["batches"]) == (0, 9)
+    assert {k: v for k, v in summary.items() if k != "file"} == {
+        k: v for k, v in dump(as_txt, summary=True)[1][0].items() if k != "file"
+    }
+
+
+def test_a_broker_server_log_given_directly_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server_log = tmp_path / "server.log"
+    server_log.write_text(
+        "[2026-11-30 06:52:00,000] INFO [KafkaServer id=1] started (kafka.server.KafkaServer)\n"
+    )
+    assert main(["dump", str(server_log)]) == 2
+    assert "begins with text: not a segment" in capsys.readouterr().err
+
+
+def test_a_segment_of_any_name_is_still_read_as_a_segment(tmp_path: Path) -> None:
+    renamed = tmp_path / "server.log"
+    shutil.copy(FOO_0 / "00000000000000000000.log", renamed)
+    status, objs = dump(renamed)
+    assert status == 0 and [o["type"] for o in objs] == ["batch", "batch"]
+
+
+def test_quorum_state_is_dumped_alone_and_with_its_partition() -> None:
+    metadata = REAL / "codecrafters-kraft-3x" / "__cluster_metadata-0"
+    status, (state,) = dump(metadata / "quorum-state")
+    assert status == 0
+    assert state["type"] == "quorum_state" and state["file"].endswith("quorum-state")
+    assert state["state"] == json.loads((metadata / "quorum-state").read_text())
+    assert state in dump(metadata)[1]
