@@ -79,59 +79,101 @@ def snapshot_producers(
     absent = join_log(
         absent, logs, "log_start_offset", "remote_log_start", "compacted", "cleaned_to", "capture_time_ms"
     )
+    # An entry without a batch offset (-1): a marker that raised the producer's epoch cleared its cached
+    # batches (`ProducerStateEntry.maybeUpdateProducerEpoch`: after every Transactions V2 commit or abort,
+    # KIP-890, and a coordinator's fencing abort), so only its snapshot's offset bounds what it wrote.
+    has_offset = F.col("last_offset") >= 0
+    below_start = F.when(has_offset, F.col("last_offset") < F.col("log_start_offset")).otherwise(
+        F.col("snapshot_offset") <= F.col("log_start_offset")
+    )
     retained = to_findings(
-        absent.where(F.col("last_offset") < F.col("log_start_offset")),
+        absent.where(below_start),
         "PRODUCER_STATE_RETAINED",
-        fmt(
-            "The producer snapshot at offset %s still lists producer %s epoch %s (last offset %s, sequence "
-            "%s), whose batches all lie below the log start offset %s (%s): not loss ("
-            + _retained_state(profile)
-            + ").",
-            "snapshot_offset",
-            "producer_id",
-            "producer_epoch",
-            "last_offset",
-            "last_sequence",
-            "log_start_offset",
-            below_start_cause(),
+        F.when(
+            has_offset,
+            fmt(
+                "The producer snapshot at offset %s still lists producer %s epoch %s (last offset %s, "
+                "sequence %s), whose batches all lie below the log start offset %s (%s): not loss ("
+                + _retained_state(profile)
+                + ").",
+                "snapshot_offset",
+                "producer_id",
+                "producer_epoch",
+                "last_offset",
+                "last_sequence",
+                "log_start_offset",
+                below_start_cause(),
+            ),
+        ).otherwise(
+            fmt(
+                "The producer snapshot at offset %s still lists producer %s epoch %s without a batch offset "
+                "(-1: a marker raised its epoch), and the snapshot lies at or below the log start offset %s, "
+                "so all it wrote does too (%s): not loss (" + _retained_state(profile) + ").",
+                "snapshot_offset",
+                "producer_id",
+                "producer_epoch",
+                "log_start_offset",
+                below_start_cause(),
+            )
         ),
         producer_id="producer_id",
         producer_epoch="producer_epoch",
-        first_offset="last_offset",
-        last_offset="last_offset",
+        first_offset=F.when(has_offset, F.col("last_offset")),
+        last_offset=F.when(has_offset, F.col("last_offset")),
         last_sequence="last_sequence",
         related_offset="snapshot_offset",
         explained_by=F.lit("retention"),
     )
-    lost = to_findings(
-        absent.where(
-            (F.col("last_offset") >= F.col("log_start_offset"))
-            & ~(
-                compaction_may_have_removed(F.col("last_offset"))
-                # A producer with a transaction open never expires, and the cleaner stops at the first
-                # open transaction's offset (the last stable offset): its batches stay.
-                & (F.col("current_txn_first_offset") < 0)
-                & F.coalesce(
-                    F.col("capture_time_ms") - F.col("timestamp") >= profile.producer_id_expiration_ms,
-                    F.lit(False),
-                )
+    lost_known = has_offset & (
+        (F.col("last_offset") >= F.col("log_start_offset"))
+        & ~(
+            compaction_may_have_removed(F.col("last_offset"))
+            # A producer with a transaction open never expires, and the cleaner stops at the first
+            # open transaction's offset (the last stable offset): its batches stay.
+            & (F.col("current_txn_first_offset") < 0)
+            & F.coalesce(
+                F.col("capture_time_ms") - F.col("timestamp") >= profile.producer_id_expiration_ms,
+                F.lit(False),
             )
-        ),
+        )
+    )
+    # Without a batch offset, its marker lies somewhere below the snapshot: it must be in a log complete
+    # from offset 0 that no cleaner has touched; otherwise retention or the cleaner may have taken it.
+    lost_unknown = (
+        ~has_offset
+        & (F.col("log_start_offset") == 0)
+        & (F.col("snapshot_offset") > 0)
+        & ~compaction_may_have_removed(F.lit(-1))
+    )
+    lost = to_findings(
+        absent.where(lost_known | lost_unknown),
         "UNKNOWN_PRODUCER_LOSS",
-        fmt(
-            "The producer snapshot at offset %s lists producer %s epoch %s with its last batch at offset "
-            "%s, at or "
-            "above the log start offset %s, but the log holds no batch of that producer: its data is lost.",
-            "snapshot_offset",
-            "producer_id",
-            "producer_epoch",
-            "last_offset",
-            "log_start_offset",
+        F.when(
+            has_offset,
+            fmt(
+                "The producer snapshot at offset %s lists producer %s epoch %s with its last batch at offset "
+                "%s, at or above the log start offset %s, but the log holds no batch of that producer: its "
+                "data is lost.",
+                "snapshot_offset",
+                "producer_id",
+                "producer_epoch",
+                "last_offset",
+                "log_start_offset",
+            ),
+        ).otherwise(
+            fmt(
+                "The producer snapshot at offset %s lists producer %s epoch %s (without a batch offset: a "
+                "marker raised its epoch), but the log, complete from offset 0, holds no batch or marker of "
+                "that producer: its data is lost.",
+                "snapshot_offset",
+                "producer_id",
+                "producer_epoch",
+            )
         ),
         producer_id="producer_id",
         producer_epoch="producer_epoch",
-        first_offset="last_offset",
-        last_offset="last_offset",
+        first_offset=F.when(has_offset, F.col("last_offset")),
+        last_offset=F.when(has_offset, F.col("last_offset")),
         last_sequence="last_sequence",
         related_offset="snapshot_offset",
     )
