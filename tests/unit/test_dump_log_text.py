@@ -10,7 +10,6 @@ import dataclasses
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -786,15 +785,13 @@ def test_a_payload_over_many_lines_is_cut_as_the_whole_text_would_be(
     assert (*text.split(), text.complete) == (key, value, complete)
 
 
-def test_a_payload_of_many_lines_parses_in_linear_time() -> None:
-    """50,000 continuation lines, each holding ` payload: `: re-cutting the whole text at every line
-    took minutes; in one pass it takes well under a second."""
+def test_a_payload_of_many_lines_parses_whole() -> None:
+    """50,000 continuation lines, each holding ` payload: `, are one record's value (the text is cut
+    once, not at every line: that took minutes here; speed itself is the bench's, not a test's)."""
     body = ["x" * 60 + " payload: y"] * 50_000
     payload = "\n".join(body)
     line = record_line(
         0, f" key: a payload: {payload.split(chr(10))[0]}", key_size=1, value_size=len(payload.encode())
     )
-    started = time.perf_counter()
     (record,) = of_type(log_dump(V2_BATCH, line, *body[1:]), Record)
-    assert time.perf_counter() - started < 5
     assert (record.key, record.value) == (b"a", payload.encode())
