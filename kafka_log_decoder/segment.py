@@ -49,6 +49,11 @@ from kafka_log_decoder.rows import BatchHeader, Record
 # 2 MiB: the window stays cache-resident between the read and the CRC pass (8 MiB measured ~40% slower).
 DEFAULT_CHUNK_SIZE = 2 << 20
 _ZERO_SCAN_SIZE = 1 << 20
+# A run ends early once its decompressed payloads hold this many bytes: a window of a few KB of
+# zstd can hold gigabytes of zeros, and a run keeps all of its payloads (and `items` copies them
+# again). With the one payload that passed the bound, a run holds less than this plus
+# `codecs.MAX_DECOMPRESSED_BYTES`, whatever the segment; 32:1 compressed windows stay one run.
+MAX_RUN_DECOMPRESSED_BYTES = 64 << 20
 
 LogItem = BatchHeader | Record | DecodeError
 
@@ -276,23 +281,30 @@ def iter_segment_runs(
             window.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
             walk = _walk(window, pos, end, records, max_batches)
             cut = _inside_a_failed_batch(window, walk) if walk.n else None
-            if cut is not None:
-                # The batches before the failed one, walked again; its bytes up to the valid batch inside
-                # it are an unreadable region, and decoding goes on there.
-                failed, resume = cut
-                bad = window.start + walk.batches["position"][failed]
-                claimed = walk.batches["size_bytes"][failed]
-                if failed:
-                    yield _batch_run(file, window, _walk(window, pos, end, records, failed), records)
+            if cut is not None and cut[0] == 0:
+                # Its bytes up to the valid batch inside it are an unreadable region; decoding goes on there.
+                resume = cut[1]
+                claimed = walk.batches["size_bytes"][0]
                 message = (
                     f"batch length {claimed - LOG_OVERHEAD} runs over a valid batch at byte {resume} (its "
                     f"CRC fails over those bytes); skipped to it"
                 )
-                yield [_unreadable(file, bad, resume - bad, message)]
+                yield [_unreadable(file, pos, resume - pos, message)]
                 pos = resume
                 continue
+            if cut is not None:
+                # The batches before the failed one, walked again: a run of them, and the next walk
+                # starts at the failed one.
+                walk = _walk(window, pos, end, records, cut[0])
             if walk.n:
-                yield _batch_run(file, window, walk, records)
+                run = _batch_run(file, window, walk, records)
+                kept = run.n
+                yield run
+                # Not held while the next run decompresses: the budget bounds the runs alive.
+                del run
+                if kept < walk.n:
+                    pos = window.start + walk.batches["position"][kept]
+                    continue
             pos = window.start + walk.next_pos
             if walk.reason in (native.REACHED_STOP, native.FULL):
                 continue
@@ -321,6 +333,7 @@ def read_log_segment(
             yield from run.items(with_records=records)
         else:
             yield from run
+        del run  # not held while the next run decompresses
 
 
 def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: bool) -> BatchRun:
@@ -340,7 +353,11 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
     def error(i: int, message: str) -> None:
         run.errors.setdefault(i, []).append(_unreadable(file, run.file_position(i), sizes[i], message))
 
+    held = 0
     for i in _batches_needing_python(c, walk.n, records):
+        if held >= MAX_RUN_DECOMPRESSED_BYTES:
+            _end_run_before(run, window, i, records)
+            break
         attributes = attributes_of[i]
         codec = attributes & COMPRESSION_CODEC_MASK
         if codec not in COMPRESSION_NAMES:
@@ -373,7 +390,19 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             run.control[i] = _control_from_records(plain, columns)
         else:
             run.records.append(RecordRun(plain, columns, i))
+            held += len(plain)
     return run
+
+
+def _end_run_before(run: BatchRun, window: _Window, i: int, records: bool) -> None:
+    """Cut `run` to its first `i` batches, walked again (the walk's columns and in-place records cover
+    all of its batches); the payloads, control types and errors found for them are kept."""
+    start = run.batches["position"][0]
+    again = native.walk_batches(window.buf, start, len(window.buf), decode_records=records, max_batches=i)
+    run.n, run.batches = again.n, again.batches
+    if again.records is not None:
+        # The walk's in-place records come first (`_batch_run`).
+        run.records[0] = RecordRun(window.buf, again.records, None)
 
 
 def _attention_table(records: bool) -> bytes:

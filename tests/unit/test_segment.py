@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_log_decoder import segment
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.rows import BatchHeader, Record
 from kafka_log_decoder.segment import iter_segment_runs, read_log_segment
@@ -305,3 +306,57 @@ def test_a_corrupt_header_is_judged_the_same_wherever_the_read_window_ends(tmp_p
     assert (error.kind, error.position, error.length) == (CorruptionKind.UNREADABLE_BATCH, len(valid), 40)
     for visible in range(1, 18):
         assert list(read_log_segment(path, chunk_size=len(valid) + visible)) == whole, visible
+
+
+def test_a_run_ends_once_its_decompressed_payloads_pass_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window of small zstd batches that decompress to 300 KB each, between plain ones: a run keeps
+    every payload it decompressed, so it ends at the first batch after its payloads pass the bound
+    (here 1 MiB), and the next run starts there. The rows are those of one unbounded run."""
+    value_size = 300_000
+    parts = [
+        build_v2(
+            V2Batch(
+                base_offset=b,
+                records=[(b"k%d" % b, bytes([b]) * value_size)],
+                codec="zstd" if b % 3 else "none",
+            )
+        )
+        for b in range(12)
+    ]
+    path = write(tmp_path, b"".join(parts))
+    unbounded = list(read_log_segment(path, records=True))
+    monkeypatch.setattr(segment, "MAX_RUN_DECOMPRESSED_BYTES", 1 << 20)
+    runs = list(iter_segment_runs(path, records=True))
+    assert len(runs) > 1
+    for run in runs:
+        assert isinstance(run, segment.BatchRun)
+        held = sum(len(r.source) for r in run.records if r.batch_index is not None)
+        assert held < (1 << 20) + value_size + 100
+    assert [offset for run in runs for offset in run.batches["base_offset"]] == list(range(12))
+    assert list(read_log_segment(path, records=True)) == unbounded
+    assert [r.value for r in unbounded if isinstance(r, Record)] == [
+        bytes([b]) * value_size for b in range(12)
+    ]
+
+
+def test_a_run_that_ends_early_before_a_corrupt_length_loses_no_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight zstd batches of 300 KB payloads, then a batch whose length field claims the batch after it
+    too (its CRC fails; a valid batch starts inside): the batches before it are a run cut short by the
+    bound, and the next run must start where that one ended, not at the corrupt batch."""
+    value_size = 300_000
+    parts = [
+        build_v2(V2Batch(base_offset=b, records=[(b"k", bytes([b]) * value_size)], codec="zstd"))
+        for b in range(8)
+    ]
+    corrupt = bytearray(build_v2(V2Batch(base_offset=8, records=[(b"k", b"v")])))
+    after = build_v2(V2Batch(base_offset=9, records=[(b"k", b"w")]))
+    struct.pack_into(">i", corrupt, 8, len(corrupt) + len(after) - 12)
+    path = write(tmp_path, b"".join(parts) + bytes(corrupt) + after)
+    unbounded = list(read_log_segment(path, records=True))
+    assert [h.base_offset for h in headers(unbounded)] == [*range(8), 9]
+    monkeypatch.setattr(segment, "MAX_RUN_DECOMPRESSED_BYTES", 1 << 20)
+    assert list(read_log_segment(path, records=True)) == unbounded
