@@ -673,21 +673,38 @@ def _gather(
     *,
     nullable: bool = True,
 ) -> pa.Array:
-    """A binary/string array of `source[positions[i] : positions[i] + lengths[i]]`; length -1 is null."""
+    """A binary/string array of `source[positions[i] : positions[i] + lengths[i]]`; length -1 is null.
+
+    Memory is the values' bytes and a few integers per value, never per byte: one record can hold a
+    value of hundreds of MB (a decompressed payload may reach MAX_DECOMPRESSED_BYTES).
+    """
     n = len(lengths)
-    sizes = np.maximum(lengths, 0).astype(np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    total = int(offsets[-1])
-    if total:
-        index = np.repeat(positions.astype(np.int64) - offsets[:-1], sizes) + np.arange(total, dtype=np.int64)
-        data = source[index]
+    if not n:
+        return pa.array([], dtype)
+    null = lengths < 0
+    sizes = np.where(null, 0, lengths).astype(np.int64)
+    starts = positions.astype(np.int64)
+    if null.any():
+        # A null (position -1) is an empty slice where the values before it end.
+        starts = np.where(null, np.maximum.accumulate(np.where(null, 0, starts + sizes)), starts)
+    bounds = np.empty(2 * n, dtype=np.int64)
+    bounds[0::2] = starts
+    bounds[1::2] = starts + sizes
+    if (bounds[1:] >= bounds[:-1]).all():
+        # The values and the bytes between them, as one array over `source`: every second element
+        # is a value, and `take` copies exactly those bytes.
+        spans = pa.Array.from_buffers(
+            pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), pa.py_buffer(source)]
+        )
+        _, offsets, data = spans.take(pa.array(np.arange(0, 2 * n, 2))).buffers()
     else:
-        data = np.zeros(0, dtype=np.uint8)
-    validity = None
-    if nullable and (lengths < 0).any():
-        validity = pa.array(lengths >= 0).buffers()[1]
-    array = pa.Array.from_buffers(pa.large_binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+        # The walker writes positions in order; slices out of order are still gathered, one by one.
+        offsets = pa.py_buffer(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+        data = pa.py_buffer(
+            b"".join(source[s : s + size].tobytes() for s, size in zip(starts, sizes, strict=True))
+        )
+    validity = pa.array(~null).buffers()[1] if nullable and null.any() else None
+    array = pa.Array.from_buffers(pa.large_binary(), n, [validity, offsets, data])
     if dtype == pa.string():
         try:
             return array.cast(pa.string())

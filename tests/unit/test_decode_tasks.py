@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import struct
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -131,6 +132,21 @@ def test_record_framing_errors_are_found_by_the_records_walk_only(tmp_path: Path
     assert decode(unit, QUARANTINE.name, records=False)[0] == 0
     assert decode(unit, RECORDS.name, records=True)[1] is True
     assert decode(unit, QUARANTINE.name, records=True)[0] == 1
+
+
+def test_a_large_value_is_gathered_without_an_index_per_byte(tmp_path: Path) -> None:
+    """One record of 16 MiB of zeros in a kafka-python zstd batch (a few KB on disk): its Arrow value is
+    copied once from the decompressed payload; an index per byte would take 16 bytes per value byte."""
+    value = bytes(16 << 20)
+    unit = unit_of(tmp_path, build_v2(V2Batch(records=[(b"k", value)], codec="zstd")))
+    tracemalloc.start()
+    try:
+        (batch,) = dt.decode_unit(unit, RECORDS.name, SCHEMAS[RECORDS.name], records=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert batch.column("value")[0].as_py() == value
+    assert peak < 2 * len(value)  # the payload itself is the one copy tracemalloc sees
 
 
 def test_only_the_pass_that_walks_like_the_quarantine_pass_reports() -> None:
