@@ -187,7 +187,9 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
     return logs.select(
         "log_key",
         *LOG_KEY,
+        "incarnation",
         "log_start_offset",
+        "log_end_offset",
         "remote_log_start",
         "compacted",
         "cleaned_to",
@@ -203,12 +205,49 @@ def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame
     columns, `producer_id`, `retained_first_offset` and `retained_last_offset` (its first and last
     offsets there; the last is `L`), `producer_timestamp` and `producer_data_timestamp` (its newest
     batch's or marker's, and its newest data batch's there), `fenced_by_marker`,
-    `previous_dump_id` and `previous_high_watermark` (`producers`: `history.producer_summary`)."""
-    producers = producers.drop("last_marker", "last_transactional_data")
+    `previous_dump_id` and `previous_high_watermark` (`producers`: `history.producer_summary`), and
+    `held_elsewhere`: the log of another replica of the partition (and topic incarnation), in a dump
+    captured as late or later, holds the producer's batches up to `L` or further."""
+    summary = producers.drop("last_marker", "last_transactional_data")
     earlier = previous_dumps(logs).join(
-        producers.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
+        summary.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
-    return earlier.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "left_anti")
+    gone = earlier.join(summary.select("log_key", "producer_id"), ["log_key", "producer_id"], "left_anti")
+    # Where the later log ends before L, the replica may be catching up (a follower, or a broker back
+    # with an empty volume): another replica's log, dumped as late or later, that holds the producer to
+    # L says nothing was lost.
+    holders = producers.select(
+        F.col("log_key").alias("_h_key"), "producer_id", F.col("retained_last_offset").alias("_h_last")
+    ).join(
+        F.broadcast(
+            logs.select(
+                F.col("log_key").alias("_h_key"),
+                *[F.col(c).alias(f"_h_{c}") for c in ("replica", *PARTITION_OF_LOG)],
+                F.col("capture_time_ms").alias("_h_time"),
+            )
+        ),
+        "_h_key",
+        "inner",
+    )
+    held = (
+        gone.select(
+            "log_key", "producer_id", "replica", *PARTITION_OF_LOG, "capture_time_ms", "retained_last_offset"
+        )
+        .join(holders, "producer_id", "inner")
+        .where(
+            F.col("topic").eqNullSafe(F.col("_h_topic"))
+            & F.col("partition").eqNullSafe(F.col("_h_partition"))
+            & F.col("incarnation").eqNullSafe(F.col("_h_incarnation"))
+            & ~F.col("replica").eqNullSafe(F.col("_h_replica"))
+            & (F.col("_h_time") >= F.col("capture_time_ms"))
+            & (F.col("_h_last") >= F.col("retained_last_offset"))
+        )
+        .select("log_key", "producer_id", F.lit(True).alias("held_elsewhere"))
+        .distinct()
+    )
+    return gone.join(held, ["log_key", "producer_id"], "left").withColumn(
+        "held_elsewhere", F.coalesce(F.col("held_elsewhere"), F.lit(False))
+    )
 
 
 def _producer_at(offset: str) -> dict[str, Any]:
@@ -226,7 +265,8 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
     absent from the later one (seed 000 rule 4; `gone`: `gone_since_previous_dump`). One the later
     log's newest snapshot (`entries`: `latest_snapshot_entries`) lists at or past its last offset here is
     left to `snapshot_producers`, which judges it by that later state; a staler entry does not hide what
-    the earlier dump shows."""
+    the earlier dump shows. A later log that ends before L, where another replica's log holds the
+    producer (`held_elsewhere`), is a replica behind, not loss."""
     if entries is not None:
         # The snapshot knows the producer at least as late as the earlier dump did: its rule judges it.
         listed = entries.select("log_key", "producer_id", F.col("last_offset").alias("_listed_last"))
@@ -270,10 +310,13 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
             F.col("fenced_by_marker") & (idle >= max(EXPIRY_CHECK_INTERVAL_MS, profile.delete_retention_ms))
         )
     forgotten = F.coalesce(forgotten, F.lit(False))
+    # A log that ends before L while another replica's holds the producer: this replica is behind.
+    behind = (F.col("retained_last_offset") >= F.col("log_end_offset")) & F.col("held_elsewhere")
     loss = to_findings(
         gone.where(
             (F.col("retained_last_offset") >= F.col("log_start_offset"))
             & ~(compaction_may_have_removed(F.col("retained_last_offset")) & forgotten)
+            & ~behind
         ),
         "UNKNOWN_PRODUCER_LOSS",
         F.concat(
