@@ -19,7 +19,6 @@ import itertools
 import json
 import os
 import re
-import struct
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +34,6 @@ from kafka_log_decoder.constants import (
     CONTROL_TYPE_NAMES,
     CONTROL_TYPE_UNKNOWN,
     DELETE_HORIZON_FLAG_MASK,
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    MAX_SANE_BATCH_LENGTH,
-    MIN_BATCH_LENGTH,
     PRODUCER_SNAPSHOT_ENTRY_SIZE,
     PRODUCER_SNAPSHOT_HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
@@ -47,7 +42,7 @@ from kafka_log_decoder.constants import (
     TXN_INDEX_ENTRY_SIZE,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError
-from kafka_log_decoder.index_check import IndexCheck, batch_holds_offset, read_v2_head
+from kafka_log_decoder.index_check import IndexCheck, batch_holds_offset
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
     BatchHeader,
@@ -57,7 +52,7 @@ from kafka_log_decoder.rows import (
     SnapshotEntry,
     TxnIndexEntry,
 )
-from kafka_log_decoder.segment import BatchRun, RecordRun, crc_mismatch, iter_segment_runs
+from kafka_log_decoder.segment import BatchRun, RecordRun, crc_mismatch, iter_segment_runs, valid_batch_at
 from schemas.tables import ACKS, RECORDS, WALK_BEFORE_OVERLAP, WALK_FIRST, WALK_LAST, WALK_OVERLAP
 
 # Unit kinds (files of `schemas.tables.FILES.kind` that carry rows).
@@ -483,33 +478,16 @@ def resolve_start(unit: WorkUnit) -> int:
     return 0
 
 
-_LENGTH = struct.Struct(">i")  # a batch's length, after its base offset
-
-
 def batch_starts_at(path: str, position: int) -> bool:
-    return _read_batch(path, position) is not None
-
-
-def _read_batch(path: str, position: int) -> bytes | None:
-    """The whole v2 batch at `position` when its length is sane and its CRC valid, else None."""
-    head = read_v2_head(path, position)
-    if head is None:
-        return None
-    length = _LENGTH.unpack_from(head, 8)[0]
-    if not MIN_BATCH_LENGTH <= length <= MAX_SANE_BATCH_LENGTH:
-        return None
+    """A whole, CRC-valid v2 batch starts at `position`: one a resync of the whole file would land on."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return None
+        return False
     try:
-        batch = os.pread(fd, LOG_OVERHEAD + length, position)
+        return valid_batch_at(fd, os.fstat(fd).st_size, position)
     finally:
         os.close(fd)
-    if len(batch) < LOG_OVERHEAD + length:
-        return None
-    stored = struct.unpack_from(">I", batch, MAGIC_OFFSET + 1)[0]
-    return batch if native.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) == stored else None
 
 
 def _in_range(position: int, unit: WorkUnit) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -360,3 +361,27 @@ def test_a_run_that_ends_early_before_a_corrupt_length_loses_no_batch(
     assert [h.base_offset for h in headers(unbounded)] == [*range(8), 9]
     monkeypatch.setattr(segment, "MAX_RUN_DECOMPRESSED_BYTES", 1 << 20)
     assert list(read_log_segment(path, records=True)) == unbounded
+
+
+def test_a_resync_candidate_claiming_the_rest_of_the_file_is_checked_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    """After a corrupt length, the resync meets a header that reads as a v2 batch claiming the remaining
+    32 MiB (its CRC fails): its CRC is computed over that length in chunks, never by reading it whole
+    (over a file of random bytes, a read per such candidate took time and memory growing with the file)."""
+    garbage = struct.pack(">qi", 0, -5) + bytes(100)
+    rest = 32 << 20
+    candidate = bytearray(build_v2(V2Batch(base_offset=1, records=[(b"k", b"v")])))
+    struct.pack_into(">i", candidate, 8, rest - 12)
+    valid = build_v2(V2Batch(base_offset=2, records=[(b"k", b"w")]))
+    path = write(tmp_path, garbage + bytes(candidate) + bytes(rest - len(candidate) - len(valid)) + valid)
+    tracemalloc.start()
+    try:
+        items = list(read_log_segment(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    (error,) = errors(items)
+    assert (error.kind, error.position) == (CorruptionKind.UNREADABLE_BATCH, 0)
+    assert [h.base_offset for h in headers(items)] == [2]
+    assert peak < 8 << 20
