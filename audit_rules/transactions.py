@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
 from audit_rules.history import coordinator_epoch_before
-from audit_rules.logs import below_start_cause, with_log_key
+from audit_rules.logs import below_start_cause, compaction_may_have_removed, with_log_key
 from audit_rules.profile import Profile
 
 
@@ -194,7 +194,16 @@ def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
 
 def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataFrame) -> DataFrame:
     """INDEX_MISMATCH (TransactionIndex): ABORT markers closing a transaction and `.txnindex` entries must
-    match one to one."""
+    match one to one.
+
+    The broker writes each entry into the index of its marker's segment (`LogSegment.updateTxnIndex`),
+    with the transaction's first offset, which may lie in an earlier segment. An entry and a marker are
+    one transaction when they name the same producer and marker offset in one segment; the entry's
+    first offset must be the retained transaction's first batch, unless what lay between them is gone:
+    below the log start (retention deleted the transaction's first segments), or where the cleaner may
+    have removed batches (it drops an aborted transaction's data and keeps its marker and entry until the
+    delete horizon, `LogCleaner`). A marker that closes no retained data has an entry from its own
+    offset (an abort of a transaction that wrote nothing here) or from an offset now gone."""
     # The first offset of the transaction an ABORT closes: the first transactional data batch after the
     # pid's previous marker (`markers_before` numbers the pid's transactions in offset order). Fenced
     # rows (a lower epoch) count: a follower appends them with a warning
@@ -207,7 +216,7 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         .agg(F.min("base_offset").alias("txn_first_offset"))
     )
     aborts = marked.where(F.col("is_control") & (F.col("control_type") == "ABORT")).join(
-        firsts, ["log_key", "producer_id", "_txn"], "inner"
+        firsts, ["log_key", "producer_id", "_txn"], "left"
     )
     # Only segments whose .txnindex was dumped can be checked.
     indexed = files.where(F.col("kind") == "txnindex").select(
@@ -217,39 +226,58 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
     entries = txn_index.select(
         F.regexp_replace("file", r"\.txnindex$", ".log").alias("file"),
         "producer_id",
-        F.col("first_offset").alias("txn_first_offset"),
+        F.col("first_offset").alias("entry_first_offset"),
         F.col("last_offset").alias("base_offset"),
-        F.lit(True).alias("_entry"),
         "dump_id",
         "replica",
         "topic",
         "partition",
     )
-    missing = aborts.join(
-        entries.select("file", "producer_id", "txn_first_offset", "base_offset", "_entry"),
-        ["file", "producer_id", "txn_first_offset", "base_offset"],
-        "left_anti",
+    marker = ["file", "producer_id", "base_offset"]
+    paired = aborts.join(entries.select(*marker, "entry_first_offset"), marker, "left")
+    entry_first = F.col("entry_first_offset")
+    gone_before = (entry_first < F.col("log_start_offset")) | compaction_may_have_removed(entry_first - 1)
+    agrees = F.coalesce(
+        (entry_first == F.col("txn_first_offset"))
+        | (entry_first < F.col("txn_first_offset")) & gone_before
+        | F.col("txn_first_offset").isNull() & ((entry_first == F.col("base_offset")) | gone_before),
+        F.lit(False),
     )
-    stray = entries.join(
-        aborts.select("file", "producer_id", "txn_first_offset", "base_offset"),
-        ["file", "producer_id", "txn_first_offset", "base_offset"],
-        "left_anti",
+    # A marker closing retained data with no entry at all, or an entry from another first offset.
+    wrong = paired.where(
+        entry_first.isNull() & F.col("txn_first_offset").isNotNull() | entry_first.isNotNull() & ~agrees
     )
+    stray = entries.join(aborts.select(*marker), marker, "left_anti")
+    index_name = F.regexp_replace("file", r"\.log$", ".txnindex")
     a = to_findings(
-        missing,
+        wrong,
         "INDEX_MISMATCH",
-        fmt(
-            "The ABORT marker of producer %s at offset %s closes a transaction from offset %s, but %s has no "
-            "aborted-transaction entry for it: read_committed consumers of this segment would see aborted "
-            "data.",
-            "producer_id",
-            "base_offset",
-            "txn_first_offset",
-            F.regexp_replace("file", r"\.log$", ".txnindex"),
+        F.when(
+            entry_first.isNull(),
+            fmt(
+                "The ABORT marker of producer %s at offset %s closes a transaction from offset %s, but %s "
+                "has no aborted-transaction entry for it: read_committed consumers of this segment would "
+                "see aborted data.",
+                "producer_id",
+                "base_offset",
+                "txn_first_offset",
+                index_name,
+            ),
+        ).otherwise(
+            fmt(
+                "The ABORT marker of producer %s at offset %s closes a transaction from offset %s, but %s "
+                "lists it from offset %s: read_committed consumers of this segment would filter other "
+                "offsets than the aborted ones.",
+                "producer_id",
+                "base_offset",
+                F.coalesce(F.col("txn_first_offset").cast("string"), F.lit("(no retained batch)")),
+                index_name,
+                "entry_first_offset",
+            )
         ),
         producer_id="producer_id",
         producer_epoch="producer_epoch",
-        first_offset="txn_first_offset",
+        first_offset=F.coalesce(F.col("txn_first_offset"), entry_first),
         last_offset="base_offset",
         related_offset="base_offset",
         rule=F.lit("TransactionIndex: one AbortedTxn per ABORT marker"),
@@ -261,13 +289,13 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
             "%s lists an aborted transaction of producer %s from offset %s to %s, but no ABORT marker "
             "closes such "
             "a transaction there.",
-            F.regexp_replace("file", r"\.log$", ".txnindex"),
+            index_name,
             "producer_id",
-            "txn_first_offset",
+            "entry_first_offset",
             "base_offset",
         ),
         producer_id="producer_id",
-        first_offset="txn_first_offset",
+        first_offset="entry_first_offset",
         last_offset="base_offset",
         rule=F.lit("TransactionIndex: one AbortedTxn per ABORT marker"),
     )
