@@ -501,11 +501,7 @@ def _python_path(
                 memoryview(window.buf), pos - window.start, file=file, file_position=pos, with_records=records
             )
         except LegacyFormatError as exc:
-            return (
-                [_unreadable(file, pos, total, f"unreadable legacy v{magic} entry: {exc}")],
-                pos + total,
-                False,
-            )
+            return _skipped(file, window, pos, total, f"unreadable legacy v{magic} entry: {exc}")
         items: list[LogItem] = [entry.header]
         if not entry.header.crc_valid:
             items.append(_legacy_crc_error(file, window, pos, total, entry.header.crc))
@@ -516,14 +512,28 @@ def _python_path(
         and MIN_BATCH_LENGTH <= length <= remaining - LOG_OVERHEAD
     ):
         # Sane length, unknown magic: skip exactly this entry and go on.
-        total = LOG_OVERHEAD + length
-        return [_unreadable(file, pos, total, f"unknown magic {magic}")], pos + total, False
+        return _skipped(file, window, pos, LOG_OVERHEAD + length, f"unknown magic {magic}")
     found = _resync(window, pos, end)
     reason_text = f"invalid batch length {length} (magic {magic})"
     if found is None:
         message = f"{reason_text}; no valid batch follows"
         return [_unreadable(file, pos, window.size - pos, message)], window.size, True
     message = f"{reason_text}; skipped to the next valid batch at byte {found}"
+    return [_unreadable(file, pos, found - pos, message)], found, False
+
+
+def _skipped(
+    file: str, window: _Window, pos: int, total: int, reason: str
+) -> tuple[list[LogItem], int, bool]:
+    """An entry of `total` bytes that cannot be read, as an unreadable region; decoding goes on after it.
+
+    When a valid v2 batch starts inside those bytes, the entry's length is what is corrupt (as for a v2
+    batch whose CRC fails over one, `_inside_a_failed_batch`): the region ends at that batch, which a
+    range of the segment starting there would report too. Not bounded by the range's end."""
+    found = _resync(window, pos, pos + total)
+    if found is None:
+        return [_unreadable(file, pos, total, reason)], pos + total, False
+    message = f"{reason}; its length runs over a valid batch at byte {found}, skipped to it"
     return [_unreadable(file, pos, found - pos, message)], found, False
 
 

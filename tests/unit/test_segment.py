@@ -385,3 +385,18 @@ def test_a_resync_candidate_claiming_the_rest_of_the_file_is_checked_in_bounded_
     assert (error.kind, error.position) == (CorruptionKind.UNREADABLE_BATCH, 0)
     assert [h.base_offset for h in headers(items)] == [2]
     assert peak < 8 << 20
+
+
+def test_an_unreadable_legacy_entry_whose_length_runs_over_a_valid_batch_ends_at_it(tmp_path: Path) -> None:
+    """The broker-written batch at 227 with its magic byte set to 0 and its length stretched over the
+    batch after it: the bytes read as a v0 entry that cannot be decoded. Its length is what is corrupt,
+    as for a v2 batch whose CRC fails over a valid one: the region ends at the valid batch (469), which
+    is decoded; a range of the segment that starts there reports it too."""
+    data = bytearray((REAL_GZIP / "00000000000000000000.log").read_bytes())
+    struct.pack_into(">i", data, 227 + 8, 648 - 227 - 12)
+    data[227 + 16] = 0
+    items = list(read_log_segment(write(tmp_path, bytes(data))))
+    assert [h.position for h in headers(items)] == [0, *GZIP_POSITIONS[2:]]
+    (error,) = errors(items)
+    assert (error.kind, error.position, error.length) == (CorruptionKind.UNREADABLE_BATCH, 227, 469 - 227)
+    assert error.message.startswith("unreadable legacy v0 entry: ")
