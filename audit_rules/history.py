@@ -148,7 +148,8 @@ def derived(b: DataFrame) -> DataFrame:
 
 def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
     """History rows (`derived`) with their log's key columns, `log_key`, `log_start_offset`, `compacted`,
-    `cleaned_to`, `coordinator_written`, `remote_log_start` and `log_max_timestamp`, and their `file`
+    `cleaned_to`, `coordinator_written`, `remote_log_start`, `log_max_timestamp` and
+    `log_max_data_timestamp` (its newest batch's and newest data batch's), and their `file`
     (broadcast joins on the log and file ids of `logs` and `files`: the history is stored without them)."""
     per_log = logs.select(
         "log_id",
@@ -160,6 +161,7 @@ def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> D
         "coordinator_written",
         "remote_log_start",
         F.col("max_timestamp").alias("log_max_timestamp"),
+        F.col("max_data_timestamp").alias("log_max_data_timestamp"),
     )
     paths = files.select("file_id", "file")
     return history.join(F.broadcast(per_log), "log_id", "inner").join(F.broadcast(paths), "file_id", "inner")

@@ -87,6 +87,9 @@ _BATCH_FACTS = {
     "first_batch_offset": F.min,
     "log_end_offset": F.max,
     "max_timestamp": F.max,
+    # The newest data batch's (not a marker's): the producers' clocks, where markers carry the
+    # coordinator's (`transactions.hanging_transactions`).
+    "max_data_timestamp": F.max,
     "batches": F.sum,
     "records": F.sum,
     "bytes": F.sum,
@@ -110,6 +113,7 @@ def file_producers(batches: DataFrame) -> DataFrame:
         "log_end_offset": F.col("last_offset") + 1,
         # A corrupt batch's timestamp cannot be trusted.
         "max_timestamp": F.when(F.col("crc_valid"), F.col("max_timestamp")),
+        "max_data_timestamp": F.when(F.col("crc_valid") & ~F.col("is_control"), F.col("max_timestamp")),
         "batches": F.lit(1),
         # A legacy (magic 0/1) entry's count is its messages: one, or a compressed wrapper's inner
         # messages (the binary decoders open every wrapper; a shallow dump-log text counts from the
@@ -245,6 +249,7 @@ def log_bounds(
         F.coalesce(F.col("log_end_offset"), start, F.lit(0)).cast("long").alias("log_end_offset"),
         "high_watermark",
         "max_timestamp",
+        "max_data_timestamp",
         F.coalesce("batches", F.lit(0)).cast("long").alias("batches"),
         F.coalesce("records", F.lit(0)).cast("long").alias("records"),
         F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),

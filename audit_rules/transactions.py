@@ -17,6 +17,15 @@ def hanging_transactions(
     """HANGING_TRANSACTION: transactional data with no later marker, older than transaction.max.timeout.ms at
     the log's last timestamp (`producers`: `history.producer_summary`, for the producer's last marker).
 
+    Its age is read on one clock at a time. A data batch's timestamp is its producer's (CreateTime: an
+    application's event time, as Kafka Streams forwards it, may be hours old when written); a marker's
+    is the transaction coordinator's. So: the newest data batch's timestamp in the log less the
+    transaction's first batch's, or, by the coordinators' clock, the newest marker's less the earliest
+    of the markers after the transaction's first batch (which was appended before each of them: its age
+    is at least that), whichever is longer. Mixed, an exactly-once application catching up on old input,
+    its transaction open for a second, was hanging by the hours between its records' event times and
+    its last commit.
+
     `failed` (`history.failed_producer_batches`, where some CRC failed): a failed batch after the open
     data whose header,
     not vouched for by the CRC, claims to be a marker of that producer at the transaction's epoch or
@@ -33,9 +42,30 @@ def hanging_transactions(
         ).alias("f"),
         F.max("last_offset").alias("open_last_offset"),
         F.max("last_sequence").alias("open_last_sequence"),
-        F.max("log_max_timestamp").alias("max_timestamp"),
+        F.max("log_max_data_timestamp").alias("max_timestamp"),
     )
-    age = F.col("max_timestamp") - F.col("f.max_timestamp")
+    # The coordinators' clock: each log's markers (any producer's), the newest, and the earliest of
+    # those after the transaction's first batch (open transactions are few: a join per log).
+    markers = history.where(F.col("is_control")).select(
+        F.col("log_key").alias("_m_key"),
+        F.col("base_offset").alias("_m_offset"),
+        F.col("max_timestamp").alias("_m_time"),
+    )
+    newest = markers.groupBy("_m_key").agg(F.max("_m_time").alias("_newest_marker"))
+    after = (
+        txns.select("log_key", "producer_id", F.col("f.base_offset").alias("_first"))
+        .join(markers, (F.col("_m_key") == F.col("log_key")) & (F.col("_m_offset") > F.col("_first")))
+        .groupBy("log_key", "producer_id")
+        .agg(F.min("_m_time").alias("_marker_after"))
+    )
+    txns = (
+        txns.join(after, ["log_key", "producer_id"], "left")
+        .join(newest, F.col("_m_key") == F.col("log_key"), "left")
+        .drop("_m_key")
+    )
+    age = F.greatest(
+        F.col("max_timestamp") - F.col("f.max_timestamp"), F.col("_newest_marker") - F.col("_marker_after")
+    )
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
     note = F.lit("")
     if failed is not None:
@@ -46,7 +76,7 @@ def hanging_transactions(
         F.concat(
             fmt(
                 "Producer %s epoch %s opened a transaction at offset %s that has no COMMIT or ABORT marker, "
-                "%s ms before the partition's last timestamp (transaction.max.timeout.ms = %s): "
+                "at least %s ms before the partition's last timestamp (transaction.max.timeout.ms = %s): "
                 "read_committed consumers are stuck at offset %s.",
                 "producer_id",
                 "f.producer_epoch",

@@ -834,11 +834,23 @@ def _gap(log: PartitionLog, before: LogBatch, after: LogBatch, missing: int) -> 
 
 def _hanging_transactions(log: PartitionLog) -> list[ExpectedFinding]:
     """HANGING_TRANSACTION for each producer whose transactional data after its last marker began more
-    than `transaction.max.timeout.ms` before the partition's last timestamp (KIP-664)."""
+    than `transaction.max.timeout.ms` before the partition's last timestamp (KIP-664), on one clock at
+    a time: the newest data batch's less its first batch's (the producers'), or the newest marker's less
+    the earliest marker's after its first batch (the coordinators'), whichever is longer."""
     trusted = log.trusted()
     if not trusted:
         return []
-    log_max = max(b.max_timestamp for b in trusted)
+    data_max = max((b.max_timestamp for b in trusted if not b.is_control), default=None)
+    markers = [b for b in trusted if b.is_control]
+    newest_marker = max((m.max_timestamp for m in markers), default=None)
+
+    def age(first: LogBatch) -> int:
+        ages = [] if data_max is None else [data_max - first.max_timestamp]
+        after = [m.max_timestamp for m in markers if m.base_offset > first.base_offset]
+        if after and newest_marker is not None:
+            ages.append(newest_marker - min(after))
+        return max(ages, default=0)
+
     open_first: dict[int, LogBatch] = {}
     for b in trusted:
         if b.producer_id < 0:
@@ -850,7 +862,7 @@ def _hanging_transactions(log: PartitionLog) -> list[ExpectedFinding]:
     return [
         _finding(log, "HANGING_TRANSACTION", first.base_offset, pid)
         for pid, first in sorted(open_first.items())
-        if log_max - first.max_timestamp > TRANSACTION_MAX_TIMEOUT_MS
+        if age(first) > TRANSACTION_MAX_TIMEOUT_MS
     ]
 
 

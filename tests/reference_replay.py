@@ -519,11 +519,15 @@ def _offset_overlaps(rows: list[Batch]) -> list[Finding]:
 
 
 def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
-    """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout."""
+    """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout,
+    on one clock at a time: the newest data batch's timestamp less its first batch's (the producers'),
+    or the newest marker's less the earliest marker's after its first batch (the coordinators')."""
     trusted = [b for b in rows if b["crc_valid"]]
     if not trusted:
         return []
-    log_max_timestamp = max(b["max_timestamp"] for b in trusted)
+    data_max = max((b["max_timestamp"] for b in trusted if not b["is_control"]), default=None)
+    markers = [b for b in _producer_batches(rows) if b["is_control"]]
+    newest_marker = max((m["max_timestamp"] for m in markers), default=None)
     by_producer: dict[int, list[Batch]] = {}
     for b in sorted(_producer_batches(rows), key=_offset_order):
         by_producer.setdefault(b["producer_id"], []).append(b)
@@ -538,7 +542,11 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
         if not open_batches:
             continue
         first, last = open_batches[0], open_batches[-1]
-        age = log_max_timestamp - first["max_timestamp"]
+        ages = [] if data_max is None else [data_max - first["max_timestamp"]]
+        after = [m["max_timestamp"] for m in markers if m["base_offset"] > first["base_offset"]]
+        if after and newest_marker is not None:
+            ages.append(newest_marker - min(after))
+        age = max(ages, default=0)
         if age > profile.transaction_max_timeout_ms:
             out.append(
                 _finding(

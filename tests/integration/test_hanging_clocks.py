@@ -1,0 +1,53 @@
+"""HANGING_TRANSACTION reads a transaction's age on one clock at a time: a data batch carries its
+producer's timestamp (an exactly-once application forwards its input's event time), a marker its
+transaction coordinator's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from audit_rules.pipeline import Bronze, audit
+from jobs.profiles import load_profile
+from schemas.tables import BATCHES
+from tests.strategies import LogBuilder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_700_000_000_000
+MINUTE = 60_000
+
+
+def test_an_open_transaction_is_hanging_only_by_one_clock(spark: SparkSession) -> None:
+    timeout = load_profile("kafka-3.4").transaction_max_timeout_ms
+    assert timeout == 15 * MINUTE
+    # catching-up: an application replays two-hour-old input; its last commit was written now, and its
+    # next transaction, open for a second, holds records of the same old event time. Not hanging.
+    app = LogBuilder(topic="catching-up", file="/d/catching-up-0/0.log")
+    app.data(5, 0, 0, transactional=True, timestamp=T0 - 120 * MINUTE)
+    app.marker(5, 0, "COMMIT", timestamp=T0)
+    app.data(5, 0, 1, transactional=True, timestamp=T0 - 120 * MINUTE + 1_000)
+    # by-data: producer 6's transaction opened an hour before producer 7's newest record.
+    data = LogBuilder(topic="by-data", file="/d/by-data-0/0.log")
+    data.data(6, 0, 0, transactional=True, timestamp=T0 - 60 * MINUTE)
+    data.data(7, 0, 0, timestamp=T0)
+    # by-markers: producer 8 writes old event times too; producer 9's transactions committed for an
+    # hour after its transaction began, by the coordinator's clock.
+    markers = LogBuilder(topic="by-markers", file="/d/by-markers-0/0.log")
+    markers.data(8, 0, 0, transactional=True, timestamp=T0 - 300 * MINUTE)
+    for i, minute in enumerate((0, 30, 60)):
+        markers.data(9, 0, i, transactional=True, timestamp=T0 - 300 * MINUTE)
+        markers.marker(9, 0, "COMMIT", timestamp=T0 + minute * MINUTE)
+
+    rows = [row for log in (app, data, markers) for row in log.rows]
+    found = audit(Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), load_profile("kafka-3.4"))
+    hanging = sorted(
+        (f["topic"], f["producer_id"], f["first_offset"])
+        for f in found.findings.collect()
+        if f["kind"] == "HANGING_TRANSACTION"
+    )
+    assert hanging == [("by-data", 6, 0), ("by-markers", 8, 0)]
