@@ -370,13 +370,15 @@ def audit(
         frames.append(transactions.txn_index_consistency(event_rows, bronze.txn_index, bronze.files))
     # The producers of each log's previous dump it holds no batch of: judged by the snapshot rule or by
     # the earlier-dump rule, whichever saw the producer later (one verdict each).
-    gone = retention.gone_since_previous_dump(producers, logs) if "several logs" in present else None
+    # Producers a log holds only in CRC-failed batches are there, unreadable: not absent.
+    corrupt = retention.corrupt_holders(failed) if failed is not None else None
+    gone = retention.gone_since_previous_dump(producers, logs, corrupt) if "several logs" in present else None
     # The state the broker would load: each log's newest snapshot (read by four rules, planned once).
     entries = retention.latest_snapshot_entries(bronze.producer_snapshots) if "snapshots" in present else None
     if entries is not None:
         frames += [
             transactions.hanging_transactions_in_snapshots(producers, entries, logs, profile),
-            retention.snapshot_producers(producers, entries, logs, profile, gone),
+            retention.snapshot_producers(producers, entries, logs, profile, gone, corrupt),
             consistency.snapshot_mismatch(
                 history,
                 producers,

@@ -26,6 +26,25 @@ from audit_rules.profile import EXPIRY_CHECK_INTERVAL_MS, AppSequenceSpec, Profi
 from schemas.tables import LOG_KEY
 
 
+def corrupt_holders(failed: DataFrame) -> DataFrame:
+    """(log_key, producer_id) of the producers whose batches a log holds with a failed CRC (`failed`:
+    `history.failed_producer_batches`), where a data batch's header looks as sent: a sequence span equal
+    to its offset span (as `history.corrupt_fills` believes it). Such a producer is not absent from the
+    log: its batches are there, unreadable, and the corruption (CRC_MISMATCH) is the finding, as the ack
+    check counts such a batch holding its offsets."""
+    span = F.pmod(F.col("last_sequence") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS))
+    return (
+        with_log_key(failed)
+        .where(
+            ~F.col("is_control")
+            & (F.col("base_sequence") >= 0)
+            & (span == F.col("last_offset") - F.col("base_offset"))
+        )
+        .select("log_key", "producer_id")
+        .distinct()
+    )
+
+
 def latest_snapshot_entries(snapshots: DataFrame) -> DataFrame:
     """Entries of the newest snapshot of each log (the state the broker would load, §5.8)."""
     s = with_log_key(snapshots)
@@ -59,9 +78,11 @@ def snapshot_producers(
     logs: DataFrame,
     profile: Profile,
     gone: DataFrame | None = None,
+    corrupt: DataFrame | None = None,
 ) -> DataFrame:
     """PRODUCER_STATE_RETAINED (info) or UNKNOWN_PRODUCER_LOSS (critical) for snapshot producers with no
-    retained batch (`producers`: `history.producer_summary`; `entries`: `latest_snapshot_entries`). On a
+    retained batch (`producers`: `history.producer_summary`; `entries`: `latest_snapshot_entries`; not
+    those `corrupt`, `corrupt_holders`, finds in CRC-failed batches). On a
     compacted log the cleaner may have removed them after the snapshot was written, once the broker
     forgot the producer (a producer the broker forgot loses the cleaner's protection of its last batch,
     §5.9): not loss where the cleaner has passed the entry's last offset, the entry's timestamp is at
@@ -71,6 +92,8 @@ def snapshot_producers(
     With `gone` (`gone_since_previous_dump`), an entry staler than what the previous dump shows of its
     producer (a last offset below the producer's there) is left to `producers_across_dumps`."""
     absent = entries.join(producers, ["log_key", "producer_id"], "left_anti")
+    if corrupt is not None:
+        absent = absent.join(corrupt, ["log_key", "producer_id"], "left_anti")
     if gone is not None:
         known = gone.select("log_key", "producer_id", F.col("retained_last_offset").alias("_known_last"))
         absent = absent.join(known, ["log_key", "producer_id"], "left").where(
@@ -200,8 +223,11 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
     ).where(F.col("previous_log_key").isNotNull())
 
 
-def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame:
-    """The producers of each log's previous dump (`previous_dumps`) with no batch in the log: the log's
+def gone_since_previous_dump(
+    producers: DataFrame, logs: DataFrame, corrupt: DataFrame | None = None
+) -> DataFrame:
+    """The producers of each log's previous dump (`previous_dumps`) with no batch in the log (not even a
+    CRC-failed one, `corrupt`: `corrupt_holders`): the log's
     columns, `producer_id`, `retained_first_offset` and `retained_last_offset` (its first and last
     offsets there; the last is `L`), `producer_timestamp` and `producer_data_timestamp` (its newest
     batch's or marker's, and its newest data batch's there), `fenced_by_marker`,
@@ -213,6 +239,8 @@ def gone_since_previous_dump(producers: DataFrame, logs: DataFrame) -> DataFrame
         summary.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
     gone = earlier.join(summary.select("log_key", "producer_id"), ["log_key", "producer_id"], "left_anti")
+    if corrupt is not None:
+        gone = gone.join(corrupt, ["log_key", "producer_id"], "left_anti")
     # Where the later log ends before L, the replica may be catching up (a follower, or a broker back
     # with an empty volume): another replica's log, dumped as late or later, that holds the producer to
     # L says nothing was lost.
