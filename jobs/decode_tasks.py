@@ -194,13 +194,15 @@ class Coalesced:
         self.rows = 0
         self.bytes = 0
 
-    def take(self, batches: Decoded) -> Decoded:
+    def take(
+        self, batches: Generator[pa.RecordBatch, None, bool | PassFailed]
+    ) -> Generator[pa.RecordBatch, None, bool | PassFailed]:
         """Yields merged batches as `batches` fills them; returns what `batches` returns."""
         while True:
             try:
                 batch = next(batches)
             except StopIteration as done:
-                return bool(done.value)
+                return done.value if isinstance(done.value, PassFailed) else bool(done.value)
             self.pending.append(batch)
             self.rows += batch.num_rows
             self.bytes += batch.nbytes
@@ -222,53 +224,55 @@ def walk_finds_quarantine(table: str, *, records: bool) -> bool:
     return table == ("records" if records else "batches")
 
 
-def decode_unit_safely(unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool) -> Decoded:
-    """`decode_unit`, where a decoder bug ends the unit instead of the job; the quarantine pass records it.
+@dataclass(frozen=True, slots=True)
+class PassFailed:
+    """A decode pass (of `table`) that raised on a unit: a decoder bug, since bad bytes are DecodeErrors."""
+
+    table: str
+    error: str
+
+
+def decode_unit_safely(
+    unit: WorkUnit,
+    table: str,
+    schema: pa.Schema,
+    *,
+    records: bool,
+    failures: Sequence[PassFailed] = (),
+    raise_failures: bool = False,
+) -> Generator[pa.RecordBatch, None, bool | PassFailed]:
+    """`decode_unit`, where a decoder bug ends the unit instead of the job.
 
     Decoders only ever report bad bytes as DecodeErrors; anything else escaping is our bug, and one
-    unreadable file must not lose the other files' rows. A pass that fails keeps the rows it gave and
-    returns True, so that the quarantine pass reads the unit. That pass cannot be told why (each pass is
-    a Spark job of its own), so it decodes the unit again for every other table the unit feeds: a pass
-    that fails there is a quarantine row too, never a silent loss of the unit's rows. The cost is one
-    more decode per table of the units the quarantine pass reads only: the small files, the dump-log
-    texts, and the `.log` ranges that met corrupt bytes (every unit under Spark Connect).
+    unreadable file must not lose the other files' rows. A pass but quarantine that fails keeps the rows
+    it gave and returns a `PassFailed`: the driver gathers them from every pass (`jobs.ingest`) and
+    hands each unit's to the quarantine pass (`failures`), which writes one UNREADABLE_FILE row naming
+    the passes that failed on it (its own too). Where the driver cannot gather them (Spark Connect has
+    no accumulators: `raise_failures`), the pass raises instead, naming the file: a failed job, never
+    a silent loss of the unit's rows.
     """
     if table != "quarantine":
         try:
             return (yield from decode_unit(unit, table, schema, records=records))
-        except Exception:
-            return True
-    failed: list[tuple[str, Exception]] = []
+        except Exception as exc:
+            if raise_failures:
+                raise RuntimeError(
+                    f"{unit.file}: byte {unit.start}: the {table} pass failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            return PassFailed(table, f"{type(exc).__name__}: {exc}")
+    failed = list(failures)
     found = True
     try:
         found = yield from decode_unit(unit, table, schema, records=records)
     except Exception as exc:
-        failed.append((table, exc))
-    for other in sorted(TABLES_OF_KIND[unit.kind]):
-        if feeds(unit, other) and (records or other != "records"):
-            try:
-                for _ in decode_unit(unit, other, _arrow_schema(other), records=records):
-                    pass
-            except Exception as exc:
-                failed.append((other, exc))
+        failed.insert(0, PassFailed(table, f"{type(exc).__name__}: {exc}"))
     if failed:
-        ctx = _Provenance(unit)
-        rows = [
-            _error_row(
-                ctx,
-                DecodeError(
-                    unit.file,
-                    unit.start,
-                    CorruptionKind.UNREADABLE_FILE,
-                    f"decoder failed{'' if name == table else f' in the {name} pass'}: "
-                    f"{type(exc).__name__}: {exc}",
-                    None,
-                ),
-            )
-            for name, exc in failed
-        ]
-        yield _rows_to_batch(rows, schema)
-    return found or bool(failed)
+        passes = "; ".join(f"in the {f.table} pass: {f.error}" for f in failed)
+        error = DecodeError(
+            unit.file, unit.start, CorruptionKind.UNREADABLE_FILE, f"decoder failed {passes}", None
+        )
+        yield _rows_to_batch([_error_row(_Provenance(unit), error)], schema)
+    return bool(found) or bool(failed)
 
 
 @functools.cache

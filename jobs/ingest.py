@@ -5,7 +5,8 @@ per file, a large `.log` cut into byte ranges at batch boundaries taken from its
 into about one task per core. Executors read and decode the bytes (`jobs.decode_tasks`, through
 `mapInArrow`), one pass per table, streamed straight into its Delta write. A `.log` is walked once
 for `batches` (and once more with its records for `records`): the pass whose walk is the quarantine
-pass's also reports which units met corrupt bytes, and the quarantine pass decodes only those.
+pass's also reports which units met corrupt bytes, and the quarantine pass decodes only those (and
+the units on which any pass failed: a decoder bug, which it records).
 
 Idempotence: every table is partitioned by `(dump_id, replica)` and each write is a Delta
 `replaceWhere` overwrite of exactly the `(dump_id, replica)` pairs this run ingests. Re-running on the
@@ -62,8 +63,8 @@ DEFAULT_SPLIT_BYTES = 128 << 20
 MAX_TASK_BYTES = 4 << 30
 FINGERPRINT_EDGE = 64 << 10
 # Every table but `files`, which is written last (see the module docstring). `batches` is written
-# first; then records and quarantine in turn (quarantine needs the corrupt `.log`s their walk found),
-# beside the independent tables.
+# first; then records beside the independent tables; then quarantine (it needs the corrupt `.log`s
+# their walk found, and the units any pass failed on).
 DATA_TABLES: tuple[TableSpec, ...] = tuple(spec for spec in TABLES.values() if spec is not FILES)
 INDEPENDENT_TABLES: tuple[TableSpec, ...] = (
     PRODUCER_SNAPSHOTS,
@@ -584,20 +585,34 @@ def ingest_write_options(spec: TableSpec) -> dict[str, str]:
 
 @dataclass
 class DecodePass:
-    """The rows of one table and, once they are written, the `.log` units whose walk met corrupt bytes."""
+    """The rows of one table and, once they are written, the `.log` units whose walk met corrupt bytes
+    and the units on which the pass failed (`decode_tasks.PassFailed`)."""
 
     df: DataFrame
-    # With a report: the `.log` units of the pass, and an accumulator of (units decoded, units corrupt).
+    # The `.log` units of the pass; an accumulator of (units decoded, units corrupt, (unit, table,
+    # error) of the failures), none under Spark Connect; whether the corrupt units are the quarantine's.
     log_units: frozenset[int] = frozenset()
     unit_report: Any = None
+    report: bool = False
 
     @property
     def corrupt_logs(self) -> set[int] | None:
-        """The corrupt units; None unless every `.log` unit of the pass reported (it ran to the end)."""
-        if self.unit_report is None:
+        """The corrupt units; None unless this pass walks as quarantine does and every `.log` unit of
+        the pass reported (it ran to the end)."""
+        if self.unit_report is None or not self.report:
             return None
-        decoded, corrupt = self.unit_report.value
+        decoded, corrupt, _ = self.unit_report.value
         return set(corrupt) if self.log_units <= decoded else None
+
+    @property
+    def failures(self) -> dict[int, list[dt.PassFailed]]:
+        """The units on which the pass failed, with how (under Spark Connect it raised instead)."""
+        if self.unit_report is None:
+            return {}
+        out: dict[int, list[dt.PassFailed]] = {}
+        for unit_id, table, error in sorted(self.unit_report.value[2]):
+            out.setdefault(unit_id, []).append(dt.PassFailed(table, error))
+        return out
 
 
 def run_ingest(
@@ -615,35 +630,45 @@ def run_ingest(
     written: dict[str, str] = {}
     predicate = replace_predicate(plan.pairs)
 
-    def write(spec: TableSpec, corrupt_logs: set[int] | None) -> set[int] | None:
-        """Decode and write one table; the corrupt `.log` units its walk found (None: not known)."""
+    passes: dict[str, DecodePass] = {}
+
+    def write(
+        spec: TableSpec,
+        corrupt_logs: set[int] | None = None,
+        failures: Mapping[int, Sequence[dt.PassFailed]] | None = None,
+    ) -> None:
+        """Decode and write one table (into `passes`)."""
         units = units_for(spec.name, plan.units, records=options.records, corrupt_logs=corrupt_logs)
         report = dt.walk_finds_quarantine(spec.name, records=options.records)
         decoded = decode_table(
-            spark, spec, units, records=options.records, split_bytes=options.split_bytes, report=report
+            spark,
+            spec,
+            units,
+            records=options.records,
+            split_bytes=options.split_bytes,
+            report=report,
+            failures=failures or {},
         )
         written[spec.name] = write_table(
             decoded.df, spec, options.output, predicate, run_id, options=ingest_write_options(spec)
         )
+        passes[spec.name] = decoded
         if after_write is not None:
             after_write(spec.name)
-        return decoded.corrupt_logs
 
     with session_conf(spark, WRITE_SESSION_CONF):
-        found = write(BATCHES, None)
-
-        def records_then_quarantine() -> None:
-            # Quarantine reads the `.log`s that the walk of batches (or of records, in record mode)
-            # found corrupt.
-            in_records = write(RECORDS, found)
-            write(QUARANTINE, in_records if in_records is not None else found)
-
+        write(BATCHES)
         # The small tables are a few short jobs and a Delta commit each, which wait on the driver
-        # more than on the cores: written concurrently.
-        concurrently(
-            spark,
-            [records_then_quarantine, *(partial(write, t, found) for t in INDEPENDENT_TABLES)],
-        )
+        # more than on the cores: written concurrently, beside records.
+        concurrently(spark, [partial(write, t) for t in (RECORDS, *INDEPENDENT_TABLES)])
+        # Quarantine reads the `.log`s that the walk of batches (or of records, in record mode) found
+        # corrupt, and every unit a pass failed on, to say so.
+        walked = passes[RECORDS.name if options.records else BATCHES.name].corrupt_logs
+        failures: dict[int, list[dt.PassFailed]] = {}
+        for decoded in passes.values():
+            for unit_id, failed in decoded.failures.items():
+                failures.setdefault(unit_id, []).extend(failed)
+        write(QUARANTINE, None if walked is None else walked | set(failures), failures)
         inventory = _arrow_table(plan.inventory, FILES)
         written[FILES.name] = write_table(
             spark.createDataFrame(inventory),
@@ -713,9 +738,12 @@ def decode_table(
     records: bool,
     split_bytes: int,
     report: bool = False,
+    failures: Mapping[int, Sequence[dt.PassFailed]] | None = None,
 ) -> DecodePass:
-    """The rows of one table, decoded on the executors: one task per packed group of units; with
-    `report`, the indexes of the `.log` units whose walk met corrupt bytes are gathered too."""
+    """The rows of one table, decoded on the executors: one task per packed group of units. The units
+    each pass failed on are gathered (`DecodePass.failures`), and with `report` the indexes of the
+    `.log` units whose walk met corrupt bytes too; `failures` (the quarantine pass) are the earlier
+    passes' per unit, for its rows."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     if not units:
@@ -725,28 +753,41 @@ def decode_table(
     tasks = pack_tasks(units, task_count(total, len(units), split_bytes, sc and sc.defaultParallelism))
     arrow_schema = to_arrow_schema(spec.schema)
     table = spec.name
-    # Spark Connect has no accumulators: the quarantine pass then decodes every unit.
-    report_to = sc.accumulator((set(), set()), _UNIT_REPORT) if report and sc is not None else None
+    # Spark Connect has no accumulators: the quarantine pass then decodes every unit, and a pass that
+    # fails on a unit fails its job (`decode_tasks.decode_unit_safely`).
+    report_to = sc.accumulator((set(), set(), set()), _UNIT_REPORT) if sc is not None else None
+    given = dict(failures or {})
 
     def decode(batches: Iterable[Any]) -> Iterator[Any]:
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                decoded, corrupt = set(), set()
+                decoded: set[int] = set()
+                corrupt: set[int] = set()
+                failed: set[tuple[int, str, str]] = set()
                 merged = dt.Coalesced()
                 for unit_id, unit in tasks[task_id]:
-                    walk = dt.decode_unit_safely(unit, table, arrow_schema, records=records)
+                    walk = dt.decode_unit_safely(
+                        unit,
+                        table,
+                        arrow_schema,
+                        records=records,
+                        failures=given.get(unit_id, ()),
+                        raise_failures=report_to is None,
+                    )
                     found = yield from merged.take(walk)
                     decoded.add(unit_id)
-                    if found:
+                    if isinstance(found, dt.PassFailed):
+                        failed.add((unit_id, found.table, found.error))
+                    elif found:
                         corrupt.add(unit_id)
                 yield from merged.flush()
                 if report_to is not None:
-                    report_to.add((decoded, corrupt))
+                    report_to.add((decoded, corrupt, failed))
 
     # One input row per task, one partition per row: Spark runs the tasks in parallel.
     df = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(decode, spec.schema)
     log_units = frozenset(i for i, u in units if u.kind == dt.LOG)
-    return DecodePass(df, log_units, report_to)
+    return DecodePass(df, log_units, report_to, report)
 
 
 def _spark_context(spark: SparkSession) -> Any:
@@ -757,17 +798,20 @@ def _spark_context(spark: SparkSession) -> Any:
         return None
 
 
+_Report = tuple[set[int], set[int], set[tuple[int, str, str]]]
+
+
 class _UnitReport:
-    """Accumulates (units decoded, units corrupt) across tasks; a retried task only repeats members."""
+    """Accumulates (units decoded, units corrupt, failures) across tasks; a retried task only repeats
+    members."""
 
-    def zero(self, value: tuple[set[int], set[int]]) -> tuple[set[int], set[int]]:
-        return set(), set()
+    def zero(self, value: _Report) -> _Report:
+        return set(), set(), set()
 
-    def addInPlace(
-        self, value1: tuple[set[int], set[int]], value2: tuple[set[int], set[int]]
-    ) -> tuple[set[int], set[int]]:
+    def addInPlace(self, value1: _Report, value2: _Report) -> _Report:
         value1[0].update(value2[0])
         value1[1].update(value2[1])
+        value1[2].update(value2[2])
         return value1
 
 

@@ -25,9 +25,12 @@ SCHEMAS = {
 }
 
 
-def drain(unit: dt.WorkUnit, table: str, *, records: bool = False) -> tuple[list[dict[str, Any]], bool]:
-    """(rows of `table`, whether the quarantine pass must read the unit) of one decode task."""
-    stream = dt.decode_unit_safely(unit, table, SCHEMAS[table], records=records)
+def drain(
+    unit: dt.WorkUnit, table: str, *, records: bool = False, **kwargs: Any
+) -> tuple[list[dict[str, Any]], bool | dt.PassFailed]:
+    """(rows of `table`, whether the quarantine pass must read the unit, or how the pass failed) of one
+    decode task."""
+    stream = dt.decode_unit_safely(unit, table, SCHEMAS[table], records=records, **kwargs)
     rows: list[dict[str, Any]] = []
     while True:
         try:
@@ -124,12 +127,19 @@ def test_a_pass_that_fails_is_a_quarantine_row_of_the_quarantine_pass(
         return real(rows, schema)
 
     monkeypatch.setattr(dt, "_rows_to_batch", failing_for_batches)
-    assert drain(unit, "batches")[1] is True
-    quarantine, _ = drain(unit, "quarantine")
+    failure = drain(unit, "batches")[1]
+    assert failure == dt.PassFailed("batches", "ArrowInvalid: a bug")
+    assert isinstance(failure, dt.PassFailed)
+    # The driver hands the quarantine pass what the earlier passes reported.
+    assert not [r for r in drain(unit, "quarantine")[0] if r["kind"] == "UNREADABLE_FILE"]
+    quarantine, _ = drain(unit, "quarantine", failures=[failure])
     failed = [r for r in quarantine if r["kind"] == "UNREADABLE_FILE"]
     assert [(r["file"], r["position"], r["message"]) for r in failed] == [
         (unit.file, 0, "decoder failed in the batches pass: ArrowInvalid: a bug")
     ]
+    # Where the driver cannot gather failures (Spark Connect), the pass fails its job, naming the file.
+    with pytest.raises(RuntimeError, match=f"{unit.file}: byte 0: the batches pass failed: ArrowInvalid"):
+        drain(unit, "batches", raise_failures=True)
 
 
 def test_a_failing_quarantine_pass_is_still_its_own_row(
@@ -141,10 +151,10 @@ def test_a_failing_quarantine_pass_is_still_its_own_row(
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(dt, "_dump_log_text_rows", failing)
-    quarantine, corrupt = drain(unit, "quarantine")
+    earlier = [dt.PassFailed("batches", "RuntimeError: a bug")]
+    quarantine, corrupt = drain(unit, "quarantine", failures=earlier)
     assert corrupt is True
+    # One row per unit (its natural key is the unit's file and start), naming every failed pass.
     assert [r["message"] for r in quarantine] == [
-        "decoder failed: RuntimeError: a bug",
-        "decoder failed in the batches pass: RuntimeError: a bug",
-        "decoder failed in the producer_snapshots pass: RuntimeError: a bug",
+        "decoder failed in the quarantine pass: RuntimeError: a bug; in the batches pass: RuntimeError: a bug"
     ]
