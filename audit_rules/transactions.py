@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
@@ -19,12 +19,12 @@ def hanging_transactions(
 
     Its age is read on one clock at a time. A data batch's timestamp is its producer's (CreateTime: an
     application's event time, as Kafka Streams forwards it, may be hours old when written); a marker's
-    is the transaction coordinator's. So: the newest data batch's timestamp in the log less the
-    transaction's first batch's, or, by the coordinators' clock, the newest marker's less the earliest
-    of the markers after the transaction's first batch (which was appended before each of them: its age
-    is at least that), whichever is longer. Mixed, an exactly-once application catching up on old input,
-    its transaction open for a second, was hanging by the hours between its records' event times and
-    its last commit.
+    is the brokers' (the partition leader's, when it wrote the marker). Where markers follow the
+    transaction's first batch, by the brokers' clock: the newest marker's timestamp less the earliest
+    of those after the first batch (which was appended before each of them: its age is at least that).
+    Otherwise by the producers': the newest data batch's timestamp in the log less the first batch's.
+    Mixed, an exactly-once application catching up on old input, its transaction open for a second,
+    was hanging by the hours between its records' event times and its last commit.
 
     `failed` (`history.failed_producer_batches`, where some CRC failed): a failed batch after the open
     data whose header,
@@ -44,27 +44,37 @@ def hanging_transactions(
         F.max("last_sequence").alias("open_last_sequence"),
         F.max("log_max_data_timestamp").alias("max_timestamp"),
     )
-    # The coordinators' clock: each log's markers (any producer's), the newest, and the earliest of
-    # those after the transaction's first batch (open transactions are few: a join per log).
-    markers = history.where(F.col("is_control")).select(
-        F.col("log_key").alias("_m_key"),
-        F.col("base_offset").alias("_m_offset"),
-        F.col("max_timestamp").alias("_m_time"),
+    # The brokers' clock: the markers (any producer's) of the logs with an open transaction, in one
+    # sort with the transactions' first offsets, from the log's end: the newest marker's time, and the
+    # earliest of those after each first offset (a marker never shares a data batch's offset).
+    firsts = txns.select(
+        "log_key", "producer_id", F.col("f.base_offset").alias("_at"), F.lit(None).cast("long").alias("_t")
     )
-    newest = markers.groupBy("_m_key").agg(F.max("_m_time").alias("_newest_marker"))
-    after = (
-        txns.select("log_key", "producer_id", F.col("f.base_offset").alias("_first"))
-        .join(markers, (F.col("_m_key") == F.col("log_key")) & (F.col("_m_offset") > F.col("_first")))
-        .groupBy("log_key", "producer_id")
-        .agg(F.min("_m_time").alias("_marker_after"))
+    markers = (
+        history.where(F.col("is_control"))
+        .join(txns.select("log_key").distinct(), "log_key", "left_semi")
+        .select(
+            "log_key",
+            F.lit(None).cast("long").alias("producer_id"),
+            F.col("base_offset").alias("_at"),
+            F.col("max_timestamp").alias("_t"),
+        )
     )
-    txns = (
-        txns.join(after, ["log_key", "producer_id"], "left")
-        .join(newest, F.col("_m_key") == F.col("log_key"), "left")
-        .drop("_m_key")
+    from_end = Window.partitionBy("log_key").orderBy(F.col("_at").desc())
+    clock = (
+        markers.unionByName(firsts)
+        .withColumns(
+            {
+                "_marker_after": F.min("_t").over(from_end.rowsBetween(Window.unboundedPreceding, 0)),
+                "_newest_marker": F.max("_t").over(Window.partitionBy("log_key")),
+            }
+        )
+        .where(F.col("producer_id").isNotNull())
+        .select("log_key", "producer_id", "_marker_after", "_newest_marker")
     )
-    age = F.greatest(
-        F.col("max_timestamp") - F.col("f.max_timestamp"), F.col("_newest_marker") - F.col("_marker_after")
+    txns = txns.join(clock, ["log_key", "producer_id"], "left")
+    age = F.coalesce(
+        F.col("_newest_marker") - F.col("_marker_after"), F.col("max_timestamp") - F.col("f.max_timestamp")
     )
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
     note = F.lit("")

@@ -520,8 +520,9 @@ def _offset_overlaps(rows: list[Batch]) -> list[Finding]:
 
 def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
     """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout,
-    on one clock at a time: the newest data batch's timestamp less its first batch's (the producers'),
-    or the newest marker's less the earliest marker's after its first batch (the coordinators')."""
+    on one clock: the newest marker's timestamp less the earliest marker's after its first batch (the
+    brokers'), where a marker follows it; else the newest data batch's less its first batch's (the
+    producers')."""
     trusted = [b for b in rows if b["crc_valid"]]
     if not trusted:
         return []
@@ -542,11 +543,11 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
         if not open_batches:
             continue
         first, last = open_batches[0], open_batches[-1]
-        ages = [] if data_max is None else [data_max - first["max_timestamp"]]
         after = [m["max_timestamp"] for m in markers if m["base_offset"] > first["base_offset"]]
         if after and newest_marker is not None:
-            ages.append(newest_marker - min(after))
-        age = max(ages, default=0)
+            age = newest_marker - min(after)
+        else:
+            age = 0 if data_max is None else data_max - first["max_timestamp"]
         if age > profile.transaction_max_timeout_ms:
             out.append(
                 _finding(
