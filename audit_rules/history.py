@@ -301,7 +301,8 @@ def settle(history: DataFrame, copied: DataFrame | None) -> DataFrame:
 def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
     """One row per (log, producer id) of the history: the first and last offsets of its retained batches
     and markers, their highest timestamp and that of its data batches (of batches whose CRC holds), the
-    offset of its last marker and of its last transactional data batch, and `fenced_by_marker` (below).
+    offset of its last marker and of its last transactional data batch, `fenced_by_marker` (below) and
+    `last_epoch`, its highest epoch.
 
     Aggregated from the per-file facts of the bronze batches the history is built of
     (`logs.file_producers`; `logs`: `logs.log_bounds`): no pass over the batches of its own.
@@ -340,6 +341,8 @@ def producer_summary(facts: DataFrame, logs: DataFrame) -> DataFrame:
             (F.col("last_marker") > F.col("_last_data")) & (F.col("_marker_epoch") > F.col("_data_epoch")),
             F.lit(False),
         ).alias("fenced_by_marker"),
+        # Its highest epoch, of data batches and markers whose CRC holds: the evidence's epoch.
+        F.greatest("_data_epoch", "_marker_epoch").cast("short").alias("last_epoch"),
     )
 
 

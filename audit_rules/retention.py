@@ -261,12 +261,18 @@ def gone_since_previous_dump(
         gone.select(
             "log_key", "producer_id", "replica", *PARTITION_OF_LOG, "capture_time_ms", "retained_last_offset"
         )
-        .join(holders, "producer_id", "inner")
-        .where(
-            F.col("topic").eqNullSafe(F.col("_h_topic"))
+        # The partition's columns are join keys too (null-safe): a producer id is only met again in its
+        # own partition's logs.
+        .join(
+            holders.withColumnRenamed("producer_id", "_h_producer_id"),
+            (F.col("producer_id") == F.col("_h_producer_id"))
+            & F.col("topic").eqNullSafe(F.col("_h_topic"))
             & F.col("partition").eqNullSafe(F.col("_h_partition"))
-            & F.col("incarnation").eqNullSafe(F.col("_h_incarnation"))
-            & ~F.col("replica").eqNullSafe(F.col("_h_replica"))
+            & F.col("incarnation").eqNullSafe(F.col("_h_incarnation")),
+            "inner",
+        )
+        .where(
+            ~F.col("replica").eqNullSafe(F.col("_h_replica"))
             & (F.col("_h_time") >= F.col("capture_time_ms"))
             & (F.col("_h_last") >= F.col("retained_last_offset"))
         )
@@ -317,6 +323,7 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
             below_start_cause(),
         ),
         explained_by=F.lit("retention"),
+        producer_epoch="last_epoch",
         **common,
     )
     # A producer the broker had forgotten loses the cleaner's protection of its last batch (§5.9): on a
@@ -371,6 +378,7 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
             ).otherwise(F.lit("")),
             F.lit("."),
         ),
+        producer_epoch="last_epoch",
         **common,
     )
     return retention.unionByName(loss)

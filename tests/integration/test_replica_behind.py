@@ -33,7 +33,7 @@ def _log(dump_id: str, replica: str, producers: tuple[int, ...]) -> LogBuilder:
     return log
 
 
-def _lost(spark: SparkSession, leader_holds: tuple[int, ...]) -> list[tuple[str | None, int, int]]:
+def _lost(spark: SparkSession, leader_holds: tuple[int, ...]) -> list[tuple[str | None, int, int, int]]:
     # Replica 1 held producers 5 and 6 (offsets 0-9) at T1; at T2 it holds producer 5 alone (it ends at
     # offset 5), and replica 2 holds `leader_holds`.
     logs = [_log("d1", "1", (5, 6)), _log("d2", "1", (5,)), _log("d2", "2", leader_holds)]
@@ -47,7 +47,7 @@ def _lost(spark: SparkSession, leader_holds: tuple[int, ...]) -> list[tuple[str 
     )
     found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
     return sorted(
-        (f["replica"], f["producer_id"], f["last_offset"])
+        (f["replica"], f["producer_id"], f["producer_epoch"], f["last_offset"])
         for f in found
         if f["kind"] == "UNKNOWN_PRODUCER_LOSS"
     )
@@ -58,4 +58,4 @@ def test_a_replica_behind_another_that_holds_the_producer_lost_nothing(spark: Sp
 
 
 def test_a_replica_behind_where_no_replica_holds_the_producer_lost_it(spark: SparkSession) -> None:
-    assert _lost(spark, (5, 7)) == [("1", 6, 9)]
+    assert _lost(spark, (5, 7)) == [("1", 6, 0, 9)]
