@@ -336,10 +336,12 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
                 batch = batch_run_to_arrow(run, ctx, schema, unit.start, unit.end)
                 if batch.num_rows:
                     yield from marks.add(batch)
+                del batch
             elif table == "records":
-                for record_batch in record_runs_to_arrow(run, ctx, schema, unit.start, unit.end):
-                    if record_batch.num_rows:
-                        yield record_batch
+                # No name holds a batch of the run's values once it is yielded.
+                yield from (
+                    b for b in record_runs_to_arrow(run, ctx, schema, unit.start, unit.end) if b.num_rows
+                )
             elif table == "remote_log_metadata":
                 rows = [
                     _remote_log_metadata_row(ctx, run.file, position, offset, value)
@@ -367,6 +369,8 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
                 rows = [r for r in _item_rows(run, ctx, table) if _in_range(_row_position(r), unit)]
             for batch in _rows_to_batches(rows, schema):
                 yield from marks.add(batch) if table == "batches" else (batch,)
+        # Nothing of this run is held while the next one decompresses (`segment.MAX_RUN_DECOMPRESSED_BYTES`).
+        del run
     yield from marks.finish()
     if check is not None:
         errors = check.errors()
@@ -451,6 +455,7 @@ def segment_runs(unit: WorkUnit, start: int, *, records: bool) -> Iterator[Batch
                 break
             return
         yield run
+        del run  # not held while the next run decompresses
 
 
 def _runs_past_end(item: Any, end: int, size: int) -> bool:
