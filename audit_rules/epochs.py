@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.history import start_after
-from audit_rules.logs import compaction_may_have_removed, sequenced
+from audit_rules.logs import compaction_may_have_removed, compaction_room, sequenced
 
 
 def epoch_regression(history: DataFrame) -> DataFrame:
@@ -78,9 +78,14 @@ def epoch_starts(
         **BATCH_FIELDS,
     )
     # The new epoch's earlier batches lay after the previous epoch's last one: compaction may have
-    # removed them.
+    # removed them, where there were offsets for its sequences 0 to base - 1.
+    room = compaction_room(
+        F.col("base_offset") - F.col("prev_offset") - 1, F.col("base_sequence").cast("long")
+    )
     nonzero = rows.where(
-        (F.col("base_sequence") != 0) & ~compaction_may_have_removed(F.col("prev_offset")) & sequenced()
+        (F.col("base_sequence") != 0)
+        & ~(compaction_may_have_removed(F.col("prev_offset")) & room)
+        & sequenced()
     )
     note = F.lit("")
     if unreadable is not None:

@@ -58,6 +58,16 @@ def compaction_may_have_removed(after: Column) -> Column:
     return F.coalesce(F.col("compacted"), F.lit(False)) | cleaned
 
 
+def compaction_room(offsets: Column, records: Column) -> Column:
+    """Whether `offsets` offsets (those between two retained batches) could have held `records` records
+    the cleaner removed: it removes whole batches and keeps the offsets of every batch it keeps, so what
+    it removed left a hole of at least as many offsets (kafka-formats-and-rules §5.9). Sequences skipped
+    where no offset is free were never in this log: the compaction excuse does not hold. The rules count
+    the offsets from the previous batch's base offset (the history keeps no last offset of it): a bound,
+    too high by that batch's records but for its first. True where either is unknown."""
+    return F.coalesce(offsets >= records, F.lit(True))
+
+
 def compaction_evidence() -> Column:
     """What says a row's log is compacted, for a message: the profile, or the cleaner's checkpoint."""
     return F.when(

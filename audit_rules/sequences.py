@@ -22,7 +22,12 @@ from audit_rules.history import (
     state_expired,
     who_restarts,
 )
-from audit_rules.logs import below_start_cause, compaction_evidence, compaction_may_have_removed
+from audit_rules.logs import (
+    below_start_cause,
+    compaction_evidence,
+    compaction_may_have_removed,
+    compaction_room,
+)
 from audit_rules.profile import Profile
 
 
@@ -59,8 +64,11 @@ def history_start(
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
     if filled is not None:
         rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
-    # The producer's earlier batches lay between the log's start and this batch.
-    compaction = compaction_may_have_removed(F.col("log_start_offset"))
+    # The producer's earlier batches lay between the log's start and this batch, where there were
+    # offsets for its sequences 0 to base - 1.
+    compaction = compaction_may_have_removed(F.col("log_start_offset")) & compaction_room(
+        F.col("base_offset") - F.col("log_start_offset"), F.col("base_sequence").cast("long")
+    )
     explained = rows.where((F.col("log_start_offset") > 0) | compaction)
     because = F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("compaction"))
     truncated = to_findings(
@@ -211,9 +219,14 @@ def sequence_gaps(
     # Summed per batch (its row key), then joined back: grouping by every column of the history would
     # compile an aggregation over a fifty-column key for a handful of rows.
     missing = joined.groupBy(*ROW_KEY).agg(F.sum("_missing").alias("missing"))
-    # The skipped batches lay between the previous batch and this one: the cleaner may have removed them.
+    # The skipped batches lay between the previous batch and this one: the cleaner may have removed them,
+    # if there were offsets for them there (it removes whole batches and keeps every offset it keeps).
+    room = compaction_room(
+        F.col("base_offset") - F.col("prev_base_offset") - 1,
+        F.col("base_sequence_unwrapped") - F.col("expected_unwrapped"),
+    )
     gaps = jumps.join(missing, list(ROW_KEY), "inner").where(
-        ~compaction_may_have_removed(F.col("prev_base_offset"))
+        ~(compaction_may_have_removed(F.col("prev_base_offset")) & room)
     )
     note = F.lit("")
     if unreadable is not None:

@@ -220,7 +220,8 @@ class _Replay:
                 return
             if self.log_start_offset > 0:
                 kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "retention"
-            elif self.compacted:
+            elif self.compacted and batch["base_offset"] - self.log_start_offset >= base_sequence:
+                # The cleaner keeps offsets: sequences 0..base-1 needed as many offsets before the batch.
                 kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "compaction"
             else:
                 kind, because = "HISTORY_START_MISSING", None
@@ -251,7 +252,10 @@ class _Replay:
                 explained_by="epoch_bump",
                 message=f"epoch {epoch} starts at sequence 0",
             )
-        elif not self.compacted:
+        elif not (
+            self.compacted
+            and (previous is None or batch["base_offset"] - previous["base_offset"] - 1 >= base_sequence)
+        ):
             self._emit(
                 "NEW_EPOCH_NONZERO_SEQUENCE",
                 batch,
@@ -364,7 +368,10 @@ class _Replay:
         """`fills`: the ranges CRC-failed batches hold of every gap of the stream (`_failed_fills`)."""
         ranges = [(s.base, s.last) for s in gap.stream] + fills
         missing = _uncovered(gap.expected, gap.base - 1, ranges)
-        if missing == 0 or self.compacted:
+        # The cleaner removes whole batches and keeps offsets: it can have taken the skipped sequences
+        # only where the offsets between the two batches could have held them.
+        room = gap.batch["base_offset"] - gap.previous.batch["base_offset"] - 1 >= gap.base - gap.expected
+        if missing == 0 or (self.compacted and room):
             return  # every skipped number arrived elsewhere: the late batches are the regression
         expired = self.profile.accepts_unknown_producer and gap.expired
         self._emit(

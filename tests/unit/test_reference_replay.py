@@ -108,10 +108,22 @@ def test_mid_sequence_start_on_complete_log_is_history_start_missing() -> None:
 
 
 def test_mid_sequence_start_on_compacted_topic_is_explained_by_compaction() -> None:
+    """The cleaner removed the batches of sequences 0-6 and kept their offsets free: the first retained
+    batch starts at offset 7."""
     log = LogBuilder(topic="__consumer_offsets")
+    log.next_offset = 7
     log.data(PID, 0, 7, 3)
     f = only(replay(log, compacted=True))
     assert evidence(f, "kind", "explained_by") == ("HISTORY_TRUNCATED_BY_RETENTION", "compaction")
+
+
+def test_mid_sequence_start_with_no_offsets_free_is_missing_history_on_a_compacted_topic_too() -> None:
+    """Sequences 0-6 would have needed offsets 0-6; the batch starts at offset 3: they were never here."""
+    log = LogBuilder(topic="__consumer_offsets")
+    log.next_offset = 3
+    log.data(PID, 0, 7, 3)
+    f = only(replay(log, compacted=True))
+    assert evidence(f, "kind", "explained_by") == ("HISTORY_START_MISSING", None)
 
 
 def test_first_batch_at_sequence_zero_needs_no_history() -> None:
@@ -178,11 +190,17 @@ def test_regression_then_jump_counts_from_the_regression() -> None:
     assert evidence(findings[1], "related_offset", "expected_sequence", "missing_records") == (10, 4, 10)
 
 
-def test_gap_on_compacted_topic_is_not_reported() -> None:
+def test_gap_on_compacted_topic_is_not_reported_where_offsets_could_have_held_it() -> None:
+    """Sequences 5-7 need three offsets between the batches at 0 and 5: offsets 1-4 (counted from the
+    previous batch's base offset, the bound the history keeps) could have held them; 5-9 could not."""
     log = LogBuilder(topic="__consumer_offsets")
     log.data(PID, 0, 0, 5)
     log.data(PID, 0, 8, 2)
     assert replay(log, compacted=True) == []
+    tight = LogBuilder(topic="__consumer_offsets")
+    tight.data(PID, 0, 0, 5)
+    tight.data(PID, 0, 10, 2)
+    assert [f["kind"] for f in replay(tight, compacted=True)] == ["SEQUENCE_GAP"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,10 +501,16 @@ def test_new_epoch_nonzero_sequence() -> None:
 
 
 def test_new_epoch_nonzero_on_compacted_topic_is_not_reported() -> None:
+    """Offsets 3-6 are free: the cleaner may have removed epoch 1's sequences 0-3 there."""
     log = LogBuilder(topic="__consumer_offsets")
     log.data(PID, 0, 0, 3)
+    log.next_offset += 4
     log.data(PID, 1, 4, 2)
     assert replay(log, compacted=True) == []
+    contiguous = LogBuilder(topic="__consumer_offsets")
+    contiguous.data(PID, 0, 0, 3)
+    contiguous.data(PID, 1, 4, 2)
+    assert [f["kind"] for f in replay(contiguous, compacted=True)] == ["NEW_EPOCH_NONZERO_SEQUENCE"]
 
 
 def test_marker_epoch_bump_then_nonzero_is_new_epoch_nonzero() -> None:

@@ -1,0 +1,52 @@
+"""The compaction excuse needs room: the cleaner removes whole batches and keeps the offsets of every
+batch it keeps, so sequences it removed left at least as many free offsets. Sequences skipped where no
+offset is free were never in the log, compacted or not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pytest
+
+from audit_rules.pipeline import Bronze, audit
+from jobs.profiles import load_profile
+from schemas.tables import BATCHES
+from tests.strategies import LogBuilder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+
+def _log(topic: str, first_offset: int) -> LogBuilder:
+    return LogBuilder(topic=topic, file=f"/d/{topic}-0/0.log", start_offset=first_offset)
+
+
+def test_skipped_sequences_with_no_free_offsets_are_not_explained_by_compaction(spark: SparkSession) -> None:
+    # Producer 7 writes sequences 0-4 at offsets 0-4, then 10-11: right after them (no offset free for
+    # 5-9), or at offset 10 (offsets 5-9 free).
+    gap = _log("c-gap", 0)
+    gap.data(7, 0, 0, 5)
+    gap.data(7, 0, 10, 2)
+    holed = _log("c-gap-hole", 0)
+    holed.data(7, 0, 0, 5)
+    holed.next_offset = 10
+    holed.data(7, 0, 10, 2)
+    # Producer 8's first retained batch starts at sequence 7: at offset 3, or at offset 7.
+    start = _log("c-start", 3)
+    start.data(8, 0, 7, 1)
+    start_holed = _log("c-start-hole", 7)
+    start_holed.data(8, 0, 7, 1)
+
+    rows = [row for log in (gap, holed, start, start_holed) for row in log.rows]
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+    found = audit(
+        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), profile
+    ).findings.collect()
+    assert sorted((f["topic"], f["kind"], f["explained_by"]) for f in found) == [
+        ("c-gap", "SEQUENCE_GAP", None),
+        ("c-start", "HISTORY_START_MISSING", None),
+        ("c-start-hole", "HISTORY_TRUNCATED_BY_RETENTION", "compaction"),
+    ], [f["message"] for f in found]
