@@ -283,10 +283,10 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         | F.col("txn_first_offset").isNull() & ((entry_first == F.col("base_offset")) | gone_before),
         F.lit(False),
     )
-    # A marker with no entry at all (the broker writes one for every ABORT, from the marker's own offset
-    # where the producer had no transaction open: `ProducerAppendInfo.appendEndTxnMarker`), or an entry
-    # from another first offset.
-    wrong = paired.where(entry_first.isNull() | ~agrees)
+    # A marker closing retained data with no entry at all, or an entry from another first offset.
+    wrong = paired.where(
+        entry_first.isNull() & F.col("txn_first_offset").isNotNull() | entry_first.isNotNull() & ~agrees
+    )
     stray = entries.join(aborts.select(*marker), marker, "left_anti")
     index_name = F.regexp_replace("file", r"\.log$", ".txnindex")
     a = to_findings(
@@ -300,7 +300,7 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
                 "see aborted data.",
                 "producer_id",
                 "base_offset",
-                F.coalesce(F.col("txn_first_offset").cast("string"), F.lit("(no retained batch)")),
+                "txn_first_offset",
                 index_name,
             ),
         ).otherwise(
