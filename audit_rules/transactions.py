@@ -19,12 +19,14 @@ def hanging_transactions(
 
     Its age is read on one clock at a time. A data batch's timestamp is its producer's (CreateTime: an
     application's event time, as Kafka Streams forwards it, may be hours old when written); a marker's
-    is the brokers' (the partition leader's, when it wrote the marker). Where markers follow the
-    transaction's first batch, by the brokers' clock: the newest marker's timestamp less the earliest
-    of those after the first batch (which was appended before each of them: its age is at least that).
-    Otherwise by the producers': the newest data batch's timestamp in the log less the first batch's.
-    Mixed, an exactly-once application catching up on old input, its transaction open for a second,
-    was hanging by the hours between its records' event times and its last commit.
+    is the brokers' (the partition leader's, when it wrote the marker). By the brokers' clock: the
+    newest marker's timestamp less the earliest of the markers after the transaction's first batch
+    (which was appended before each of them: its age is at least that). By the producers': the newest
+    data batch's timestamp in the log less the first batch's. The longer of the two counts (the
+    brokers' stops where markers stop). Mixed, an exactly-once application catching up on old input,
+    its transaction open for a second, was hanging by the hours between its records' event times and
+    its last commit. A partition where such an application and producers stamping wall-clock time both
+    write still mixes the producers' clocks.
 
     `failed` (`history.failed_producer_batches`, where some CRC failed): a failed batch after the open
     data whose header,
@@ -60,7 +62,9 @@ def hanging_transactions(
             F.col("max_timestamp").alias("_t"),
         )
     )
-    from_end = Window.partitionBy("log_key").orderBy(F.col("_at").desc())
+    # From the end; at one offset (an overlapping log) the transaction's row before a marker's, which is
+    # then not after it.
+    from_end = Window.partitionBy("log_key").orderBy(F.col("_at").desc(), F.col("producer_id").isNull())
     clock = (
         markers.unionByName(firsts)
         .withColumns(
@@ -73,7 +77,7 @@ def hanging_transactions(
         .select("log_key", "producer_id", "_marker_after", "_newest_marker")
     )
     txns = txns.join(clock, ["log_key", "producer_id"], "left")
-    age = F.coalesce(
+    age = F.greatest(
         F.col("_newest_marker") - F.col("_marker_after"), F.col("max_timestamp") - F.col("f.max_timestamp")
     )
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
@@ -242,8 +246,9 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
     first offset must be the retained transaction's first batch, unless what lay between them is gone:
     below the log start (retention deleted the transaction's first segments), or where the cleaner may
     have removed batches (it drops an aborted transaction's data and keeps its marker and entry until the
-    delete horizon, `LogCleaner`). A marker that closes no retained data has an entry from its own
-    offset (an abort of a transaction that wrote nothing here) or from an offset now gone."""
+    delete horizon, `LogCleaner`). A marker that closes no retained data needs no entry (the broker
+    writes one only where a transaction was open, formats §5.6); one it has starts at an offset now
+    gone, or at the marker's own (brokers that wrote entries for empty transactions)."""
     # The first offset of the transaction an ABORT closes: the first transactional data batch after the
     # pid's previous marker (`markers_before` numbers the pid's transactions in offset order). Fenced
     # rows (a lower epoch) count: a follower appends them with a warning

@@ -834,9 +834,9 @@ def _gap(log: PartitionLog, before: LogBatch, after: LogBatch, missing: int) -> 
 
 def _hanging_transactions(log: PartitionLog) -> list[ExpectedFinding]:
     """HANGING_TRANSACTION for each producer whose transactional data after its last marker began more
-    than `transaction.max.timeout.ms` before the partition's last timestamp (KIP-664), on one clock: the
-    newest marker's less the earliest marker's after its first batch (the brokers'), where a marker
-    follows it; else the newest data batch's less its first batch's (the producers')."""
+    than `transaction.max.timeout.ms` before the partition's last timestamp (KIP-664), on one clock at a
+    time, the longer: the newest marker's less the earliest marker's after its first batch (the
+    brokers'), and the newest data batch's less its first batch's (the producers')."""
     trusted = log.trusted()
     if not trusted:
         return []
@@ -845,10 +845,11 @@ def _hanging_transactions(log: PartitionLog) -> list[ExpectedFinding]:
     newest_marker = max((m.max_timestamp for m in markers), default=None)
 
     def age(first: LogBatch) -> int:
+        ages = [] if data_max is None else [data_max - first.max_timestamp]
         after = [m.max_timestamp for m in markers if m.base_offset > first.base_offset]
         if after and newest_marker is not None:
-            return newest_marker - min(after)
-        return 0 if data_max is None else data_max - first.max_timestamp
+            ages.append(newest_marker - min(after))
+        return max(ages, default=0)
 
     open_first: dict[int, LogBatch] = {}
     for b in trusted:

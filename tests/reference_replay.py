@@ -132,6 +132,8 @@ class _PendingGap:
     base: int
     stream: list[_StreamBatch]
     expired: bool
+    # The highest last sequence of the stream's batches before this one (None: the previous batch's).
+    highest: int | None = None
 
 
 @dataclass
@@ -300,7 +302,10 @@ class _Replay:
                 message=f"sequence {batch['base_sequence']} arrived after {previous.batch['last_sequence']}",
             )
         else:
-            self.pending_gaps.append(_PendingGap(batch, previous, expected, current.base, stream, expired))
+            highest = max(s.last for s in stream)
+            self.pending_gaps.append(
+                _PendingGap(batch, previous, expected, current.base, stream, expired, highest)
+            )
 
     def _evicted(self, kept_last: int, current: _StreamBatch) -> bool:
         """Before 2.4 the broker forgot a producer once the log start offset passed its last offset
@@ -369,8 +374,13 @@ class _Replay:
         ranges = [(s.base, s.last) for s in gap.stream] + fills
         missing = _uncovered(gap.expected, gap.base - 1, ranges)
         # The cleaner removes whole batches and keeps offsets: it can have taken the skipped sequences
-        # only where the offsets between the two batches could have held them.
-        room = gap.batch["base_offset"] - gap.previous.batch["base_offset"] - 1 >= gap.base - gap.expected
+        # only where the offsets between the two batches could have held them (counted where the
+        # previous batch is the stream's highest yet; after a late one they may lie before it).
+        after_highest = gap.highest is None or gap.previous.last >= gap.highest
+        room = (
+            not after_highest
+            or gap.batch["base_offset"] - gap.previous.batch["base_offset"] - 1 >= gap.base - gap.expected
+        )
         if missing == 0 or (self.compacted and room):
             return  # every skipped number arrived elsewhere: the late batches are the regression
         expired = self.profile.accepts_unknown_producer and gap.expired
@@ -527,9 +537,8 @@ def _offset_overlaps(rows: list[Batch]) -> list[Finding]:
 
 def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
     """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout,
-    on one clock: the newest marker's timestamp less the earliest marker's after its first batch (the
-    brokers'), where a marker follows it; else the newest data batch's less its first batch's (the
-    producers')."""
+    on one clock at a time, the longer: the newest marker's timestamp less the earliest marker's after its
+    first batch (the brokers'), and the newest data batch's less its first batch's (the producers')."""
     trusted = [b for b in rows if b["crc_valid"]]
     if not trusted:
         return []
@@ -550,11 +559,11 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
         if not open_batches:
             continue
         first, last = open_batches[0], open_batches[-1]
+        ages = [] if data_max is None else [data_max - first["max_timestamp"]]
         after = [m["max_timestamp"] for m in markers if m["base_offset"] > first["base_offset"]]
         if after and newest_marker is not None:
-            age = newest_marker - min(after)
-        else:
-            age = 0 if data_max is None else data_max - first["max_timestamp"]
+            ages.append(newest_marker - min(after))
+        age = max(ages, default=0)
         if age > profile.transaction_max_timeout_ms:
             out.append(
                 _finding(

@@ -1,6 +1,6 @@
-"""HANGING_TRANSACTION reads a transaction's age on one clock: a data batch carries its producer's
-timestamp (an exactly-once application forwards its input's event time), a marker the time its
-partition leader wrote it. The brokers' clock decides where a marker follows the transaction's start."""
+"""HANGING_TRANSACTION reads a transaction's age on one clock at a time: a data batch carries its
+producer's timestamp (an exactly-once application forwards its input's event time), a marker the time
+its partition leader wrote it. The longer age counts."""
 
 from __future__ import annotations
 
@@ -43,19 +43,19 @@ def test_an_open_transaction_is_hanging_only_by_one_clock(spark: SparkSession) -
         markers.data(9, 0, i, transactional=True, timestamp=T0 - 300 * MINUTE)
         markers.marker(9, 0, "COMMIT", timestamp=T0 + minute * MINUTE)
 
-    # mixed: producer 10 writes old event times; producer 11, at wall-clock time, commits right after
-    # producer 10's transaction began and writes on: by the brokers' clock it has been open no time.
-    mixed = LogBuilder(topic="mixed", file="/d/mixed-0/0.log")
-    mixed.data(10, 0, 0, transactional=True, timestamp=T0 - 120 * MINUTE)
-    mixed.data(11, 0, 0, transactional=True, timestamp=T0)
-    mixed.marker(11, 0, "COMMIT", timestamp=T0)
-    mixed.data(11, 0, 1, timestamp=T0 + MINUTE)
+    # markers-stop: producer 11 commits once right after producer 10's transaction began, and producer
+    # 12 writes for two hours after: the brokers' clock stops at that marker, the producers' goes on.
+    stop = LogBuilder(topic="markers-stop", file="/d/markers-stop-0/0.log")
+    stop.data(10, 0, 0, transactional=True, timestamp=T0)
+    stop.data(11, 0, 0, transactional=True, timestamp=T0)
+    stop.marker(11, 0, "COMMIT", timestamp=T0 + 1_000)
+    stop.data(12, 0, 0, timestamp=T0 + 120 * MINUTE)
 
-    rows = [row for log in (app, data, markers, mixed) for row in log.rows]
+    rows = [row for log in (app, data, markers, stop) for row in log.rows]
     found = audit(Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), load_profile("kafka-3.4"))
     hanging = sorted(
         (f["topic"], f["producer_id"], f["first_offset"])
         for f in found.findings.collect()
         if f["kind"] == "HANGING_TRANSACTION"
     )
-    assert hanging == [("by-data", 6, 0), ("by-markers", 8, 0)]
+    assert hanging == [("by-data", 6, 0), ("by-markers", 8, 0), ("markers-stop", 10, 0)]

@@ -201,6 +201,14 @@ def test_gap_on_compacted_topic_is_not_reported_where_offsets_could_have_held_it
     tight.data(PID, 0, 0, 5)
     tight.data(PID, 0, 10, 2)
     assert [f["kind"] for f in replay(tight, compacted=True)] == ["SEQUENCE_GAP"]
+    # After a regression (sequences 2-3 at offsets 10-11), sequences 5-9 may lie before it (offsets 5-9,
+    # where the cleaner removed them): the offsets are not counted from the late batch.
+    late = LogBuilder(topic="__consumer_offsets")
+    late.data(PID, 0, 0, 5)
+    late.next_offset = 10
+    late.data(PID, 0, 2, 2)
+    late.data(PID, 0, 10, 1)
+    assert [f["kind"] for f in replay(late, compacted=True)] == ["SEQUENCE_REGRESSION"]
 
 
 # ---------------------------------------------------------------------------------------------
