@@ -48,7 +48,7 @@ def hanging_transactions(
     )
     # The brokers' clock: the markers (any producer's) of the logs with an open transaction, in one
     # sort with the transactions' first offsets, from the log's end: the newest marker's time, and the
-    # earliest of those after each first offset (a marker never shares a data batch's offset).
+    # earliest of those after each first offset.
     firsts = txns.select(
         "log_key", "producer_id", F.col("f.base_offset").alias("_at"), F.lit(None).cast("long").alias("_t")
     )
