@@ -40,6 +40,7 @@ from kafka_log_decoder.constants import (
     TIMESTAMP_TYPE_NAMES,
     TRANSACTIONAL_FLAG_MASK,
     TXN_INDEX_ENTRY_SIZE,
+    int_bounds,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError
 from kafka_log_decoder.index_check import IndexCheck, batch_holds_offset
@@ -976,10 +977,9 @@ _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 # Each integer column's range, from its type in the acks table: a value outside it is a bad row (it
 # would otherwise fail the Arrow batch of the whole ledger).
 _ACKS_BOUNDS = {
-    f.name: (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    f.name: int_bounds({"short": 16, "integer": 32, "long": 64}[f.dataType.typeName()])
     for f in ACKS.schema.fields
     if f.name in _ACKS_INTEGERS
-    for bits in [{"short": 16, "integer": 32, "long": 64}[f.dataType.typeName()]]
 }
 _PARQUET_MAGIC = b"PAR1"
 _UTF8_BOM = b"\xef\xbb\xbf"

@@ -137,3 +137,8 @@ QUORUM_STATE_FILENAME = "quorum-state"
 OFFSET_CHECKPOINT_VERSION = 0
 LEADER_EPOCH_CHECKPOINT_VERSION = 0
 PARTITION_METADATA_VERSION = 0
+
+
+def int_bounds(bits: int) -> tuple[int, int]:
+    """The range of a signed integer of `bits` bits (a bronze column's: a value outside it is no row)."""
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1

@@ -66,6 +66,7 @@ from kafka_log_decoder.constants import (
     TIMESTAMP_TYPE_MASK,
     TIMESTAMP_TYPE_NAMES,
     TRANSACTIONAL_FLAG_MASK,
+    int_bounds,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError
 from kafka_log_decoder.rows import (
@@ -175,14 +176,10 @@ _NARROW_FIELDS: dict[type, dict[str, int]] = {
 _Row = TypeVar("_Row", BatchHeader, Record, SnapshotEntry, IndexEntry, TimeIndexEntry, TxnIndexEntry)
 
 
-def _int_bounds(bits: int) -> tuple[int, int]:
-    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-
-
 def _ranges_of(row_type: type) -> tuple[tuple[str, int, int], ...]:
     narrow = _NARROW_FIELDS.get(row_type, {})
     return tuple(
-        (f.name, *_int_bounds(narrow.get(f.name, 64)))
+        (f.name, *int_bounds(narrow.get(f.name, 64)))
         for f in dataclass_fields(row_type)
         if f.type in ("int", "int | None")
     )
@@ -192,8 +189,8 @@ _RANGES = {
     row_type: _ranges_of(row_type)
     for row_type in (BatchHeader, Record, SnapshotEntry, IndexEntry, TimeIndexEntry, TxnIndexEntry)
 }
-_INT32_MAX = _int_bounds(32)[1]
-_INT64_MAX = _int_bounds(64)[1]
+_INT32_MAX = int_bounds(32)[1]
+_INT64_MAX = int_bounds(64)[1]
 
 
 def _in_range(row: _Row) -> _Row:
@@ -207,7 +204,7 @@ def _in_range(row: _Row) -> _Row:
 
 def _in_range_of(row_type: type, name: str, value: int) -> None:
     """A `_LineError` unless `value` fits the column of `row_type`'s field `name`."""
-    low, high = _int_bounds(_NARROW_FIELDS.get(row_type, {}).get(name, 64))
+    low, high = int_bounds(_NARROW_FIELDS.get(row_type, {}).get(name, 64))
     if not low <= value <= high:
         raise _LineError(f"{name} {value} is out of range ({low} to {high})")
 
