@@ -133,11 +133,10 @@ def _is_delta(spark: SparkSession, path: str) -> bool:
     system (without one, Spark Connect, taken as there: a missing table fails at read time)."""
     if not is_uri(path):
         return os.path.isdir(os.path.join(path, "_delta_log"))
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
+    if getattr(spark, "_jvm", None) is None:
         return True
-    log = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + "/_delta_log")
-    return bool(log.getFileSystem(spark._jsc.hadoopConfiguration()).exists(log))
+    log, fs = _hadoop_path(spark, path.rstrip("/") + "/_delta_log")
+    return bool(fs.exists(log))
 
 
 def run_id_of(bronze: Bronze, profile: Profile) -> str:
@@ -363,9 +362,9 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
         from py4j.protocol import Py4JError
 
         fs_path = jvm.org.apache.hadoop.fs.Path
-        dest, partial = fs_path(target), fs_path(target + ".partial")
+        partial = fs_path(target + ".partial")
         try:
-            fs = dest.getFileSystem(spark._jsc.hadoopConfiguration())
+            dest, fs = _hadoop_path(spark, target)
             # Copied beside the old reports first, which then give way whole (rebuilt on every audit).
             fs.delete(partial, True)
             fs.mkdirs(partial)
@@ -383,6 +382,12 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
         return target
 
     return local, publish
+
+
+def _hadoop_path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    """`uri` as a Hadoop Path, and the session's Hadoop file system that holds it (a classic session)."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(uri)  # type: ignore[union-attr]
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
 
 
 def _hadoop_jvm(spark: SparkSession, output: str) -> Any:
