@@ -11,6 +11,7 @@ files, prints a table and the issue's targets (PASS/MISS with the measured figur
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,9 +49,11 @@ SEGMENT_CAP = 1 << 30
 # for the planner, which cuts at entries >= split size apart).
 INDEX_INTERVAL = 1 << 20
 SAMPLE_S = 0.5
-# A Python worker's command line: PySpark's daemon and workers, or the daemon the local sessions start
-# instead (`spark.python.daemon.module=jobs.pyspark_daemon`), whose forked workers keep its command line.
-WORKER_MARKERS = ("pyspark.daemon", "pyspark/worker", "jobs.pyspark_daemon")
+# The modules a Python worker runs as (`python -m MODULE`): PySpark's daemon and worker, or the daemon
+# the local sessions start instead (`spark.python.daemon.module=jobs.pyspark_daemon`), whose forked
+# workers keep its command line. Only the module argument counts: the JVM's command line names the
+# daemon module too (in its `--conf`), and until 2026-11-30 a substring match took the JVM for a worker.
+WORKER_MODULES = frozenset({"pyspark.daemon", "pyspark.worker", "jobs.pyspark_daemon"})
 PARTITION_DIR = "bench-0"
 GENERATOR_VERSION = 1
 
@@ -197,12 +201,17 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
-def _cmdline(pid: int) -> str:
+def _argv(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
+            return f.read().decode(errors="replace").split("\0")
     except OSError:
-        return ""
+        return []
+
+
+def is_python_worker(argv: Sequence[str]) -> bool:
+    """Whether a process started as `argv` is a PySpark Python worker (or their daemon)."""
+    return any(a == "-m" and m in WORKER_MODULES for a, m in itertools.pairwise(argv))
 
 
 @dataclass
@@ -227,7 +236,7 @@ class MemorySampler:
             for pid in pids:
                 rss = _rss_mib(pid)
                 total += rss
-                if any(marker in _cmdline(pid) for marker in WORKER_MARKERS):
+                if is_python_worker(_argv(pid)):
                     self.workers_peak_mib[pid] = max(self.workers_peak_mib.get(pid, 0.0), rss)
             self.tree_peak_mib = max(self.tree_peak_mib, total)
             self.samples += 1

@@ -12,6 +12,7 @@ from bench.ingest_throughput import (
     Warm,
     difference,
     evaluate_targets,
+    is_python_worker,
     rate_range,
     ratio_interval,
 )
@@ -114,3 +115,23 @@ def test_the_ratio_is_unknown_when_neither_size_can_be_told_from_nothing() -> No
     tiny = [10.0, 10.3, 10.1, 9.9, 10.2]
     noise = [10.1, 10.0, 9.9, 10.2, 10.1]
     assert ratio_interval(noise, list(reversed(noise)), tiny, 1.0, 4.0) == (0.0, float("inf"))
+
+
+def test_only_python_workers_count_as_workers() -> None:
+    """The JVM names the workers' daemon module in its `--conf`: it is no worker (before 2026-11-30 the
+    bench's worker peak was the JVM's RSS)."""
+    jvm = [
+        "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+        "-cp",
+        "/x/pyspark/jars/*",
+        "org.apache.spark.deploy.SparkSubmit",
+        "--conf",
+        "spark.python.daemon.module=jobs.pyspark_daemon",
+        "pyspark-shell",
+    ]
+    assert not is_python_worker(jvm)
+    assert is_python_worker(["/repo/.venv/bin/python3", "-m", "jobs.pyspark_daemon", ""])
+    assert is_python_worker(["python3", "-m", "pyspark.daemon"])
+    assert is_python_worker(["python3", "-u", "-m", "pyspark.worker"])
+    assert not is_python_worker(["python3", "-m", "bench.ingest_throughput", "--warm-child"])
+    assert not is_python_worker([])
