@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -401,6 +402,10 @@ class Warm:
 CONFIDENCE = 0.95
 BOOTSTRAP_DRAWS = 10_000
 BOOTSTRAP_SEED = 20261124
+# Fewer runs than this in a sample leave its interval unbounded: the bootstrap of one run is that run
+# (a point, not a confidence interval), and a target decided on it (`--repeat 1`, `--rounds 2`) was
+# decided on one measurement.
+MIN_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -419,6 +424,8 @@ def difference(runs: list[float], baseline: list[float]) -> Difference:
     import numpy as np
 
     a, b = np.asarray(runs, dtype=float), np.asarray(baseline, dtype=float)
+    if min(len(a), len(b)) < MIN_RUNS:
+        return Difference(float(np.median(a) - np.median(b)), -math.inf, math.inf)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     draws = np.median(rng.choice(a, (BOOTSTRAP_DRAWS, len(a))), axis=1) - np.median(
         rng.choice(b, (BOOTSTRAP_DRAWS, len(b))), axis=1
@@ -439,6 +446,8 @@ def ratio_interval(
     """
     import numpy as np
 
+    if min(len(small), len(large), len(baseline)) < MIN_RUNS:
+        return 0.0, math.inf
     rng = np.random.default_rng(BOOTSTRAP_SEED)
 
     def medians(runs: list[float]) -> Any:

@@ -135,3 +135,18 @@ def test_only_python_workers_count_as_workers() -> None:
     assert is_python_worker(["python3", "-u", "-m", "pyspark.worker"])
     assert not is_python_worker(["python3", "-m", "bench.ingest_throughput", "--warm-child"])
     assert not is_python_worker([])
+
+
+def test_one_run_decides_nothing() -> None:
+    """A bootstrap of one run is that run: with one run a sample, the interval is unbounded and no
+    target passes or misses on it."""
+    d = difference([12.0], [10.0])
+    assert d.median_s == 2.0
+    assert (d.low_s, d.high_s) == (float("-inf"), float("inf"))
+    assert ratio_interval([11.0], [14.0], [10.0], 1.0, 4.0) == (0.0, float("inf"))
+    one = [_warm(GB, [2.5], [2.0]), _warm(4 * GB, [4.0], [2.0])]
+    verdicts = _verdicts(one)
+    assert verdicts[f"warm: 500-record >= {TARGET_MB_S:,} MB/s"] is None
+    assert verdicts["warm: 500-record time/GB at larger size within 15% of smaller"] is None
+    # Two runs each bound it.
+    assert difference([12.0, 12.2], [10.0, 10.1]).high_s < float("inf")
