@@ -350,7 +350,9 @@ def snapshot_mismatch(
     where `profile.markers_move_last_offset` (0.11, whose `ProducerIdEntry` took a marker's offset as its
     last offset), its last batch's or marker's; its last sequence is its last data batch's, or, in 0.11,
     -1 once a marker raised the epoch after it (0.11 reset the sequence then)."""
-    entries = join_log(with_log_key(snapshots), logs, "log_start_offset", "compacted", "cleaned_to")
+    entries = join_log(
+        with_log_key(snapshots), logs, "log_start_offset", "log_end_offset", "compacted", "cleaned_to"
+    )
     entries = entries.join(producers.select("log_key", "producer_id"), ["log_key", "producer_id"], "inner")
     # Snapshot entries become events in the producer's offset order: ordered at the snapshot offset,
     # before a batch ending there (the snapshot holds the state *before* its offset).
@@ -370,6 +372,7 @@ def snapshot_mismatch(
             "topic",
             "partition",
             "log_start_offset",
+            "log_end_offset",
             "compacted",
             "cleaned_to",
         ).alias("snap"),
@@ -441,23 +444,46 @@ def snapshot_mismatch(
         last_offset.alias("replayed_last_offset"),
         last_sequence.alias("replayed_last_sequence"),
     )
+    said = fmt(
+        "%s says producer %s had epoch %s, last sequence %s at offset %s, but ",
+        "file",
+        "producer_id",
+        "producer_epoch",
+        "last_sequence",
+        "last_offset",
+    )
+    # The broker deletes every snapshot past the log end when it truncates or recovers a log
+    # (`truncateAndReload`, §4.3): an entry at or past the end names batches this log has lost since.
+    message = F.when(
+        F.col("last_offset") >= F.col("log_end_offset"),
+        F.concat(
+            said,
+            fmt(
+                "the log ends at offset %s, before that batch, and replaying it gives epoch %s, last "
+                "sequence %s at offset %s: this replica lost its tail after the snapshot was written (a "
+                "broker that crashed and has not recovered, or a copy of the log taken before the snapshot).",
+                "log_end_offset",
+                "epoch_seen",
+                "replayed_last_sequence",
+                "replayed_last_offset",
+            ),
+        ),
+    ).otherwise(
+        F.concat(
+            said,
+            fmt(
+                "replaying the log up to offset %s gives epoch %s, last sequence %s at offset %s.",
+                "snapshot_offset",
+                "epoch_seen",
+                "replayed_last_sequence",
+                "replayed_last_offset",
+            ),
+        )
+    )
     return to_findings(
         rows,
         "SNAPSHOT_MISMATCH",
-        fmt(
-            "%s says producer %s had epoch %s, last sequence %s at offset %s, but replaying the log up to "
-            "offset %s "
-            "gives epoch %s, last sequence %s at offset %s.",
-            "file",
-            "producer_id",
-            "producer_epoch",
-            "last_sequence",
-            "last_offset",
-            "snapshot_offset",
-            "epoch_seen",
-            "replayed_last_sequence",
-            "replayed_last_offset",
-        ),
+        message,
         producer_id="producer_id",
         producer_epoch="producer_epoch",
         first_offset="last_offset",

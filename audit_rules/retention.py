@@ -90,7 +90,14 @@ def snapshot_producers(
     broker never expires such a producer, and the cleaner does not pass the last stable offset).
 
     With `gone` (`gone_since_previous_dump`), an entry staler than what the previous dump shows of its
-    producer (a last offset below the producer's there) is left to `producers_across_dumps`."""
+    producer (a last offset below the producer's there) is left to `producers_across_dumps`.
+
+    An entry whose last offset is at or past the log's end names a batch the log no longer reaches: the
+    broker deletes every snapshot past the log end when it truncates or recovers a log
+    (`truncateAndReload`, §4.3), so this replica lost its tail after the snapshot was written (a broker
+    that crashed and has not recovered yet, or a copy of the log taken before the snapshot). Where the
+    log of another replica, dumped as late or later, holds the producer that far (with `gone`: several
+    logs), the replica is behind, not loss, as in `producers_across_dumps`."""
     absent = entries.join(producers, ["log_key", "producer_id"], "left_anti")
     if corrupt is not None:
         absent = absent.join(corrupt, ["log_key", "producer_id"], "left_anti")
@@ -100,8 +107,22 @@ def snapshot_producers(
             F.coalesce(F.col("last_offset") >= F.col("_known_last"), F.lit(True))
         )
     absent = join_log(
-        absent, logs, "log_start_offset", "remote_log_start", "compacted", "cleaned_to", "capture_time_ms"
+        absent,
+        logs,
+        "log_start_offset",
+        "log_end_offset",
+        "remote_log_start",
+        "compacted",
+        "cleaned_to",
+        "capture_time_ms",
+        "incarnation",
     )
+    past_end = (F.col("last_offset") >= 0) & (F.col("last_offset") >= F.col("log_end_offset"))
+    behind = F.lit(False)
+    if gone is not None:
+        held = held_elsewhere(absent.where(past_end), producers, logs, "last_offset")
+        absent = absent.join(held, ["log_key", "producer_id"], "left")
+        behind = past_end & F.coalesce(F.col("held_elsewhere"), F.lit(False))
     # An entry without a batch offset (-1): a marker that raised the producer's epoch cleared its cached
     # batches (`ProducerStateEntry.maybeUpdateProducerEpoch`: after every Transactions V2 commit or abort,
     # KIP-890, and a coordinator's fencing abort), so only its snapshot's offset bounds what it wrote.
@@ -147,16 +168,20 @@ def snapshot_producers(
         related_offset="snapshot_offset",
         explained_by=F.lit("retention"),
     )
-    lost_known = has_offset & (
-        (F.col("last_offset") >= F.col("log_start_offset"))
-        & ~(
-            compaction_may_have_removed(F.col("last_offset"))
-            # A producer with a transaction open never expires, and the cleaner stops at the first
-            # open transaction's offset (the last stable offset): its batches stay.
-            & (F.col("current_txn_first_offset") < 0)
-            & F.coalesce(
-                F.col("capture_time_ms") - F.col("timestamp") >= profile.producer_id_expiration_ms,
-                F.lit(False),
+    lost_known = (
+        has_offset
+        & ~behind
+        & (
+            (F.col("last_offset") >= F.col("log_start_offset"))
+            & ~(
+                compaction_may_have_removed(F.col("last_offset"))
+                # A producer with a transaction open never expires, and the cleaner stops at the first
+                # open transaction's offset (the last stable offset): its batches stay.
+                & (F.col("current_txn_first_offset") < 0)
+                & F.coalesce(
+                    F.col("capture_time_ms") - F.col("timestamp") >= profile.producer_id_expiration_ms,
+                    F.lit(False),
+                )
             )
         )
     )
@@ -172,6 +197,21 @@ def snapshot_producers(
         absent.where(lost_known | lost_unknown),
         "UNKNOWN_PRODUCER_LOSS",
         F.when(
+            past_end,
+            fmt(
+                "The producer snapshot at offset %s lists producer %s epoch %s with its last batch at offset "
+                "%s, but the log ends at offset %s, before that batch, and holds none of that producer's: "
+                "this replica lost its tail after the snapshot was written (a broker that crashed and has "
+                "not recovered, or a copy of the log taken before the snapshot), and no other replica's "
+                "log in these dumps holds the producer that far: its data is lost.",
+                "snapshot_offset",
+                "producer_id",
+                "producer_epoch",
+                "last_offset",
+                "log_end_offset",
+            ),
+        )
+        .when(
             has_offset,
             fmt(
                 "The producer snapshot at offset %s lists producer %s epoch %s with its last batch at offset "
@@ -183,7 +223,8 @@ def snapshot_producers(
                 "last_offset",
                 "log_start_offset",
             ),
-        ).otherwise(
+        )
+        .otherwise(
             fmt(
                 "The producer snapshot at offset %s lists producer %s epoch %s (without a batch offset: a "
                 "marker raised its epoch), but the log, complete from offset 0, holds no batch or marker of "
@@ -244,6 +285,17 @@ def gone_since_previous_dump(
     # Where the later log ends before L, the replica may be catching up (a follower, or a broker back
     # with an empty volume): another replica's log, dumped as late or later, that holds the producer to
     # L says nothing was lost.
+    held = held_elsewhere(gone, producers, logs, "retained_last_offset")
+    return gone.join(held, ["log_key", "producer_id"], "left").withColumn(
+        "held_elsewhere", F.coalesce(F.col("held_elsewhere"), F.lit(False))
+    )
+
+
+def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last: str) -> DataFrame:
+    """(log_key, producer_id, held_elsewhere) of the `rows` (a log's `log_key`, `replica`, partition and
+    `capture_time_ms` columns, `producer_id` and `last`, an offset) whose producer the log of another
+    replica of the partition and topic incarnation, in a dump captured as late or later, holds up to
+    `last` or further (`producers`: `history.producer_summary`)."""
     holders = producers.select(
         F.col("log_key").alias("_h_key"), "producer_id", F.col("retained_last_offset").alias("_h_last")
     ).join(
@@ -257,9 +309,14 @@ def gone_since_previous_dump(
         "_h_key",
         "inner",
     )
-    held = (
-        gone.select(
-            "log_key", "producer_id", "replica", *PARTITION_OF_LOG, "capture_time_ms", "retained_last_offset"
+    return (
+        rows.select(
+            "log_key",
+            "producer_id",
+            "replica",
+            *PARTITION_OF_LOG,
+            "capture_time_ms",
+            F.col(last).alias("_last"),
         )
         # The partition's columns are join keys too (null-safe): a producer id is only met again in its
         # own partition's logs.
@@ -274,13 +331,10 @@ def gone_since_previous_dump(
         .where(
             ~F.col("replica").eqNullSafe(F.col("_h_replica"))
             & (F.col("_h_time") >= F.col("capture_time_ms"))
-            & (F.col("_h_last") >= F.col("retained_last_offset"))
+            & (F.col("_h_last") >= F.col("_last"))
         )
         .select("log_key", "producer_id", F.lit(True).alias("held_elsewhere"))
         .distinct()
-    )
-    return gone.join(held, ["log_key", "producer_id"], "left").withColumn(
-        "held_elsewhere", F.coalesce(F.col("held_elsewhere"), F.lit(False))
     )
 
 
