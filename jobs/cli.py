@@ -160,5 +160,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise AssertionError(f"unhandled command {args.command}")
 
 
+def console_main() -> None:
+    """The `replay-audit` command (console script, and the Databricks wheel tasks' entry point): `main`,
+    whose non-zero status ends the process. A Databricks `python_wheel_task` calls its entry point as a
+    function and is not known to read a returned status: an invalid audit, or a usage error, returning
+    1 or 2 could leave the task green. Success returns, as a function should."""
+    status = main()
+    if status:
+        sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -1,8 +1,6 @@
 """spark-submit driver (spark-submit cannot run a console script): see conf/spark-submit.sh."""
 
-import sys
-
-from jobs.cli import main
+from jobs.cli import console_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

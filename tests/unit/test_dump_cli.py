@@ -342,3 +342,24 @@ def test_quorum_state_is_dumped_alone_and_with_its_partition() -> None:
     assert state["type"] == "quorum_state" and state["file"].endswith("quorum-state")
     assert state["state"] == json.loads((metadata / "quorum-state").read_text())
     assert state in dump(metadata)[1]
+
+
+def test_the_console_entry_point_exits_with_a_failing_status_and_returns_on_success(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Databricks' wheel tasks call the entry point as a function: a failing status must end the process
+    (an ignored return value would leave an invalid audit's task green)."""
+    import tomllib
+
+    from jobs.cli import console_main
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["replay-audit"] == "jobs.cli:console_main"
+    monkeypatch.setattr(sys, "argv", ["replay-audit", "dump", str(REPO / "no-such-dump")])
+    with pytest.raises(SystemExit) as exited:
+        console_main()
+    assert exited.value.code == 2
+    assert "no-such-dump" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["replay-audit", "dump", "--summary", str(FOO_0)])
+    assert console_main() is None
+    assert '"type":"summary"' in capsys.readouterr().out
