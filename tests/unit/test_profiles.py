@@ -95,3 +95,67 @@ def test_a_release_setting_must_be_a_boolean_and_the_delete_horizon_not_negative
     with pytest.raises(ProfileError, match="delete_retention_ms must be >= 0"):
         load_profile("kafka-1.0", config(tmp_path, "delete_retention_ms: -1\n"))
     assert load_profile("kafka-1.0").delete_retention_ms == 86_400_000
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Scalars where mappings or lists belong, and values of the wrong type: one line, exit 2.
+        ("app_sequence_extractor: header:x\n", r"app_sequence_extractor must be a mapping"),
+        ("app_sequence_extractor: {producer: 5, sequence: 'header:s'}\n", r"producer must be a string"),
+        (
+            "app_sequence_extractor: {producer: 'header:a', sequenc: 'header:s'}\n",
+            r"unknown key\(s\) sequenc",
+        ),
+        ("compacted_topics: my-compacted-topic\n", r"compacted_topics must be a list"),
+        ("duplicate_window_batches: '10'\n", r"duplicate_window_batches must be a whole number"),
+        ("producer_id_expiration_ms: true\n", r"producer_id_expiration_ms must be a whole number"),
+        ("profile: [kafka-2.5]\n", r"profile must be a built-in profile's name or a mapping"),
+        ("profile: kafka-9.9\n", r"unknown profile 'kafka-9\.9'"),
+        # Settings beside a `profile:` mapping were dropped unread.
+        ("profile: {broker_line: '2.5'}\nduplicate_window_batches: 1000\n", r"beside the `profile:` mapping"),
+        ("profile: {bogus_key: 1}\n", r"unknown setting\(s\) bogus_key"),
+    ],
+)
+def test_a_config_of_the_wrong_shape_is_a_usage_error_naming_the_file(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ProfileError, match=r"audit\.yaml: .*" + message):
+        load_profile(config=config(tmp_path, text))
+
+
+def test_a_config_that_is_not_utf8_is_a_usage_error_naming_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "audit.yaml"
+    path.write_bytes(b"duplicate_window_batches: 5\n# caf\xe9\n")
+    with pytest.raises(ProfileError, match=r"audit\.yaml: byte 33: not UTF-8"):
+        load_profile(config=str(path))
+
+
+def test_a_config_names_its_base_profile_and_adds_compacted_topics(tmp_path: Path) -> None:
+    profile = load_profile(config=config(tmp_path, "profile: kafka-2.5\ncompacted_topics: [orders]\n"))
+    assert (profile.name, profile.broker_line, profile.producer_id_expiration_ms) == (
+        "kafka-2.5",
+        "2.5",
+        604800000,
+    )
+    # The internal topics stay compacted beside the file's.
+    assert profile.compacted_topics == ("__consumer_offsets", "__transaction_state", "orders")
+    with pytest.raises(ProfileError, match=r"profile 'kafka-2\.5' and --profile kafka-1\.0 disagree"):
+        load_profile("kafka-1.0", config(tmp_path, "profile: kafka-2.5\n"))
+    # A nested mapping is read whole, the extractor beside it too.
+    nested = load_profile(
+        config=config(
+            tmp_path,
+            "profile: {duplicate_window_batches: 1000}\n"
+            "app_sequence_extractor: {producer: 'header:a', sequence: 'header:s'}\n",
+        )
+    )
+    assert nested.duplicate_window_batches == 1000
+    assert nested.app_sequence is not None and nested.app_sequence.producer == "header:a"
+
+
+def test_a_config_that_moves_the_broker_line_names_the_profile_after_it(tmp_path: Path) -> None:
+    """The reports and the findings' messages name the profile: not `kafka-3.4` for a 2.5 line."""
+    assert load_profile(config=config(tmp_path, "broker_line: '2.5'\n")).name == "kafka-2.5"
+    assert load_profile(config=config(tmp_path, "broker_line: 2.5\nname: mine\n")).name == "mine"
+    assert load_profile(config=config(tmp_path, "duplicate_window_batches: 9\n")).name == "kafka-3.4"
