@@ -1,14 +1,27 @@
 """`.index` entries checked against the batches of their `.log` (audit-contract §4 `INDEX_MISMATCH`).
 
-The broker appends an offset-index entry (a batch's last offset, its position) after more than
-`index.interval.bytes` of batches (`LogSegment.append`) and looks offsets up by them
-(`OffsetIndex.lookup`): a wrong entry sends a fetch, or a recovery, to the wrong bytes.
-`DumpLogSegments` checks each entry against the log too and prints `Mismatches in`.
+The broker appends an offset-index entry after more than `index.interval.bytes` were appended since
+the last one (`LogSegment.append`) and looks offsets up by them (`OffsetIndex.lookup`: the greatest
+entry offset at or below the target, then a scan forward from the entry's position): a wrong entry
+sends a fetch, or a recovery, to the wrong bytes. `DumpLogSegments` prints `Mismatches in` for the
+entries whose offset is not the last offset of the batch at their position.
 
-An entry is right when a batch starts at its position and holds its offset. The walk of the log
-that reads the batches anyway tells it (`IndexCheck.see`); where the walk met bytes it could not
-read as batches, the header at the entry's position alone does (`batch_holds_offset`): the batch
-may be corrupt, and that is reported as such, not the entry.
+Before KAFKA-806 (apache/kafka#18012, early 2025: Kafka 4.x) an append added at most one entry: the last
+offset of the whole appended chunk, at the position where the chunk starts. A leader appends one batch
+per produce request, but a follower appends a whole fetch response (`appendAsFollower`), the cleaner
+a whole cleaned buffer, `appendFromFile` a chunk of batches: on those, an entry such as (offset 9, the
+position of the batch holding 5-6, followed by 7-9) is normal, and lookups are right with it (spec
+§3.3, §6.2). So an entry is right when a batch starts at its position with a base offset at or below
+the entry's offset, and that batch or a later one starting before the next entry's position (for the
+last entry: before the end of the log) holds the offset; and when its offset and position are above
+the previous entry's (`OffsetIndex.append` refuses an offset not above the last; positions grow with
+the log).
+
+The walk of the log that reads the batches anyway tells it (`IndexCheck.see`); where the walk met
+bytes it could not read as batches, the header at the entry's position alone tells where the entry
+points (`read_v2_head`), and an offset not found before the next entry is not blamed on the entry
+when unreadable bytes lie in between: the batch holding it may be the corrupt one, and that is
+reported as such.
 """
 
 from __future__ import annotations
@@ -46,8 +59,11 @@ class IndexCheck:
     A split ingest gives each byte range of a segment its own check, so every entry is checked once and
     the rows do not depend on where the segment was cut: one INDEX_MISMATCH per wrong entry, at the
     entry's byte position in the index, and one for a file that ends mid-entry (from the range that
-    starts the `.log`). The entries are read in chunks and only the range's are kept: three integers
-    each, at most one per 61 bytes of the range for an index the broker wrote.
+    starts the `.log`). An entry's offset is looked for from its position up to the next entry's (or
+    `end`): the ranges of a split start at entries (`ingest.split_segment`), so the walk of the range
+    sees every batch an entry of it can need. The entries are read in chunks and only the range's are
+    kept: four integers and three flags each, at most one per 61 bytes of the range for an index the
+    broker wrote; a walk's batches are not kept.
     """
 
     _DTYPE = np.dtype(">i4")
@@ -60,10 +76,18 @@ class IndexCheck:
         self.start = start
         self.end = end
         self.partial: DecodeError | None = None
-        numbers, offsets, positions = self._read()
+        numbers, offsets, positions, backwards = self._read()
         order = np.argsort(positions, kind="stable")
         self.numbers, self.offsets, self.positions = numbers[order], offsets[order], positions[order]
-        self.ok = np.zeros(len(order), dtype=bool)
+        # The offset or position is not above the previous entry's (in index order).
+        self.backwards = backwards[order]
+        # A batch of the walk starts at the entry's position, and its base offset.
+        self.at_batch = np.zeros(len(order), dtype=bool)
+        self.at_base = np.zeros(len(order), dtype=np.int64)
+        # A batch of the walk from the entry's position up to the next entry's holds the entry's offset.
+        self.reached = np.zeros(len(order), dtype=bool)
+        # Where the last entry's offset is looked for up to: the range's end (the next entry's position).
+        self._last_end = np.iinfo(np.int64).max if end is None else end
         # Byte ranges the walk could not read as batches: an entry there is checked by its header.
         self.unreadable: list[tuple[int, int | None]] = []
 
@@ -75,11 +99,12 @@ class IndexCheck:
         except (OSError, NotAKafkaArtifact):
             return None
 
-    def _read(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        base = segment_base_offset(self.index_file)
+    def _read(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        base = self._base = segment_base_offset(self.index_file)
         size = os.stat(self.index_file).st_size
-        kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        kept: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         first = 0
+        previous: tuple[int, int] | None = None  # the last entry read: (offset, position)
         with open(self.index_file, "rb") as handle:
             while True:
                 data = handle.read(self._CHUNK_ENTRIES * OFFSET_INDEX_ENTRY_SIZE)
@@ -93,16 +118,18 @@ class IndexCheck:
                 # relative offset 0 (`index_files`, `DumpLogSegments.dumpIndex`).
                 tail = np.flatnonzero((relative == 0) & (numbers > 0))
                 stop = int(tail[0]) if len(tail) else len(entries)
+                relative, numbers = relative[:stop], numbers[:stop]
                 positions = entries[:stop, 1].astype(np.int64)
-                # The first range holds the positions before the file, the last those after it.
-                mine = positions >= self.start if self.start else np.ones(len(positions), dtype=bool)
-                if self.end is not None:
-                    mine &= positions < self.end
                 # A first entry of zeros is the preallocated tail of an index with no entry yet, not
                 # checked: the broker never indexes the batch at position 0 (`LogSegment.append` adds an
                 # entry only after more than `index.interval.bytes` since the last one).
-                mine &= (numbers[:stop] > 0) | (relative[:stop] != 0) | (positions != 0)
-                kept.append((numbers[:stop][mine], base + relative[:stop][mine], positions[mine]))
+                real = (numbers > 0) | (relative != 0) | (positions != 0)
+                backwards, previous = _backwards(base + relative, positions, real, previous)
+                # The first range holds the positions before the file, the last those after it.
+                mine = real & (positions >= self.start) if self.start else real.copy()
+                if self.end is not None:
+                    mine &= positions < self.end
+                kept.append((numbers[mine], base + relative[mine], positions[mine], backwards[mine]))
                 if stop < len(entries):
                     break
                 first += len(entries)
@@ -118,12 +145,13 @@ class IndexCheck:
             )
         if not kept:
             empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
-        numbers, offsets, positions = (np.concatenate(parts) for parts in zip(*kept, strict=True))
-        return numbers, offsets, positions
+            return empty, empty, empty, np.zeros(0, dtype=bool)
+        numbers, offsets, positions, backwards = (np.concatenate(parts) for parts in zip(*kept, strict=True))
+        return numbers, offsets, positions, backwards
 
     def see(self, run: BatchRun | list[Any]) -> None:
-        """Marks the entries at the batches of a run of the walk (in file order) that hold their offsets."""
+        """Notes, from a run of the walk (in file order), the entries at a batch's start and the entries
+        whose offset a batch from their position up to the next entry's holds."""
         if isinstance(run, BatchRun):
             if not run.n or not len(self.positions):
                 return
@@ -142,39 +170,129 @@ class IndexCheck:
             positions = np.array([h.position for h in headers], dtype=np.int64)
             bases = np.array([h.base_offset for h in headers], dtype=np.int64)
             lasts = np.array([h.last_offset for h in headers], dtype=np.int64)
+        self._see_starts(positions, bases)
+        self._see_offsets(positions, bases, lasts)
+
+    def _see_starts(self, positions: np.ndarray, bases: np.ndarray) -> None:
         lo = int(np.searchsorted(self.positions, positions[0], "left"))
         hi = int(np.searchsorted(self.positions, positions[-1], "right"))
         if lo == hi:
             return
         wanted = self.positions[lo:hi]
         at = np.minimum(np.searchsorted(positions, wanted), len(positions) - 1)
-        offsets = self.offsets[lo:hi]
-        self.ok[lo:hi] |= (positions[at] == wanted) & (bases[at] <= offsets) & (offsets <= lasts[at])
+        hit = positions[at] == wanted
+        self.at_batch[lo:hi] |= hit
+        self.at_base[lo:hi] = np.where(hit, bases[at], self.at_base[lo:hi])
+
+    def _see_offsets(self, positions: np.ndarray, bases: np.ndarray, lasts: np.ndarray) -> None:
+        n = len(self.positions)
+        # Each batch lies in the window of the entries at the greatest entry position at or below its
+        # own, when it starts before the next entry position (or the range's end).
+        entry = np.searchsorted(self.positions, positions, "right") - 1
+        batch = np.flatnonzero(entry >= 0)
+        entry = entry[batch]
+        following = entry + 1
+        ends = np.where(following < n, self.positions[np.minimum(following, n - 1)], self._last_end)
+        inside = positions[batch] < ends
+        batch, entry = batch[inside], entry[inside]
+        if not len(batch):
+            return
+        # Entries at one position (the later ones go backwards) share its window.
+        first = np.searchsorted(self.positions, self.positions[entry], "left")
+        counts = entry - first + 1
+        if counts.max() > 1:
+            batch = np.repeat(batch, counts)
+            entry = (
+                np.repeat(first, counts)
+                + np.arange(len(batch))
+                - np.repeat(np.cumsum(counts) - counts, counts)
+            )
+        offsets = self.offsets[entry]
+        held = (bases[batch] <= offsets) & (offsets <= lasts[batch])
+        self.reached[entry[held]] = True
 
     def errors(self) -> Iterator[DecodeError]:
-        """INDEX_MISMATCH for each entry no batch of the walk holds (checked by its header where the
-        walk met unreadable bytes), in entry order; then the partial entry's."""
-        bad = np.flatnonzero(~self.ok)
+        """INDEX_MISMATCH for each wrong entry (checked by its header where the walk met unreadable
+        bytes), in entry order; then the partial entry's."""
+        good = self.at_batch & (self.at_base <= self.offsets) & self.reached & ~self.backwards
+        bad = np.flatnonzero(~good)
         for i in bad[np.argsort(self.numbers[bad], kind="stable")]:
-            number, offset, position = int(self.numbers[i]), int(self.offsets[i]), int(self.positions[i])
-            if self._in_unreadable(position) and batch_holds_offset(self.log_file, position, offset):
+            problem = self._problem(int(i))
+            if problem is None:
                 continue
+            number, offset, position = int(self.numbers[i]), int(self.offsets[i]), int(self.positions[i])
             yield DecodeError(
                 self.index_file,
                 number * OFFSET_INDEX_ENTRY_SIZE,
                 CorruptionKind.INDEX_MISMATCH,
-                f"index entry (offset {offset}, position {position}) does not point at a batch holding "
-                f"offset {offset} in {self.log_file}",
+                f"index entry (offset {offset}, position {position}) {problem}",
                 OFFSET_INDEX_ENTRY_SIZE,
             )
         if self.partial is not None:
             yield self.partial
 
+    def _problem(self, i: int) -> str | None:
+        """What is wrong with the entry `i` the walk did not find right; None when nothing is."""
+        number, offset, position = int(self.numbers[i]), int(self.offsets[i]), int(self.positions[i])
+        base: int | None = None
+        if self.at_batch[i]:
+            base = int(self.at_base[i])
+        elif self._in_unreadable(position):
+            head = read_v2_head(self.log_file, position)
+            base = None if head is None else int(_HEAD.unpack_from(head)[0])
+        if base is None:
+            return f"does not point at the start of a batch in {self.log_file}"
+        if base > offset:
+            return f"points at a batch starting at offset {base}, above the entry's, in {self.log_file}"
+        following = int(np.searchsorted(self.positions, position, "right"))
+        end = int(self.positions[following]) if following < len(self.positions) else self._last_end
+        if not self.reached[i] and not self._unreadable_within(position, end):
+            up_to = f"position {end} of" if end < np.iinfo(np.int64).max else "the end of"
+            return (
+                f"is not reached: no batch from its position up to {up_to} {self.log_file} holds "
+                f"offset {offset}"
+            )
+        if self.backwards[i]:
+            before = self._entry(number - 1)
+            return (
+                f"does not follow the entry before it (offset {before[0]}, position {before[1]}) in "
+                f"{self.index_file}"
+            )
+        return None
+
+    def _entry(self, number: int) -> tuple[int, int]:
+        """The index's entry `number` (offset, position), read again from the file."""
+        with open(self.index_file, "rb") as handle:
+            handle.seek(number * OFFSET_INDEX_ENTRY_SIZE)
+            relative, position = struct.unpack(">ii", handle.read(OFFSET_INDEX_ENTRY_SIZE))
+        return self._base + relative, position
+
     def _in_unreadable(self, position: int) -> bool:
+        return self._unreadable_within(position, position + 1)
+
+    def _unreadable_within(self, start: int, end: int) -> bool:
+        """Bytes of `[start, end)` lie in a region the walk could not read as batches."""
         return any(
-            start <= position and (length is None or position < start + length)
-            for start, length in self.unreadable
+            begin < end and (length is None or start < begin + length) for begin, length in self.unreadable
         )
+
+
+def _backwards(
+    offsets: np.ndarray, positions: np.ndarray, real: np.ndarray, previous: tuple[int, int] | None
+) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """Which of the `real` entries (in index order) have an offset or a position not above the entry
+    before them (`previous`: the last one of the chunk before), and the last real entry."""
+    backwards = np.zeros(len(offsets), dtype=bool)
+    at = np.flatnonzero(real)
+    if not len(at):
+        return backwards, previous
+    o, p = offsets[at], positions[at]
+    back = np.zeros(len(at), dtype=bool)
+    back[1:] = (o[1:] <= o[:-1]) | (p[1:] <= p[:-1])
+    if previous is not None:
+        back[0] = o[0] <= previous[0] or p[0] <= previous[1]
+    backwards[at] = back
+    return backwards, (int(o[-1]), int(p[-1]))
 
 
 _HEAD = struct.Struct(">qiib")
@@ -182,11 +300,15 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
 def batch_holds_offset(path: str, position: int, offset: int) -> bool:
-    """A v2 batch header starts at `position` and its offsets include `offset`: the index entry is right.
+    """A v2 batch header starts at `position` and its offsets include `offset`: the batch at an index
+    entry used as a split point is the one the entry names.
 
-    The batch itself may be corrupt (its CRC or its length), which the walk reports; the entry is not to
-    blame. (A stale entry pointing inside a batch would have to land on bytes reading as a v2 header
-    with that very offset range.) Not enough to start a decode there: see `decode_tasks.resolve_start`."""
+    Stricter than an entry needs to be (`IndexCheck`): a follower's entry from before KAFKA-806 names the
+    last offset of a chunk of batches at the chunk's first batch, for which this is False (the range
+    then decodes from an earlier split point). The batch itself may be corrupt (its CRC or its length),
+    which the walk reports. (A stale entry pointing inside a batch would have to land on bytes reading
+    as a v2 header with that very offset range.) Not enough to start a decode there: see
+    `decode_tasks.resolve_start`."""
     head = read_v2_head(path, position)
     if head is None:
         return False
