@@ -313,8 +313,12 @@ def scan_batch(
 
     # The 2^31 unwrapping of RULES.md: +1 lap where the base sequence falls more than half the range
     # below the previous last sequence, -1 where it rises that far, +1 after a batch that wraps inside.
+    # A base of 0 is a lap only straight after 2147483647 (the broker's one wrap, `inSequence`): after
+    # anything else it is a producer starting its sequence again (a client that restarted at 0 after
+    # its broker forgot it), not 2^31 - last - 1 records lost.
     step = base - p["l"][0]
-    jump = np.where(same & (step < -HALF_RANGE), 1, np.where(same & (step > HALF_RANGE), -1, 0))
+    wraps = (step < -HALF_RANGE) & ((base != 0) | (p["l"][0] == SEQUENCE_MODULUS - 1))
+    jump = np.where(same & wraps, 1, np.where(same & (step > HALF_RANGE), -1, 0))
     spans = (last < base).astype(np.int64)
     n_run = _cumsum(in_stream.astype(np.int64), start, seg, state.n if carry else 0)
     s_run = _cumsum(np.where(in_stream, spans, 0), start, seg, state.spans if carry else 0)

@@ -64,18 +64,21 @@ def history_start(
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
     if filled is not None:
         rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
-    # The producer's earlier batches lay between the log's start and this batch, where there were
-    # offsets for its sequences 0 to base - 1.
-    compaction = compaction_may_have_removed(F.col("log_start_offset")) & compaction_room(
-        F.col("base_offset") - F.col("log_start_offset"), F.col("base_sequence").cast("long")
-    )
-    explained = rows.where((F.col("log_start_offset") > 0) | compaction)
-    because = F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("compaction"))
+    # The epoch's sequences 0 to base - 1 took an offset each, below this batch: below the log start
+    # (retention took them) or, where the cleaner may have passed, anywhere below the batch. Where
+    # fewer offsets than that were taken, at least the rest never reached the log or were lost.
+    needed = F.col("base_sequence").cast("long")
+    cleaned = compaction_may_have_removed(F.col("log_start_offset"))
+    retained = F.col("log_start_offset") >= needed
+    compaction = ~retained & cleaned & compaction_room(F.col("base_offset"), needed)
+    room = F.when(cleaned, F.col("base_offset")).otherwise(F.greatest(F.col("log_start_offset"), F.lit(0)))
+    explained = rows.where(retained | compaction)
+    because = F.when(retained, F.lit("retention")).otherwise(F.lit("compaction"))
     truncated = to_findings(
         explained,
         "HISTORY_TRUNCATED_BY_RETENTION",
         F.when(
-            F.col("log_start_offset") > 0,
+            retained,
             fmt(
                 "Producer %s epoch %s starts at sequence %s at offset %s because its earlier batches lie "
                 "below the log start offset %s (%s); nothing is lost.",
@@ -101,7 +104,7 @@ def history_start(
         explained_by=because,
         **BATCH_FIELDS,
     )
-    unexplained, note = rows.where((F.col("log_start_offset") <= 0) & ~compaction), F.lit("")
+    unexplained, note = rows.where(~retained & ~compaction), F.lit("")
     if unreadable is not None:
         unexplained, note = unreadable_before(
             unexplained, unreadable, start_after(), "before it", "those records"
@@ -110,19 +113,43 @@ def history_start(
         unexplained,
         "HISTORY_START_MISSING",
         F.concat(
-            fmt(
-                "Producer %s epoch %s first appears at offset %s with sequence %s, but the log is complete "
-                "from offset 0: %s record(s) of that epoch before it are missing.",
-                "producer_id",
-                "producer_epoch",
-                "base_offset",
-                "base_sequence",
-                "base_sequence",
+            F.when(
+                (F.col("log_start_offset") <= 0) & ~cleaned,
+                fmt(
+                    "Producer %s epoch %s first appears at offset %s with sequence %s, but the log is "
+                    "complete from offset 0: %s record(s) of that epoch before it are missing.",
+                    "producer_id",
+                    "producer_epoch",
+                    "base_offset",
+                    "base_sequence",
+                    "base_sequence",
+                ),
+            ).otherwise(
+                fmt(
+                    "Producer %s epoch %s first appears at offset %s with sequence %s, but its %s earlier "
+                    "record(s) of that epoch each took an offset below it, and only %s offset(s) there can "
+                    "have been removed (%s): at least %s of them are missing.",
+                    "producer_id",
+                    "producer_epoch",
+                    "base_offset",
+                    "base_sequence",
+                    "base_sequence",
+                    room,
+                    F.when(
+                        cleaned,
+                        F.concat(F.lit("by retention or the cleaner: "), compaction_evidence()),
+                    ).otherwise(
+                        F.concat(
+                            fmt("below the log start offset %s: ", "log_start_offset"), below_start_cause()
+                        )
+                    ),
+                    needed - room,
+                )
             ),
             note,
         ),
         expected_sequence=F.lit(0),
-        missing_records=F.col("base_sequence").cast("long"),
+        missing_records=needed - room,
         **BATCH_FIELDS,
     )
     return truncated.unionByName(missing)

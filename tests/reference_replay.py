@@ -94,11 +94,12 @@ def unwrap_after(base_sequence: int, previous_last_unwrapped: int) -> int:
 
     A counter that wraps is read the way a person reads a clock: the copy of `base_sequence` (plus a
     multiple of 2^31) nearest the previous value, so 2147483647 -> 0 is a step forward and
-    5 -> 2147483640 a step back. A tie at exactly half the range stays on the same turn.
+    5 -> 2147483640 a step back. A tie at exactly half the range stays on the same turn. A base of 0
+    is a turn only straight after 2147483647: after anything else the producer started again at 0.
     """
     turns, previous_last = divmod(previous_last_unwrapped, SEQUENCE_MODULUS)
     step = base_sequence - previous_last
-    if step < -_HALF_RANGE:
+    if step < -_HALF_RANGE and (base_sequence != 0 or previous_last == SEQUENCE_MODULUS - 1):
         turns += 1
     elif step > _HALF_RANGE:
         turns -= 1
@@ -220,10 +221,12 @@ class _Replay:
         if history_starts_here:
             if base_sequence == 0:
                 return
-            if self.log_start_offset > 0:
+            # Sequences 0..base-1 took an offset each below the batch: below the log start (retention),
+            # or anywhere below it where the cleaner may have passed (it keeps offsets).
+            room = batch["base_offset"] if self.compacted else max(self.log_start_offset, 0)
+            if self.log_start_offset >= base_sequence:
                 kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "retention"
-            elif self.compacted and batch["base_offset"] - self.log_start_offset >= base_sequence:
-                # The cleaner keeps offsets: sequences 0..base-1 needed as many offsets before the batch.
+            elif self.compacted and batch["base_offset"] >= base_sequence:
                 kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "compaction"
             else:
                 kind, because = "HISTORY_START_MISSING", None
@@ -231,8 +234,8 @@ class _Replay:
                 kind,
                 batch,
                 expected_sequence=0,
-                # Sequences 0..base-1 of this epoch are absent from a log that is complete from offset 0.
-                missing_records=None if because else base_sequence,
+                # At least the sequences that no offset below the batch can have held are missing.
+                missing_records=None if because else base_sequence - room,
                 explained_by=because,
                 message=f"first retained batch starts at sequence {base_sequence}",
             )

@@ -262,19 +262,51 @@ def test_unwrap_reads_the_counter_nearest_the_previous_value() -> None:
     assert unwrap_after(6, 5) == 6
 
 
+# A log whose start lies past 2^31 offsets: room below it for a producer's first 2^31 - 1 sequences.
+LATE = 1 << 32
+
+
 def test_wrap_from_max_to_zero_is_in_sequence() -> None:
-    log = LogBuilder(start_offset=1000)
+    log = LogBuilder(start_offset=LATE)
     in_sequence(log, 1, 1, 2, 1, first=MAX_SEQUENCE - 1)  # ..., 2147483647, 0-1, 2
-    assert kinds(replay(log, log_start_offset=1000)) == ["HISTORY_TRUNCATED_BY_RETENTION"]
+    assert kinds(replay(log, log_start_offset=LATE)) == ["HISTORY_TRUNCATED_BY_RETENTION"]
 
 
 def test_batch_spanning_wrap() -> None:
     """`testProducerSequenceWithWrapAroundBatchRecord`: one batch from MaxInt-10 to 9, then 10."""
-    log = LogBuilder(start_offset=1000)
+    log = LogBuilder(start_offset=LATE)
     spanning = log.data(PID, 0, MAX_SEQUENCE - 10, 21)
     log.data(PID, 0, 10, 1)
     assert spanning["last_sequence"] == 9
-    assert kinds(replay(log, log_start_offset=1000)) == ["HISTORY_TRUNCATED_BY_RETENTION"]
+    assert kinds(replay(log, log_start_offset=LATE)) == ["HISTORY_TRUNCATED_BY_RETENTION"]
+
+
+def test_a_first_sequence_the_offsets_below_cannot_have_held_is_missing() -> None:
+    """Sequences 0..999 took an offset each below the first batch: with the log starting at 10, at
+    least 990 of them were never in the log (retention cannot explain them)."""
+    log = LogBuilder(start_offset=10)
+    log.data(PID, 0, 1000, 5)
+    f = only(replay(log, log_start_offset=10), "HISTORY_START_MISSING")
+    assert evidence(f, "expected_sequence", "missing_records") == (0, 990)
+    roomy = LogBuilder(start_offset=1000)
+    roomy.data(PID, 0, 1000, 5)
+    assert kinds(replay(roomy, log_start_offset=1000)) == ["HISTORY_TRUNCATED_BY_RETENTION"]
+    # On a compacted log the cleaner may have taken the offsets above the start too.
+    assert kinds(replay(roomy, log_start_offset=10, compacted=True)) == ["HISTORY_TRUNCATED_BY_RETENTION"]
+
+
+def test_a_restart_at_zero_far_from_the_wrap_is_a_regression_not_a_gap() -> None:
+    """A base of 0 wraps only straight after 2147483647; after 1,499,999,999 the producer started again
+    (a client restarting at 0 once its broker forgot it), not 647,483,648 records lost."""
+    log = LogBuilder(start_offset=LATE)
+    log.data(PID, 0, 1_499_999_990, 10)
+    log.data(PID, 0, 0, 5)
+    log.data(PID, 0, 5, 5)
+    found = kinds(replay(log, log_start_offset=LATE))
+    assert "SEQUENCE_GAP" not in found and "SEQUENCE_REGRESSION" in found, found
+    assert unwrap_after(0, 1_499_999_999) == 0
+    assert unwrap_after(0, MAX_SEQUENCE) == SEQUENCE_MODULUS
+    assert unwrap_after(3, 1_499_999_999) == SEQUENCE_MODULUS + 3
 
 
 def test_invalid_wrap_to_one_is_gap_or_regression() -> None:
