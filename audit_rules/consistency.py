@@ -204,7 +204,7 @@ def _index_entry_runs(rows: DataFrame) -> DataFrame:
         F.col("_entries") > 1,
         F.concat(
             F.col("_entries").cast("string"),
-            F.lit(" consecutive index entries do not point at batches holding their offsets; the first: "),
+            F.lit(" consecutive index entries do not lead to batches holding their offsets; the first: "),
             F.col("_first.message"),
         ),
     ).otherwise(F.col("_first.message"))

@@ -158,8 +158,9 @@ def iter_file_items(path: Path, *, records: bool, kind: str | None = None) -> It
 
 
 def _index_mismatches(index: Path) -> Iterator[DecodeError]:
-    """The entries of an `.index` that do not point at a batch holding their offset in the `.log` beside
-    it (`DumpLogSegments` prints them as `Mismatches in`); nothing without that `.log`."""
+    """The entries of an `.index` that do not lead to their offset in the `.log` beside it (`IndexCheck`:
+    a batch at or below the offset starts at the entry's position, and the offset is held before the
+    next entry's; `DumpLogSegments` prints them as `Mismatches in`); nothing without that `.log`."""
     from kafka_log_decoder.index_check import IndexCheck
     from kafka_log_decoder.segment import iter_segment_runs
 

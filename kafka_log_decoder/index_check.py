@@ -47,7 +47,6 @@ from kafka_log_decoder.segment import BatchRun
 __all__ = ["IndexCheck", "batch_holds_offset", "read_v2_head"]
 
 _HEAD = struct.Struct(">qiib")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 _UNREADABLE_REGIONS = frozenset({CorruptionKind.UNREADABLE_BATCH, CorruptionKind.TRUNCATED_TAIL})
 
 
@@ -295,25 +294,17 @@ def _backwards(
     return backwards, (int(o[-1]), int(p[-1]))
 
 
-_HEAD = struct.Struct(">qiib")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-
-
 def batch_holds_offset(path: str, position: int, offset: int) -> bool:
-    """A v2 batch header starts at `position` and its offsets include `offset`: the batch at an index
-    entry used as a split point is the one the entry names.
-
-    Stricter than an entry needs to be (`IndexCheck`): a follower's entry from before KAFKA-806 names the
-    last offset of a chunk of batches at the chunk's first batch, for which this is False (the range
-    then decodes from an earlier split point). The batch itself may be corrupt (its CRC or its length),
-    which the walk reports. (A stale entry pointing inside a batch would have to land on bytes reading
-    as a v2 header with that very offset range.) Not enough to start a decode there: see
-    `decode_tasks.resolve_start`."""
+    """A v2 batch header starts at `position` with a base offset at or below `offset`: the batch an
+    index entry used as a split point leads to, as `IndexCheck` accepts an entry (before KAFKA-806 a
+    follower's or the cleaner's entry names the last offset of a chunk of batches at the chunk's first
+    batch: nearly every entry of a follower's segment). The batch itself may be corrupt (its CRC or its
+    length), which the walk reports. Not enough to start a decode there: see
+    `decode_tasks.resolve_start`, which also needs a whole, CRC-valid batch there."""
     head = read_v2_head(path, position)
     if head is None:
         return False
-    base_offset = _HEAD.unpack_from(head)[0]
-    return base_offset <= offset <= base_offset + _LAST_OFFSET_DELTA.unpack_from(head, 23)[0]
+    return _HEAD.unpack_from(head)[0] <= offset
 
 
 def read_v2_head(path: str, position: int) -> bytes | None:

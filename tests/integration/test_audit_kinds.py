@@ -389,7 +389,7 @@ def test_offsets_that_go_back_are_overlaps_inside_a_walk_at_a_split_and_across_f
 
 def test_wrong_index_entries_are_one_finding_per_run_of_entries(spark: Any, tmp_path: Path) -> None:
     """A real broker's segment whose `.index` (as the broker writes it) has one entry pointing 5 bytes
-    into its batch and three consecutive entries naming offsets past their batches': one INDEX_MISMATCH
+    into its batch and three consecutive entries naming offsets below their batches': one INDEX_MISMATCH
     for the entry and one for the three, at their byte positions in the index; nothing else."""
     source = REAL_FIXTURES / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
     part = tmp_path / "dump" / "meta-0"
@@ -400,7 +400,7 @@ def test_wrong_index_entries_are_one_finding_per_run_of_entries(spark: Any, tmp_
     edited = list(entries)
     edited[100] = (entries[100][0], entries[100][1] + 5)
     for i in (400, 401, 402):
-        edited[i] = (entries[i][0] + 2, entries[i][1])
+        edited[i] = (entries[i][0] - 1, entries[i][1])
     index = log.with_suffix(".index")
     index.write_bytes(b"".join(struct.pack(">ii", *e) for e in edited))
     found = audited(spark, {"d": tmp_path / "dump"}, tmp_path / "out")
@@ -410,8 +410,8 @@ def test_wrong_index_entries_are_one_finding_per_run_of_entries(spark: Any, tmp_
     one, three = sorted(mismatches, key=lambda m: "consecutive" in m)
     assert one.startswith(f"{index} at byte 800 (8 bytes): index entry (offset {entries[100][0]}, "), one
     assert three.startswith(
-        f"{index} at byte 3200 (24 bytes): 3 consecutive index entries do not point at batches holding "
-        f"their offsets; the first: index entry (offset {entries[400][0] + 2}, position {entries[400][1]})"
+        f"{index} at byte 3200 (24 bytes): 3 consecutive index entries do not lead to batches holding "
+        f"their offsets; the first: index entry (offset {entries[400][0] - 1}, position {entries[400][1]})"
     ), three
 
 

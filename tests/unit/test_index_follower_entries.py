@@ -294,3 +294,21 @@ def test_an_entry_repeating_the_one_before_is_a_mismatch(
     entries.insert(25, entries[24])
     write_index(log, entries)
     assert [number for number, _ in flagged(log)] == [25]
+
+
+def test_a_split_at_a_followers_chunk_entry_starts_there(tmp_path: Path) -> None:
+    """Each range of a follower's segment, cut at chunk entries, decodes from its own boundary: with the
+    split check as strict as the old IndexCheck, most fell back to the split point before and decoded
+    the range before them twice."""
+    batches = build_batches(900)
+    entries = index_of(chunked(batches, most=6), 0, 500)
+    log = write(tmp_path, batches, entries)
+    whole = dt.WorkUnit(
+        dt.LOG, "d", None, "t", 0, str(log), log.stat().st_size, index_file=str(log.with_suffix(".index"))
+    )
+    units = split_segment(whole, 8 << 10)
+    cut = [u for u in units if u.boundary is not None]
+    assert len(cut) > 5
+    chunks = set(chunk_entries(batches, entries))
+    assert any(entries.index((u.boundary.offset, u.boundary.position)) in chunks for u in cut)
+    assert [dt.resolve_start(u) for u in cut] == [u.start for u in cut]
