@@ -180,6 +180,9 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
 
     plan = IngestPlan()
     seen: set[tuple[str, str | None, str]] = set()
+    # The partition directory each log (dump, replica, topic, partition) is read from: two directories
+    # under one key would be merged into one log, every batch of one a copy of the other's.
+    owners: dict[tuple[str, str | None, str, int], tuple[str, str]] = {}
     for given in options.inputs:
         path = _usable_path(given.path)
         try:
@@ -195,6 +198,7 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
                 if key in seen:
                     continue
                 seen.add(key)
+                _claim(owners, row, given.path)
                 plan.pairs.add((item_dump_id, replica))
                 plan.inventory.append(row)
                 if unit is not None:
@@ -209,6 +213,26 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
         plan.inventory.append(_inventory_row(dump_id, None, None, None, info, "acks", None, None))
         plan.units.append(dt.WorkUnit(dt.ACKS_LEDGER, dump_id, None, None, None, path, info.size))
     return plan
+
+
+def _claim(
+    owners: dict[tuple[str, str | None, str, int], tuple[str, str]], row: dict[str, Any], given: str
+) -> None:
+    """Record the partition directory of `row`'s log; a UsageError where another directory already
+    holds that log (the same dump id, replica, topic and partition: two inputs of one name, a default
+    dump id being the directory's name)."""
+    if row["topic"] is None or row["partition"] is None:
+        return
+    key = (row["dump_id"], row["replica"], row["topic"], row["partition"])
+    folder = os.path.dirname(row["file"])
+    owner = owners.setdefault(key, (folder, given))
+    if owner[0] != folder:
+        who = f"replica {key[1]} of " if key[1] is not None else ""
+        raise UsageError(
+            f"{owner[1]} and {given}: both hold {who}{key[2]}-{key[3]} of dump {key[0]!r} ({owner[0]}, "
+            f"{folder}), which would be read as one log: label the inputs (--input LABEL=PATH) to tell "
+            "the dumps apart"
+        )
 
 
 def _usable_path(raw: str, *, directory_ok: bool = True) -> str:

@@ -33,3 +33,28 @@ def test_a_fifo_in_a_partition_directory_is_listed_as_left_out_and_never_opened(
     assert "not a regular file" in row["excluded_reason"]
     assert str(fifo) not in {unit.file for unit in planned[0].units}
     assert any(r["file"].endswith("00000000000000000000.log") and r["is_live"] for r in planned[0].inventory)
+
+
+def test_two_directories_of_one_log_are_a_usage_error_until_labelled(tmp_path: Path) -> None:
+    """Two inputs of one name (the default dump id is the directory's name) would be read as one log:
+    every batch a duplicate of the other's, and the rules across dumps never run."""
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    first, second = tmp_path / "t1" / "foo-0", tmp_path / "t2" / "foo-0"
+    shutil.copytree(FOO_0, first)
+    shutil.copytree(FOO_0, second)
+    with pytest.raises(UsageError, match=r"both hold foo-0 of dump 'foo-0'.*label the inputs"):
+        plan_ingest(IngestOptions([LabeledPath(None, str(first)), LabeledPath(None, str(second))], "unused"))
+    with pytest.raises(UsageError, match=r"both hold foo-0 of dump 'd'"):
+        plan_ingest(IngestOptions([LabeledPath("d", str(first)), LabeledPath("d", str(second))], "unused"))
+    labelled = plan_ingest(
+        IngestOptions([LabeledPath("t1", str(first)), LabeledPath("t2", str(second))], "unused")
+    )
+    assert {r["dump_id"] for r in labelled.inventory} == {"t1", "t2"}
+    # The same directory twice is one log, read once.
+    again = plan_ingest(
+        IngestOptions([LabeledPath(None, str(first)), LabeledPath(None, str(first))], "unused")
+    )
+    assert len(again.inventory) == len(labelled.inventory) // 2
