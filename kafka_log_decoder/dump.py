@@ -341,7 +341,9 @@ class FileSummary:
         if isinstance(item, BatchHeader):
             self.batches += 1
             self.bytes += item.size_bytes
-            if not records_mode:
+            # With --records, the records decoded; a control batch's (markers) are never emitted as
+            # `record` items, so its header counts them in both modes.
+            if not records_mode or item.is_control:
                 self.records += item.count
             if not item.crc_valid:
                 self.crc_failures += 1

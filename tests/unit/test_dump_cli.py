@@ -363,3 +363,18 @@ def test_the_console_entry_point_exits_with_a_failing_status_and_returns_on_succ
     monkeypatch.setattr(sys, "argv", ["replay-audit", "dump", "--summary", str(FOO_0)])
     assert console_main() is None
     assert '"type":"summary"' in capsys.readouterr().out
+
+
+def test_summary_counts_markers_as_records_in_both_modes() -> None:
+    """Control records are never `record` items: with --records the summary still counts them, so one
+    clean file has one record count whichever way it is read."""
+    partition = REPO / "samples" / "broker-4.3.1" / "transactional-0"
+    _, headers = dump(partition, summary=True)
+    _, decoded = dump(partition, records=True, summary=True)
+    counts = [s["records"] for s in headers if s["file"].endswith(".log")]
+    assert counts and max(counts) > 0
+    assert [s["records"] for s in decoded if s["file"].endswith(".log")] == counts
+    _, items = dump(partition, records=True)
+    markers = sum(i["count"] for i in items if i["type"] == "batch" and i["is_control"])
+    assert markers > 0
+    assert sum(1 for i in items if i["type"] == "record") + markers == sum(counts)
