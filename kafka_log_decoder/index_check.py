@@ -279,17 +279,20 @@ class IndexCheck:
 def _backwards(
     offsets: np.ndarray, positions: np.ndarray, real: np.ndarray, previous: tuple[int, int] | None
 ) -> tuple[np.ndarray, tuple[int, int] | None]:
-    """Which of the `real` entries (in index order) have an offset or a position not above the entry
-    before them (`previous`: the last one of the chunk before), and the last real entry."""
+    """Which of the `real` entries (in index order) have a position not above the entry before them
+    (`previous`: the last one of the chunk before), and the last real entry. An offset not above the
+    one before is left to the other checks: an index that follows a log whose own offsets go back
+    (OFFSET_OVERLAP) points at the right batches, and a wrong offset is not reached or not at its
+    batch."""
     backwards = np.zeros(len(offsets), dtype=bool)
     at = np.flatnonzero(real)
     if not len(at):
         return backwards, previous
     o, p = offsets[at], positions[at]
     back = np.zeros(len(at), dtype=bool)
-    back[1:] = (o[1:] <= o[:-1]) | (p[1:] <= p[:-1])
+    back[1:] = p[1:] <= p[:-1]
     if previous is not None:
-        back[0] = o[0] <= previous[0] or p[0] <= previous[1]
+        back[0] = p[0] <= previous[1]
     backwards[at] = back
     return backwards, (int(o[-1]), int(p[-1]))
 
