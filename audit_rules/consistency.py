@@ -507,7 +507,16 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
     `(last_offset, crc)`. Where a batch's CRC failed on either side its bytes rotted (`CRC_MISMATCH`):
     only its partition leader epoch, which the CRC does not cover and a rewrite by another leader
     changes, is compared. A pair that differs is one finding, in the later log of the two (by its
-    dump's capture time, then dump id and replica), naming the earlier one."""
+    dump's capture time, then dump id and replica), naming the earlier one.
+
+    Where either high watermark is unknown (a partition directory given alone has no
+    `replication-offset-checkpoint`), a log's end is no evidence of what was committed: a leader that
+    crashed before its followers fetched its last batches, once a clean election moved on, holds a
+    tail the new leader replaced, and nothing acknowledged was lost (KIP-101). There a position counts
+    where both logs hold the same batch again at a higher offset (a follower that fetched that batch
+    had truncated to its leader's log below it: they differ below it only if a log was rewritten), or
+    where both hold a batch of the same partition leader epoch with other contents (one leader wrote
+    both, and no election explains it)."""
     # Each replica's cleaner compacts on its own schedule: compacted logs differ without loss.
     replica = F.coalesce("replica", F.lit(""))
     eligible = logs.where(~F.col("compacted") & F.col("cleaned_to").isNull()).select(
@@ -517,13 +526,14 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
         "replica",
         F.col("log_start_offset").alias("_start"),
         F.least(F.coalesce("high_watermark", "log_end_offset"), F.col("log_end_offset")).alias("_bound"),
+        F.col("high_watermark").isNotNull().alias("_hw"),
         F.col("dump_time_ms").alias("_time"),
     )
     eligible = eligible.withColumn(
         "_order",
         F.row_number().over(Window.partitionBy(*PARTITION_OF_LOG).orderBy("_time", "dump_id", replica)),
     )
-    fields = ("log_key", "dump_id", "replica", "_start", "_bound", "_time", "_order")
+    fields = ("log_key", "dump_id", "replica", "_start", "_bound", "_hw", "_time", "_order")
     other = eligible.select(*PARTITION_OF_LOG, *[F.col(c).alias(f"ref{c}") for c in fields])
     candidates = eligible.join(other, list(PARTITION_OF_LOG), "inner").where(
         F.col("reflog_key") != F.col("log_key")
@@ -566,6 +576,7 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
             F.col("b.replica").alias("ref_replica"),
             F.greatest("a._start", "b._start").alias("lo"),
             F.least("a._bound", "b._bound").alias("hi"),
+            (F.col("a._hw") & F.col("b._hw")).alias("watermarks"),
         )
         .where(F.col("lo") < F.col("hi"))
         .distinct()
@@ -575,13 +586,21 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
         "_pair",
         "lo",
         "hi",
+        "watermarks",
         F.explode(
             F.array(
                 F.struct(F.col("log_key").alias("member"), F.lit(True).alias("mine")),
                 F.struct(F.col("ref_key").alias("member"), F.lit(False).alias("mine")),
             )
         ).alias("_side"),
-    ).select("_pair", "lo", "hi", F.col("_side.member").alias("log_key"), F.col("_side.mine").alias("mine"))
+    ).select(
+        "_pair",
+        "lo",
+        "hi",
+        "watermarks",
+        F.col("_side.member").alias("log_key"),
+        F.col("_side.mine").alias("mine"),
+    )
     placed = (
         with_log_key(batches)
         .join(F.broadcast(sides), "log_key", "inner")
@@ -606,7 +625,9 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
             ).alias(f"{name}_last"),
         ]
 
-    at_offset = placed.groupBy("_pair", "base_offset").agg(*side(True), *side(False))
+    at_offset = placed.groupBy("_pair", "base_offset").agg(
+        F.first("watermarks").alias("watermarks"), *side(True), *side(False)
+    )
     rotted = F.col("x_rotted") | F.col("y_rotted")
     differs = F.when(
         F.col("x_held") & F.col("y_held") & rotted, F.col("x_epoch") != F.col("y_epoch")
@@ -615,31 +636,57 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
         | ~F.col("x_min").eqNullSafe(F.col("y_min"))
         | ~F.col("x_max").eqNullSafe(F.col("y_max"))
     )
+    # Without both watermarks, what lies below a batch both logs hold alike, or what one leader epoch
+    # wrote twice. (The offsets' shuffle is one, read by both aggregations.)
+    one_leader = F.col("x_held") & F.col("y_held") & F.col("x_epoch").eqNullSafe(F.col("y_epoch"))
+    agreed = (
+        at_offset.where(F.col("x_held") & F.col("y_held") & ~differs)
+        .groupBy("_pair")
+        .agg(F.max("base_offset").alias("_agreed_to"))
+    )
+    below_agreed = F.coalesce(F.col("base_offset") < F.col("_agreed_to"), F.lit(False))
     agg = (
         at_offset.where(differs)
+        .join(F.broadcast(agreed), "_pair", "left")
+        .where(F.col("watermarks") | below_agreed | one_leader)
         .groupBy("_pair")
         .agg(
             F.min("base_offset").alias("first"),
             F.max(F.greatest("x_last", "y_last")).alias("last"),
             F.count(F.lit(1)).alias("n"),
+            F.max("_agreed_to").alias("agreed_to"),
         )
     )
     rows = agg.join(F.broadcast(pairs), "_pair", "inner")
     return to_findings(
         rows,
         "REPLICA_DIVERGENCE",
-        fmt(
-            "%s batch position(s) between offsets %s and %s differ between dump %s replica %s and dump %s "
-            "replica %s, "
-            "below both high watermarks (or log ends): acknowledged data was rewritten (e.g. an unclean "
-            "leader election).",
-            "n",
-            "first",
-            "last",
-            "dump_id",
-            "replica",
-            "ref_dump_id",
-            "ref_replica",
+        F.concat(
+            fmt(
+                "%s batch position(s) between offsets %s and %s differ between dump %s replica %s and dump "
+                "%s replica %s, ",
+                "n",
+                "first",
+                "last",
+                "dump_id",
+                "replica",
+                "ref_dump_id",
+                "ref_replica",
+            ),
+            F.when(
+                F.col("watermarks"),
+                F.lit(
+                    "below both high watermarks (or log ends): acknowledged data was rewritten (e.g. an "
+                    "unclean leader election)."
+                ),
+            ).otherwise(
+                fmt(
+                    "below offset %s, where both again hold the same batch, or written in one partition "
+                    "leader epoch on both sides (the high watermarks are not both known: a tail one log "
+                    "lost to a clean election does not count): acknowledged data was rewritten.",
+                    "agreed_to",
+                )
+            ),
         ),
         first_offset="first",
         last_offset="last",
