@@ -635,7 +635,12 @@ def acked_records(
 
     With `producers` (`history.producer_summary`) and `profile`, a producer the ledger names of which
     the log holds no batch is also judged as a whole (`_acked_producers`), unless `judged_elsewhere`
-    (log_key, producer_id: the snapshot and earlier-dump rules' producers) holds it."""
+    (log_key, producer_id: the snapshot and earlier-dump rules' producers) holds it.
+
+    An ack without an offset (a negative one: the -1 of a Java `acks=0` callback or of a success the
+    broker gave no offset for, librdkafka's -1001) names no record to look for: it is not judged (it
+    is no record below the log start either)."""
+    acks = acks.where(F.col("offset") >= 0)
     newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
     )

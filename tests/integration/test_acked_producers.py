@@ -125,3 +125,23 @@ def test_a_record_the_ledger_logged_twice_counts_once(spark: SparkSession) -> No
     ], [f["message"] for f in found]
     (missing,) = [f for f in found if f["kind"] == "ACKED_RECORD_MISSING"]
     assert missing["message"].startswith("2 acknowledged record(s) at offsets 20-21"), missing["message"]
+
+
+def test_an_ack_without_an_offset_is_not_judged(spark: SparkSession) -> None:
+    """A Java `acks=0` callback's offset -1 and librdkafka's -1001 name no record: they are no records
+    below the log start (retention), and producer 6, named by them alone, is not judged either."""
+    from pyspark.sql import functions as F
+
+    log = LogBuilder(start_offset=10)
+    log.data(8, 0, 0, 2)
+    rows = [
+        {**_ack(offset, 6, position), "timestamp": log.clock} for position, offset in enumerate((-1, -1001))
+    ]
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
+    bronze = replace(
+        bronze,
+        acks=spark.createDataFrame(rows, ACKS.schema),
+        files=bronze.files.withColumn("mtime_ms", F.lit(log.clock + 1_000)),
+    )
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    assert [(f["kind"], f["message"]) for f in found] == []
