@@ -326,6 +326,10 @@ def _findings_and_reports(
         if gx:
             gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
             gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))
+        else:
+            # An earlier run's validations must not stand beside this run's verdict (a URI's reports
+            # are replaced whole by `publish`).
+            shutil.rmtree(os.path.join(report_dir, "gx"), ignore_errors=True)
         return status, valid, counts, publish()
     finally:
         # After a failure, what still runs ends before the rows it reads are freed (the first error is

@@ -81,8 +81,11 @@ def test_rerunning_the_audit_gives_the_same_rows_and_report(sample_run: tuple[Pa
 
 def test_fail_on_info_turns_the_epoch_bumps_into_exit_1(sample_run: tuple[Path, int]) -> None:
     out, _ = sample_run
+    assert (out / "report" / "gx" / "summary.json").is_file()  # the fixture's run validated
     assert main(["audit", "--output", str(out), "--fail-on", "info", "--no-gx"]) == 1
     assert json.loads((out / "report" / "findings.json").read_text())["valid"] is False
+    # No earlier run's validations beside this run's verdict.
+    assert not (out / "report" / "gx").exists()
     # Without --fail-on the same tables exit 0: the fixture's run (test_the_clean_sample_exits_0_...).
 
 
