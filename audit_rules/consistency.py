@@ -379,10 +379,12 @@ def snapshot_mismatch(
     )
     # Only the logs that have snapshots are replayed (their keys are few: broadcast).
     with_snapshots = logs.join(with_log_key(snapshots).select("log_key").distinct(), "log_key", "left_semi")
-    ok = history.where(F.col("ok")).join(
-        F.broadcast(with_snapshots.select("log_key")), "log_key", "left_semi"
-    )
-    ev_batch = ok.select(
+    # Every batch and marker the log holds was applied to the broker's state, a zombie's lower epoch
+    # too (EPOCH_REGRESSION: a leader that had forgotten the producer, or a follower, which appends
+    # what its leader wrote): the state takes the epoch of the last one (`maybeUpdateProducerEpoch`
+    # sets any other epoch), not the highest.
+    applied = history.join(F.broadcast(with_snapshots.select("log_key")), "log_key", "left_semi")
+    ev_batch = applied.select(
         "log_key",
         "producer_id",
         F.col("last_offset").alias("at"),
@@ -404,7 +406,7 @@ def snapshot_mismatch(
     )
     replayed = (
         events.withColumn("last_data", F.last("data", ignorenulls=True).over(w))
-        .withColumn("epoch_seen", F.max("epoch").over(w))
+        .withColumn("epoch_seen", F.last("epoch", ignorenulls=True).over(w))
         # Events are in offset order: the latest batch or marker so far ends at the highest offset.
         .withColumn("last_row", F.max(F.when(F.col("_order") == 1, F.col("at"))).over(w))
         .where(F.col("snap").isNotNull() & F.col("epoch_seen").isNotNull())
