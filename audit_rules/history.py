@@ -60,6 +60,11 @@ HISTORY_BATCH_COLUMNS = (
 )
 
 
+# The replay's order of a log's batches: per producer, by offset, ties by position and file.
+_REPLAY_ORDER = ("log_id", "producer_id", "base_offset", "position", "file_id")
+_TIES = ("position", "file_id")
+
+
 def replayed(
     batches: DataFrame, copy_lookback: int = replay.COPY_LOOKBACK, markers_refresh: bool = True
 ) -> DataFrame:
@@ -81,7 +86,10 @@ def replayed(
     the epoch began.
     """
     b = with_log_id(producer_batches(batches), *HISTORY_BATCH_COLUMNS)
-    b = b.repartition("log_id", "producer_id").sortWithinPartitions("log_id", "producer_id", "base_offset")
+    # Batches of one producer at one offset (an OFFSET_OVERLAP) in a fixed order, whatever the shuffle
+    # brought first: the same input gives the same transitions and finding ids (contract §3). (The
+    # further keys are compared only where the offsets tie.)
+    b = b.repartition("log_id", "producer_id").sortWithinPartitions(*_REPLAY_ORDER)
     # The scan reads its input columns in the sort's order and returns its own: a scalar Arrow UDF sends
     # only those through Python (nondeterministic: it carries state from row to row, so Spark must
     # evaluate it once per row, where it stands).
@@ -226,7 +234,7 @@ def copies(history: DataFrame, ranges: DataFrame) -> DataFrame:
     `copy_of_index` name the nearest earlier batch of the range, as the scan names it (`replay._copies`)
     for the copies it found."""
     rows = history.where(F.col("in_stream")).join(ranges, list(COPY_KEY), "left_semi")
-    same_range = Window.partitionBy(*COPY_KEY).orderBy("base_offset")
+    same_range = Window.partitionBy(*COPY_KEY).orderBy("base_offset", *_TIES)
     rows = rows.withColumns(
         {
             "copy_index": F.row_number().over(same_range),
@@ -262,7 +270,7 @@ def numbered(events: DataFrame) -> DataFrame:
     (the range's first batch, `copy_index` 1) is the least such offset and stream index."""
     is_copy = F.col("copy_of_offset").isNotNull()
     ranged = Window.partitionBy(*[F.col(c) for c in COPY_KEY], is_copy)
-    index = F.row_number().over(ranged.orderBy("base_offset")) + 1
+    index = F.row_number().over(ranged.orderBy("base_offset", *_TIES)) + 1
     return events.withColumns(
         {
             "copy_index": F.when(is_copy, index).otherwise(1),
@@ -525,7 +533,7 @@ def coverage_holes(events: DataFrame, fills: DataFrame | None = None) -> DataFra
     first base). Those runs and the late batches' own ranges, a handful per irregular stream, give the
     holes: no window over the whole stream.
     """
-    stream = Window.partitionBy(*STREAM_KEY).orderBy("base_offset")
+    stream = Window.partitionBy(*STREAM_KEY).orderBy("base_offset", *_TIES)
     jumps = events.where(F.col("jump"))
     from_jumps = jumps.select(
         *STREAM_KEY,
