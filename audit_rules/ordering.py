@@ -39,10 +39,23 @@ def app_sequences(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
     return r.where(F.col("app_producer").isNotNull() & F.col("app_sequence").isNotNull())
 
 
-def app_sequence_rules(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
+def app_sequence_rules(
+    records: DataFrame, spec: AppSequenceSpec, rotted: DataFrame | None = None
+) -> DataFrame:
     """DUPLICATE_APP_SEQUENCE, APP_SEQUENCE_REGRESSION and APP_SEQUENCE_GAP per (log, app producer) in offset
     order; for a counter that numbers a producer's records across a topic's partitions
-    (`app_sequence_scopes`), duplicates across partitions and holes over the whole topic as well."""
+    (`app_sequence_scopes`), duplicates across partitions and holes over the whole topic as well.
+
+    The records of a batch whose CRC failed (`rotted`: its `dump_id`, `replica`, `file` and
+    `batch_position`) take no part, as such a batch takes none in the replay: rotted bytes could read
+    as any app sequence (a duplicate or a regression that is the corruption's). Their values are then
+    absent: a hole (a warning) beside the batch's CRC_MISMATCH, which cannot be told from loss."""
+    if rotted is not None:
+        keys = ("dump_id", "replica", "file", "batch_position")
+        bad = rotted.select(*[F.col(k).alias(f"_r_{k}") for k in keys])
+        records = records.join(
+            F.broadcast(bad), [F.col(k).eqNullSafe(F.col(f"_r_{k}")) for k in keys], "left_anti"
+        )
     r = app_sequences(records, spec)
     order = Window.partitionBy("log_key", "app_producer").orderBy("offset")
     same = Window.partitionBy("log_key", "app_producer", "app_sequence").orderBy("offset")

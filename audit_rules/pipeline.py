@@ -430,7 +430,14 @@ def audit(
     if bronze.records is not None:
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
         if profile.app_sequence is not None:
-            frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence))
+            rotted = (
+                bronze.quarantine.where(F.col("kind") == "CRC_MISMATCH").select(
+                    "dump_id", "replica", "file", F.col("position").alias("batch_position")
+                )
+                if "CRC_MISMATCH" in kinds
+                else None
+            )
+            frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence, rotted))
     frames.append(duplicates.duplicate_batches(checked, profile, history if any_copies() else None))
     findings = union_findings(frames)
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
