@@ -495,7 +495,29 @@ def snapshot_mismatch(
     )
 
 
-def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
+def unreadable_spans(unreadable: DataFrame, batches: DataFrame) -> DataFrame:
+    """(`log_key`, `_from`, `_to`) of each region of `unreadable` (`unreadable_regions`): the offsets what
+    it held may have had, from its `region_first_offset` up to the base offset of the next readable
+    batch of its file (`_to` null: the file holds none after it). Only the batches of files with such a
+    region are read (few: broadcast)."""
+    keys = ("dump_id", "replica", "file")
+    regions = with_log_key(unreadable).select(
+        "log_key", *keys, "position", F.col("region_first_offset").alias("_from")
+    )
+    files = regions.select(*[F.col(k).alias(f"_f_{k}") for k in keys]).distinct()
+    same_file = [F.col(k).eqNullSafe(F.col(f"_f_{k}")) for k in keys]
+    later = batches.join(F.broadcast(files), same_file, "left_semi").select(
+        *[F.col(k).alias(f"_f_{k}") for k in keys], F.col("position").alias("_f_position"), "base_offset"
+    )
+    return (
+        regions.join(later, [*same_file, F.col("_f_position") > F.col("position")], "left")
+        .groupBy("log_key", *keys, "position", "_from")
+        .agg(F.min("base_offset").alias("_to"))
+        .select("log_key", "_from", "_to")
+    )
+
+
+def replica_divergence(batches: DataFrame, logs: DataFrame, unreadable: DataFrame | None = None) -> DataFrame:
     """REPLICA_DIVERGENCE (contract §4): two replicas of a partition, or two dumps of one replica taken
     at different times, of one topic incarnation (`logs.log_bounds`: a topic deleted and created again
     is another topic), hold different batches at the same offset, at or above both log starts and
@@ -508,7 +530,10 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
     batch starting at an offset where the other has one differs from it; so do batches with another
     `(last_offset, crc)`. Where a batch's CRC failed on either side its bytes rotted (`CRC_MISMATCH`):
     only its partition leader epoch, which the CRC does not cover and a rewrite by another leader
-    changes, is compared. A pair that differs is one finding, in the later log of the two (by its
+    changes, is compared. Where no header could be read on one side (`unreadable`:
+    `unreadable_regions`), the offsets the unreadable bytes may have held are that log's corruption
+    (UNREADABLE_BATCH, TRUNCATED_TAIL), not a rewrite: a batch only the other side holds there does
+    not count. A pair that differs is one finding, in the later log of the two (by its
     dump's capture time, then dump id and replica), naming the earlier one.
 
     Where either high watermark is unknown (a partition directory given alone has no
@@ -647,9 +672,24 @@ def replica_divergence(batches: DataFrame, logs: DataFrame) -> DataFrame:
         .agg(F.max("base_offset").alias("_agreed_to"))
     )
     below_agreed = F.coalesce(F.col("base_offset") < F.col("_agreed_to"), F.lit(False))
+    differing = at_offset.where(differs)
+    if unreadable is not None:
+        spans = unreadable_spans(unreadable, batches).withColumnRenamed("log_key", "_blind_key")
+        keys = pairs.select("_pair", F.col("log_key").alias("_x_key"), F.col("ref_key").alias("_y_key"))
+        missing = F.when(~F.col("x_held"), F.col("_x_key")).when(~F.col("y_held"), F.col("_y_key"))
+        differing = (
+            differing.join(F.broadcast(keys), "_pair", "inner")
+            .join(
+                F.broadcast(spans),
+                (missing == F.col("_blind_key"))
+                & (F.col("base_offset") >= F.col("_from"))
+                & (F.col("_to").isNull() | (F.col("base_offset") < F.col("_to"))),
+                "left_anti",
+            )
+            .drop("_x_key", "_y_key")
+        )
     agg = (
-        at_offset.where(differs)
-        .join(F.broadcast(agreed), "_pair", "left")
+        differing.join(F.broadcast(agreed), "_pair", "left")
         .where(F.col("watermarks") | below_agreed | one_leader)
         .groupBy("_pair")
         .agg(

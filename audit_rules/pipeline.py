@@ -391,7 +391,7 @@ def audit(
         # Several logs of one partition: replicas, or dumps taken at different times.
         frames += [
             retention.producers_across_dumps(gone, profile, entries),
-            consistency.replica_divergence(bronze.batches, logs),
+            consistency.replica_divergence(bronze.batches, logs, unreadable),
         ]
     # Tiered storage (KIP-405): the remote segments the dump's `__remote_log_metadata` lists.
     remote = None

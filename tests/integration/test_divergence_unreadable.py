@@ -1,0 +1,37 @@
+"""A batch one replica holds where the other's bytes cannot be read (no header: a corrupt length or
+magic, quarantined as UNREADABLE_BATCH) is that replica's corruption, not a rewrite: no
+REPLICA_DIVERGENCE there. A batch the other replica holds with other contents still is one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from audit_rules.pipeline import audit
+from jobs.audit import read_bronze
+from jobs.ingest import IngestOptions, LabeledPath, run_ingest
+from jobs.profiles import load_profile
+from tests.integration.test_audit_kinds import batches_of
+from tests.integration.test_replica_divergence import broker_dir, encoded, values
+
+pytestmark = pytest.mark.integration
+
+
+def test_unreadable_bytes_on_one_replica_are_corruption_not_a_rewrite(spark: Any, tmp_path: Path) -> None:
+    sent = encoded(batches_of(7, 0, values(10, b"v"), start_offset=0, start_seq=0))
+    broken = list(sent)
+    broken[5] = broken[5][:16] + b"\x09" + broken[5][17:]  # an unknown magic: no header is read
+    other = encoded(batches_of(8, 0, values(1, b"w"), start_offset=8, start_seq=0))
+    rewritten = [*sent[:8], *other, sent[9]]
+    dump = tmp_path / "dump"
+    broker_dir(dump, 1, {"unreadable-0": (broken, 10), "rewritten-0": (sent, 10)})
+    broker_dir(dump, 2, {"unreadable-0": (sent, 10), "rewritten-0": (rewritten, 10)})
+    out = tmp_path / "out"
+    run_ingest(spark, IngestOptions([LabeledPath("d", str(dump))], str(out)))
+    found = audit(read_bronze(spark, str(out)), load_profile()).findings.collect()
+    verdicts = sorted({(f["topic"], f["kind"]) for f in found if f["severity"] != "info"})
+    assert ("unreadable", "UNREADABLE_BATCH") in verdicts, verdicts
+    assert ("unreadable", "REPLICA_DIVERGENCE") not in verdicts, verdicts
+    assert ("rewritten", "REPLICA_DIVERGENCE") in verdicts, verdicts
