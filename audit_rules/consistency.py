@@ -393,15 +393,20 @@ def snapshot_mismatch(
             ~F.col("is_control"), F.struct("base_offset", "last_offset", "last_sequence", "producer_epoch")
         ).alias("data"),
         F.col("producer_epoch").cast("int").alias("epoch"),
+        "position",
+        "file_id",
     )
     events = (
         ev_snap.withColumn("data", F.lit(None).cast(ev_batch.schema["data"].dataType))
         .withColumn("epoch", F.lit(None).cast("int"))
+        .withColumn("position", F.lit(None).cast(ev_batch.schema["position"].dataType))
+        .withColumn("file_id", F.lit(None).cast(ev_batch.schema["file_id"].dataType))
         .unionByName(ev_batch.withColumn("snap", F.lit(None).cast(ev_snap.schema["snap"].dataType)))
     )
+    # Batches ending at one offset (an overlap) in a fixed order: the last one's epoch is the state's.
     w = (
         Window.partitionBy("log_key", "producer_id")
-        .orderBy("at", "_order")
+        .orderBy("at", "_order", "position", "file_id")
         .rowsBetween(Window.unboundedPreceding, 0)
     )
     replayed = (
@@ -438,7 +443,13 @@ def snapshot_mismatch(
     # log then holds an earlier batch below the snapshot, or none.
     replayed_last = F.coalesce(last_offset, F.lit(-1))
     removed = F.coalesce(s.compacted, F.lit(False)) | F.coalesce(s.cleaned_to > replayed_last, F.lit(False))
-    compacted_away = removed & (s.producer_epoch >= F.col("epoch_seen")) & (s.last_offset > replayed_last)
+    # (The cleaner never passes the log end: an entry at or past it names a batch the log lost.)
+    compacted_away = (
+        removed
+        & (s.producer_epoch >= F.col("epoch_seen"))
+        & (s.last_offset > replayed_last)
+        & (s.last_offset < s.log_end_offset)
+    )
     rows = replayed.where(differs & ~compacted_away).select(
         "producer_id",
         "snap.*",
@@ -498,22 +509,34 @@ def snapshot_mismatch(
 def unreadable_spans(unreadable: DataFrame, batches: DataFrame) -> DataFrame:
     """(`log_key`, `_from`, `_to`) of each region of `unreadable` (`unreadable_regions`): the offsets what
     it held may have had, from its `region_first_offset` up to the base offset of the next readable
-    batch of its file (`_to` null: the file holds none after it). Only the batches of files with such a
-    region are read (few: broadcast)."""
-    keys = ("dump_id", "replica", "file")
+    batch of its log (later in its file, or in a later segment file: names sort as their base offsets;
+    `_to` null: none follows). Only the batches of logs with such a region are read, against the
+    regions (few: broadcast)."""
     regions = with_log_key(unreadable).select(
-        "log_key", *keys, "position", F.col("region_first_offset").alias("_from")
+        F.col("log_key").alias("_r_key"),
+        F.col("file").alias("_r_file"),
+        F.col("position").alias("_r_position"),
+        F.col("region_first_offset").alias("_from"),
     )
-    files = regions.select(*[F.col(k).alias(f"_f_{k}") for k in keys]).distinct()
-    same_file = [F.col(k).eqNullSafe(F.col(f"_f_{k}")) for k in keys]
-    later = batches.join(F.broadcast(files), same_file, "left_semi").select(
-        *[F.col(k).alias(f"_f_{k}") for k in keys], F.col("position").alias("_f_position"), "base_offset"
-    )
-    return (
-        regions.join(later, [*same_file, F.col("_f_position") > F.col("position")], "left")
-        .groupBy("log_key", *keys, "position", "_from")
+    damaged = regions.select(F.col("_r_key").alias("log_key")).distinct()
+    later = (
+        with_log_key(batches)
+        .join(F.broadcast(damaged), "log_key", "left_semi")
+        .select("log_key", "file", "position", "base_offset")
+        .join(
+            F.broadcast(regions),
+            (F.col("log_key") == F.col("_r_key"))
+            & (
+                (F.col("file") > F.col("_r_file"))
+                | ((F.col("file") == F.col("_r_file")) & (F.col("position") > F.col("_r_position")))
+            ),
+            "inner",
+        )
+        .groupBy("_r_key", "_r_file", "_r_position")
         .agg(F.min("base_offset").alias("_to"))
-        .select("log_key", "_from", "_to")
+    )
+    return regions.join(later, ["_r_key", "_r_file", "_r_position"], "left").select(
+        F.col("_r_key").alias("log_key"), "_from", "_to"
     )
 
 
@@ -665,7 +688,10 @@ def replica_divergence(batches: DataFrame, logs: DataFrame, unreadable: DataFram
     )
     # Without both watermarks, what lies below a batch both logs hold alike, or what one leader epoch
     # wrote twice. (The offsets' shuffle is one, read by both aggregations.)
-    one_leader = F.col("x_held") & F.col("y_held") & F.col("x_epoch").eqNullSafe(F.col("y_epoch"))
+    # (A batch of magic 0 or 1, or dump-log text without it, has no leader epoch: -1 on both sides.)
+    one_leader = (
+        F.col("x_held") & F.col("y_held") & (F.col("x_epoch") >= 0) & (F.col("x_epoch") == F.col("y_epoch"))
+    )
     agreed = (
         at_offset.where(F.col("x_held") & F.col("y_held") & ~differs)
         .groupBy("_pair")
@@ -696,7 +722,6 @@ def replica_divergence(batches: DataFrame, logs: DataFrame, unreadable: DataFram
             F.min("base_offset").alias("first"),
             F.max(F.greatest("x_last", "y_last")).alias("last"),
             F.count(F.lit(1)).alias("n"),
-            F.max("_agreed_to").alias("agreed_to"),
         )
     )
     rows = agg.join(F.broadcast(pairs), "_pair", "inner")
@@ -722,11 +747,10 @@ def replica_divergence(batches: DataFrame, logs: DataFrame, unreadable: DataFram
                     "unclean leader election)."
                 ),
             ).otherwise(
-                fmt(
-                    "below offset %s, where both again hold the same batch, or written in one partition "
-                    "leader epoch on both sides (the high watermarks are not both known: a tail one log "
-                    "lost to a clean election does not count): acknowledged data was rewritten.",
-                    "agreed_to",
+                F.lit(
+                    "each below a batch both logs hold alike again, or written in one partition leader epoch "
+                    "on both sides (the high watermarks are not both known: a tail one log lost to a clean "
+                    "election does not count): acknowledged data was rewritten."
                 )
             ),
         ),

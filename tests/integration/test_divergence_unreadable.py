@@ -35,3 +35,22 @@ def test_unreadable_bytes_on_one_replica_are_corruption_not_a_rewrite(spark: Any
     assert ("unreadable", "UNREADABLE_BATCH") in verdicts, verdicts
     assert ("unreadable", "REPLICA_DIVERGENCE") not in verdicts, verdicts
     assert ("rewritten", "REPLICA_DIVERGENCE") in verdicts, verdicts
+
+
+def test_unreadable_bytes_at_a_segments_end_do_not_hide_a_later_segments_hole(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Replica 1's first segment ends in bytes no header reads from (offsets 5 on, until its next
+    segment at 6); its log then lacks offset 8 that replica 2 holds: that hole is a divergence."""
+    sent = encoded(batches_of(7, 0, values(10, b"v"), start_offset=0, start_seq=0))
+    dump = tmp_path / "dump"
+    broker_dir(dump, 1, {"tail-0": ([*sent[:5], b"\xff" * 64], 10)})
+    broker_dir(dump, 2, {"tail-0": (sent, 10)})
+    part = dump / "broker1" / "tail-0"
+    (part / "00000000000000000006.log").write_bytes(b"".join(sent[6:8]))
+    (part / "00000000000000000009.log").write_bytes(sent[9])
+    out = tmp_path / "out"
+    run_ingest(spark, IngestOptions([LabeledPath("d", str(dump))], str(out)))
+    found = audit(read_bronze(spark, str(out)), load_profile()).findings.collect()
+    divergent = [(f["first_offset"], f["last_offset"]) for f in found if f["kind"] == "REPLICA_DIVERGENCE"]
+    assert divergent == [(8, 8)], sorted((f["kind"], f["first_offset"]) for f in found)

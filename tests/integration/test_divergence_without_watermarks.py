@@ -60,11 +60,14 @@ def test_without_watermarks_only_a_rewrite_below_agreement_or_within_one_leader_
         # Offsets 5-9 differ within leader epoch 3 on both sides: one leader wrote two logs.
         _replica("one-leader", "1", [(6, 3)] * 5),
         _replica("one-leader", "2", [(7, 3)] * 5),
+        # Old-format batches carry no leader epoch (-1 on both sides): a tail, not one leader's rewrite.
+        _replica("legacy", "1", [(6, -1)] * 5),
+        _replica("legacy", "2", [(7, -1)] * 5),
     ]
     found = _divergences(spark, logs)
     assert sorted(found) == ["hole", "one-leader"], found
     ((first, last, message),) = found["hole"]
     assert (first, last) == (2, 2)
-    assert "below offset 7, where both again hold the same batch" in message, message
+    assert "each below a batch both logs hold alike again" in message, message
     ((first, last, _),) = found["one-leader"]
     assert (first, last) == (5, 9)
