@@ -174,7 +174,9 @@ def snapshot_producers(
         & (
             (F.col("last_offset") >= F.col("log_start_offset"))
             & ~(
-                compaction_may_have_removed(F.col("last_offset"))
+                # The cleaner never passes the log end: past it, the log lost the batch.
+                ~past_end
+                & compaction_may_have_removed(F.col("last_offset"))
                 # A producer with a transaction open never expires, and the cleaner stops at the first
                 # open transaction's offset (the last stable offset): its batches stay.
                 & (F.col("current_txn_first_offset") < 0)

@@ -95,3 +95,23 @@ def test_a_single_replica_whose_snapshot_outruns_its_log_lost_the_tail(spark: Sp
     messages = {f["kind"]: f["message"] for f in found}
     assert "the log ends at offset 7, before that batch" in messages["SNAPSHOT_MISMATCH"]
     assert "the log ends at offset 7, before that batch" in messages["UNKNOWN_PRODUCER_LOSS"]
+
+
+def test_an_entry_past_the_log_end_is_not_excused_by_compaction(spark: SparkSession) -> None:
+    """The cleaner never passes the log end: on a compacted topic an entry past it, of a producer idle
+    longer than the expiration, is still a batch the log lost."""
+    from audit_rules.pipeline import Bronze as B
+
+    log = _log("1", (5,), "compacted")
+    entry = {**_entry(log, 8, 9, 0), "timestamp": log.clock - 3 * 86_400_000}
+    from pyspark.sql import functions as F
+
+    bronze = B.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
+    bronze = replace(
+        bronze,
+        producer_snapshots=spark.createDataFrame([entry], PRODUCER_SNAPSHOTS.schema),
+        files=bronze.files.withColumn("mtime_ms", F.lit(log.clock + 1_000)),  # captured just after
+    )
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("compacted",))
+    found = [f for f in audit(bronze, profile).findings.collect() if f["severity"] != "info"]
+    assert _verdicts(found) == {("compacted", "1", "UNKNOWN_PRODUCER_LOSS", 8, 9)}, found
