@@ -67,11 +67,13 @@ def history_start(
     # The epoch's sequences 0 to base - 1 took an offset each, below this batch: below the log start
     # (retention took them) or, where the cleaner may have passed, anywhere below the batch. Where
     # fewer offsets than that were taken, at least the rest never reached the log or were lost.
+    # (A batch below the log start, DeleteRecords having moved it inside a segment, bounds them too.)
     needed = F.col("base_sequence").cast("long")
     cleaned = compaction_may_have_removed(F.col("log_start_offset"))
-    retained = F.col("log_start_offset") >= needed
+    below = F.greatest(F.least(F.col("log_start_offset"), F.col("base_offset")), F.lit(0))
+    retained = below >= needed
     compaction = ~retained & cleaned & compaction_room(F.col("base_offset"), needed)
-    room = F.when(cleaned, F.col("base_offset")).otherwise(F.greatest(F.col("log_start_offset"), F.lit(0)))
+    room = F.when(cleaned, F.col("base_offset")).otherwise(below)
     explained = rows.where(retained | compaction)
     because = F.when(retained, F.lit("retention")).otherwise(F.lit("compaction"))
     truncated = to_findings(

@@ -223,8 +223,9 @@ class _Replay:
                 return
             # Sequences 0..base-1 took an offset each below the batch: below the log start (retention),
             # or anywhere below it where the cleaner may have passed (it keeps offsets).
-            room = batch["base_offset"] if self.compacted else max(self.log_start_offset, 0)
-            if self.log_start_offset >= base_sequence:
+            below = max(min(self.log_start_offset, batch["base_offset"]), 0)
+            room = batch["base_offset"] if self.compacted else below
+            if below >= base_sequence:
                 kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "retention"
             elif self.compacted and batch["base_offset"] >= base_sequence:
                 kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "compaction"

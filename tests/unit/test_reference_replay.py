@@ -776,3 +776,12 @@ def test_a_0_11_producer_whose_marker_lies_past_the_log_start_was_not_evicted() 
         log.data(PID, 0, 0, 1, transactional=True)
         message = only(replay(log, profile=KAFKA_0_11, log_start_offset=3), "DUPLICATE_BATCH")["message"]
         assert verdict in message, message
+
+
+def test_a_first_batch_below_the_log_start_bounds_the_room_itself() -> None:
+    """DeleteRecords moved the log start to 1000 inside a segment starting at 990: the batch at 990
+    with sequence 995 had only 990 offsets below it, so at least 5 records are missing."""
+    log = LogBuilder(start_offset=990)
+    log.data(PID, 0, 995, 20)
+    f = only(replay(log, log_start_offset=1000), "HISTORY_START_MISSING")
+    assert evidence(f, "missing_records") == (5,)
