@@ -46,7 +46,7 @@ def load_profile(
 
     The file holds the settings at its top level, or under `profile:` as a mapping; `profile: NAME`
     names the built-in profile it overlays (as `--profile` does; the two must agree). Where the file
-    moves the broker line and does not set `name`, the profile is named after its line. Its
+    moves the broker line and does not set `name`, the name says so (`kafka-3.4, broker line 2.5`). Its
     `compacted_topics` add to the base profile's (Kafka's internal topics are compacted whatever the
     file says)."""
     data: dict[str, Any] = {}
@@ -74,10 +74,13 @@ def load_profile(
         base_topics = list(data.get("compacted_topics") or [])
         data.update(overlay)
         topics = overlay.get("compacted_topics")
+        if topics is None and "compacted_topics" in overlay:
+            topics = []  # an empty setting adds none
         if isinstance(topics, list):
             data["compacted_topics"] = [*base_topics, *(t for t in topics if t not in base_topics)]
         if "name" not in overlay and "broker_line" in overlay and str(overlay["broker_line"]) != str(before):
-            data["name"] = f"kafka-{overlay['broker_line']}"
+            # Not a built-in profile's name: its other settings are the base's.
+            data["name"] = f"{data.get('name', base)}, broker line {overlay['broker_line']}"
         extractor = data.pop("app_sequence_extractor", None)
         if extractor is not None and not isinstance(extractor, dict):
             raise ProfileError(

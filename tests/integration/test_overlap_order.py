@@ -1,6 +1,6 @@
-"""Two batches of one producer at one offset (OFFSET_OVERLAP) are replayed in file order, whatever
-order the rows reach the replay in: the same input gives the same transitions and findings (contract
-§3: same input, same finding ids)."""
+"""Two batches of one producer at one offset (OFFSET_OVERLAP) are replayed in one fixed order (by
+position, then file id), whatever order the rows reach the replay in: the same input gives the same
+transitions and findings (contract §3: same input, same finding ids)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _findings(spark: SparkSession, rows: list[dict[str, Any]]) -> list[tuple[Any
     return sorted((f["finding_id"], f["kind"], f["first_offset"], f["related_offset"]) for f in found)
 
 
-def test_batches_at_one_offset_are_replayed_in_file_order(spark: SparkSession) -> None:
+def test_batches_at_one_offset_are_replayed_in_one_order(spark: SparkSession) -> None:
     # Producer 5: sequences 0-1 at offsets 0-1; at offset 2 the file holds sequence 2, then (an
     # overlap) sequence 7 at the same offset: in file order, a batch in sequence, then a gap.
     log = LogBuilder()

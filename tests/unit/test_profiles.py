@@ -138,8 +138,10 @@ def test_a_config_names_its_base_profile_and_adds_compacted_topics(tmp_path: Pat
         "2.5",
         604800000,
     )
-    # The internal topics stay compacted beside the file's.
+    # The internal topics stay compacted beside the file's, and beside none.
     assert profile.compacted_topics == ("__consumer_offsets", "__transaction_state", "orders")
+    empty = load_profile(config=config(tmp_path, "compacted_topics:\n"))
+    assert "__consumer_offsets" in empty.compacted_topics
     with pytest.raises(ProfileError, match=r"profile 'kafka-2\.5' and --profile kafka-1\.0 disagree"):
         load_profile("kafka-1.0", config(tmp_path, "profile: kafka-2.5\n"))
     # A nested mapping is read whole, the extractor beside it too.
@@ -156,6 +158,6 @@ def test_a_config_names_its_base_profile_and_adds_compacted_topics(tmp_path: Pat
 
 def test_a_config_that_moves_the_broker_line_names_the_profile_after_it(tmp_path: Path) -> None:
     """The reports and the findings' messages name the profile: not `kafka-3.4` for a 2.5 line."""
-    assert load_profile(config=config(tmp_path, "broker_line: '2.5'\n")).name == "kafka-2.5"
+    assert load_profile(config=config(tmp_path, "broker_line: '2.5'\n")).name == "kafka-3.4, broker line 2.5"
     assert load_profile(config=config(tmp_path, "broker_line: 2.5\nname: mine\n")).name == "mine"
     assert load_profile(config=config(tmp_path, "duplicate_window_batches: 9\n")).name == "kafka-3.4"
