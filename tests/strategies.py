@@ -134,6 +134,34 @@ class LogBuilder:
             is_control=False,
         )
 
+    def snapshot_entry(
+        self,
+        snapshot_offset: int,
+        producer_id: int,
+        producer_epoch: int,
+        last_sequence: int,
+        last_offset: int,
+        *,
+        timestamp: int | None = None,
+        current_txn_first_offset: int = -1,
+    ) -> dict[str, Any]:
+        """A `producer_snapshots` row of this log's snapshot at `snapshot_offset` (beside its `.log`)."""
+        folder = str(self._log["file"]).rsplit("/", 1)[0]
+        return {
+            **{k: self._log[k] for k in ("dump_id", "replica", "topic", "partition")},
+            "file": f"{folder}/{snapshot_offset:020d}.snapshot",
+            "position": 10,
+            "snapshot_offset": snapshot_offset,
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "last_sequence": last_sequence,
+            "last_offset": last_offset,
+            "offset_delta": 0,
+            "timestamp": self.clock if timestamp is None else timestamp,
+            "coordinator_epoch": 0,
+            "current_txn_first_offset": current_txn_first_offset,
+        }
+
     def _append(
         self,
         *,

@@ -104,21 +104,13 @@ def test_an_ack_the_ledger_times_after_the_dump_is_not_judged_by_it(spark: Spark
 def test_a_record_the_ledger_logged_twice_counts_once(spark: SparkSession) -> None:
     """The ledger's writer logged each of producer 6's acks at offsets 20-21 twice (a retry, a second
     later), and offset 21 a third time: two records are missing, not five."""
-    from pyspark.sql import functions as F
-
     log = LogBuilder(start_offset=10)
     log.data(8, 0, 0, 2)
     rows = [
         {**_ack(offset, 6, position), "timestamp": log.clock - 60_000 + 1_000 * position}
         for position, offset in enumerate((20, 21, 20, 21, 21))
     ]
-    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
-    bronze = replace(
-        bronze,
-        acks=spark.createDataFrame(rows, ACKS.schema),
-        files=bronze.files.withColumn("mtime_ms", F.lit(log.clock + 1_000)),
-    )
-    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    found = _audited(spark, log, rows)
     assert sorted((f["kind"], f["first_offset"], f["last_offset"], f["missing_records"]) for f in found) == [
         ("ACKED_RECORD_MISSING", 20, 21, 2),
         ("UNKNOWN_PRODUCER_LOSS", 21, 21, 2),
@@ -130,18 +122,23 @@ def test_a_record_the_ledger_logged_twice_counts_once(spark: SparkSession) -> No
 def test_an_ack_without_an_offset_is_not_judged(spark: SparkSession) -> None:
     """A Java `acks=0` callback's offset -1 and librdkafka's -1001 name no record: they are no records
     below the log start (retention), and producer 6, named by them alone, is not judged either."""
-    from pyspark.sql import functions as F
-
     log = LogBuilder(start_offset=10)
     log.data(8, 0, 0, 2)
     rows = [
         {**_ack(offset, 6, position), "timestamp": log.clock} for position, offset in enumerate((-1, -1001))
     ]
+    found = _audited(spark, log, rows)
+    assert [(f["kind"], f["message"]) for f in found] == []
+
+
+def _audited(spark: SparkSession, log: LogBuilder, rows: list[dict[str, Any]]) -> list[Any]:
+    """The findings of `log` (starting at 10) with the ack ledger `rows`, captured a second after it."""
+    from pyspark.sql import functions as F
+
     bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
     bronze = replace(
         bronze,
         acks=spark.createDataFrame(rows, ACKS.schema),
         files=bronze.files.withColumn("mtime_ms", F.lit(log.clock + 1_000)),
     )
-    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
-    assert [(f["kind"], f["message"]) for f in found] == []
+    return audit(bronze, load_profile("kafka-3.4")).findings.collect()

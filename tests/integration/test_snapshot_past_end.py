@@ -34,20 +34,7 @@ def _log(replica: str, producers: tuple[int, ...], topic: str = "orders") -> Log
 
 def _entry(log: LogBuilder, producer_id: int, last_offset: int, last_sequence: int) -> dict[str, Any]:
     """An entry of the snapshot at offset 10 of `log`'s replica."""
-    return {
-        **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition")},
-        "file": f"/d/{log.rows[0]['replica']}/{log.rows[0]['topic']}-0/{10:020d}.snapshot",
-        "position": 10,
-        "snapshot_offset": 10,
-        "producer_id": producer_id,
-        "producer_epoch": 0,
-        "last_sequence": last_sequence,
-        "last_offset": last_offset,
-        "offset_delta": 0,
-        "timestamp": log.clock,
-        "coordinator_epoch": 0,
-        "current_txn_first_offset": -1,
-    }
+    return log.snapshot_entry(10, producer_id, 0, last_sequence, last_offset)
 
 
 def _findings(spark: SparkSession, logs: list[LogBuilder], entries: list[dict[str, Any]]) -> list[Any]:

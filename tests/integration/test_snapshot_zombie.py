@@ -36,20 +36,7 @@ def _log(topic: str) -> LogBuilder:
 
 
 def _entry(log: LogBuilder, epoch: int, last_sequence: int, last_offset: int) -> dict[str, Any]:
-    return {
-        **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition")},
-        "file": f"/d/{log.rows[0]['topic']}-0/{8:020d}.snapshot",
-        "position": 10,
-        "snapshot_offset": 8,
-        "producer_id": 7,
-        "producer_epoch": epoch,
-        "last_sequence": last_sequence,
-        "last_offset": last_offset,
-        "offset_delta": 0,
-        "timestamp": log.clock,
-        "coordinator_epoch": 0,
-        "current_txn_first_offset": -1,
-    }
+    return log.snapshot_entry(8, 7, epoch, last_sequence, last_offset)
 
 
 def test_a_snapshot_after_a_zombies_batches_holds_the_zombies_epoch(spark: SparkSession) -> None:
