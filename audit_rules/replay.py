@@ -101,8 +101,9 @@ class _State:
     n: int = 0  # in-stream batches
     spans: int = 0  # in-stream batches whose sequences wrap inside them
     jumps: int = 0  # 2^31 laps between consecutive stream batches
-    # (n, spans, jumps) before the stream's first batch, and that batch's base sequence
-    stream_start: tuple[int, int, int, int] | None = None
+    ups: int = 0  # of them, the laps forward
+    # (n, spans, jumps) before the stream's first batch, that batch's base sequence, and ups at it
+    stream_start: tuple[int, int, int, int, int] | None = None
     stream_max: int | None = None  # the highest unwrapped last sequence of the stream so far
     # The producer's last COPY_LOOKBACK in-stream batches (the columns `_copies` reads), for its lookback.
     recent: dict[str, np.ndarray] | None = None
@@ -315,20 +316,27 @@ def scan_batch(
     # below the previous last sequence, -1 where it rises that far, +1 after a batch that wraps inside.
     # A base of 0 is a lap only straight after 2147483647 (the broker's one wrap, `inSequence`): after
     # anything else it is a producer starting its sequence again (a client that restarted at 0 after
-    # its broker forgot it), not 2^31 - last - 1 records lost.
+    # its broker forgot it), not 2^31 - last - 1 records lost. A lap back only where the stream has gone
+    # a lap forward before (a +1, or a batch that wraps inside): a stream that never wrapped has no lap
+    # to go back to, and 5 then 1,500,000,000 is a gap, not a batch from before its first.
     step = base - p["l"][0]
     wraps = (step < -HALF_RANGE) & ((base != 0) | (p["l"][0] == SEQUENCE_MODULUS - 1))
-    jump = np.where(same & wraps, 1, np.where(same & (step > HALF_RANGE), -1, 0))
+    up = (same & wraps).astype(np.int64)
     spans = (last < base).astype(np.int64)
     n_run = _cumsum(in_stream.astype(np.int64), start, seg, state.n if carry else 0)
     s_run = _cumsum(np.where(in_stream, spans, 0), start, seg, state.spans if carry else 0)
-    j_run = _cumsum(np.where(in_stream, jump, 0), start, seg, state.jumps if carry else 0)
+    u_run = _cumsum(np.where(in_stream, up, 0), start, seg, state.ups if carry else 0)
     # The running values before the stream's first batch (the latest first batch up to the row).
     f_at = _last_upto(first, seg, seg_first)
     carried_start = state.stream_start if carry else None
     n0, _ = _take(n_run - 1, f_at, carried_start[0] if carried_start else 0)
     first_base, first_base_null = _take(base, f_at, carried_start[3] if carried_start else None)
     s0, _ = _take(s_run - spans, f_at, carried_start[1] if carried_start else 0)
+    u0, _ = _take(u_run, f_at, carried_start[4] if carried_start else 0)
+    forward_before = (u_run - up - u0) + (s_run - spans - s0)
+    down = same & (step > HALF_RANGE) & (forward_before >= 1)
+    jump = up - down.astype(np.int64)
+    j_run = _cumsum(np.where(in_stream, jump, 0), start, seg, state.jumps if carry else 0)
     j0, _ = _take(j_run, f_at, carried_start[2] if carried_start else 0)
     laps = (j_run - j0) + (s_run - spans - s0)
     p_spans = (p["l"][0] < p["b"][0]).astype(np.int64)
@@ -426,7 +434,7 @@ def scan_batch(
         }
     elif not keep_prefix:
         state.last_stream = None
-    state.n, state.spans, state.jumps = int(n_run[i]), int(s_run[i]), int(j_run[i])
+    state.n, state.spans, state.jumps, state.ups = int(n_run[i]), int(s_run[i]), int(j_run[i]), int(u_run[i])
     state.stream_max = m_last
     f_i = last_where(first)
     if f_i is not None:
@@ -435,6 +443,7 @@ def scan_batch(
             int(s_run[f_i] - spans[f_i]),
             int(j_run[f_i]),
             int(base[f_i]),
+            int(u_run[f_i]),
         )
     elif not keep_prefix:
         state.stream_start = None

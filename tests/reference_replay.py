@@ -89,19 +89,21 @@ def sequence_span(base_sequence: int, last_sequence: int) -> int:
     return (last_sequence - base_sequence) % SEQUENCE_MODULUS
 
 
-def unwrap_after(base_sequence: int, previous_last_unwrapped: int) -> int:
+def unwrap_after(base_sequence: int, previous_last_unwrapped: int, *, wrapped: bool = True) -> int:
     """The unwrapped value of `base_sequence` read next to the previous batch's last sequence.
 
     A counter that wraps is read the way a person reads a clock: the copy of `base_sequence` (plus a
     multiple of 2^31) nearest the previous value, so 2147483647 -> 0 is a step forward and
     5 -> 2147483640 a step back. A tie at exactly half the range stays on the same turn. A base of 0
     is a turn only straight after 2147483647: after anything else the producer started again at 0.
+    A turn back only where the stream went a turn forward before (`wrapped`): 5 then 1,500,000,000
+    in a stream that never wrapped is a gap, not a batch from a turn before its first.
     """
     turns, previous_last = divmod(previous_last_unwrapped, SEQUENCE_MODULUS)
     step = base_sequence - previous_last
     if step < -_HALF_RANGE and (base_sequence != 0 or previous_last == SEQUENCE_MODULUS - 1):
         turns += 1
-    elif step > _HALF_RANGE:
+    elif step > _HALF_RANGE and wrapped:
         turns -= 1
     return base_sequence + turns * SEQUENCE_MODULUS
 
@@ -148,6 +150,8 @@ class _ProducerState:
     epoch: int | None = None
     first_at_epoch: Batch | None = None
     streams: dict[int, list[_StreamBatch]] = field(default_factory=dict)
+    # The epochs whose stream went a turn forward (a batch of it ended past 2^31 - 1).
+    wrapped: set[int] = field(default_factory=set)
     coordinator_epoch: int | None = None
     coordinator_marker: Batch | None = None
 
@@ -198,7 +202,8 @@ class _Replay:
             self._first_of_epoch(state, batch)
         else:
             previous = stream[-1]
-            base = unwrap_after(base_sequence, previous.last)
+            wrapped = batch["producer_epoch"] in state.wrapped
+            base = unwrap_after(base_sequence, previous.last, wrapped=wrapped)
             current = _StreamBatch(batch, base, base + sequence_span(base_sequence, last_sequence))
             expired = self._expired(state, batch)
             # The producer's last offset as its broker kept it: 0.11's moved with markers too.
@@ -211,6 +216,8 @@ class _Replay:
             ) or current.evicted
             self._next_in_epoch(stream, previous, current, expired)
         stream.append(current)
+        if current.last >= SEQUENCE_MODULUS:
+            state.wrapped.add(batch["producer_epoch"])
         self._accept(state, batch)
 
     def _first_of_epoch(self, state: _ProducerState, batch: Batch) -> None:

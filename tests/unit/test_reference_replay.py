@@ -785,3 +785,17 @@ def test_a_first_batch_below_the_log_start_bounds_the_room_itself() -> None:
     log.data(PID, 0, 995, 20)
     f = only(replay(log, log_start_offset=1000), "HISTORY_START_MISSING")
     assert evidence(f, "missing_records") == (5,)
+
+
+def test_a_jump_of_more_than_half_the_range_in_a_stream_that_never_wrapped_is_a_gap() -> None:
+    """5 then 1,500,000,000: the stream never went a turn forward, so there is no turn to go back to;
+    1,499,999,995 sequences are missing, not a batch from before the stream's first."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 5)
+    log.data(PID, 0, 1_500_000_000, 5)
+    log.data(PID, 0, 1_500_000_005, 5)
+    f = only(replay(log), "SEQUENCE_GAP")
+    assert evidence(f, "expected_sequence", "missing_records") == (5, 1_499_999_995)
+    assert unwrap_after(1_500_000_000, 4, wrapped=False) == 1_500_000_000
+    # After a turn forward, a batch from the turn before is a step back (a regression), as before.
+    assert unwrap_after(MAX_SEQUENCE - 1, SEQUENCE_MODULUS + 5) == MAX_SEQUENCE - 1

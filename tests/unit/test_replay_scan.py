@@ -268,3 +268,22 @@ def test_scan_finds_the_exact_copies(histories: list[Any], sizes: list[int], loo
             assert expected is None or expected[2] > lookback
             continue
         assert got == (expected[:2] if expected is not None else (None, None))
+
+
+def test_unwrapping_goes_a_lap_back_only_after_a_lap_forward() -> None:
+    """Producer 7: 0-4, then 1,500,000,000 (no lap before: a step forward, a gap), then a restart at 0
+    (not a lap forward: 0 follows only 2147483647 as a lap). Producer 8: 2147483646-2147483647, 0-1 (a
+    lap forward), then 2147483640 (a lap back: a batch from before the wrap). Cut after every row too."""
+    rows = [
+        (1, 7, 0, 4, 0, 4, 0, False, False, None, 100),
+        (1, 7, 5, 9, 1_500_000_000, 1_500_000_004, 0, False, False, None, 110),
+        (1, 7, 10, 10, 0, 0, 0, False, False, None, 120),
+        (1, 8, 11, 12, 2_147_483_646, 2_147_483_647, 0, False, False, None, 130),
+        (1, 8, 13, 14, 0, 1, 0, False, False, None, 140),
+        (1, 8, 15, 15, 2_147_483_640, 2_147_483_640, 0, False, False, None, 150),
+    ]
+    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    m = SEQUENCE_MODULUS
+    for batches in (table.to_batches(), _cut(table, [1]), _cut(table, [2])):
+        got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
+        assert [r["base_sequence_unwrapped"] for r in got] == [0, 1_500_000_000, 0, m - 2, m, m - 8]
