@@ -62,7 +62,7 @@ HISTORY_BATCH_COLUMNS = (
 
 # The replay's order of a log's batches: per producer, by offset, ties by position and file.
 _REPLAY_ORDER = ("log_id", "producer_id", "base_offset", "position", "file_id")
-_TIES = ("position", "file_id")
+REPLAY_TIES = ("position", "file_id")
 
 
 def replayed(
@@ -234,7 +234,7 @@ def copies(history: DataFrame, ranges: DataFrame) -> DataFrame:
     `copy_of_index` name the nearest earlier batch of the range, as the scan names it (`replay._copies`)
     for the copies it found."""
     rows = history.where(F.col("in_stream")).join(ranges, list(COPY_KEY), "left_semi")
-    same_range = Window.partitionBy(*COPY_KEY).orderBy("base_offset", *_TIES)
+    same_range = Window.partitionBy(*COPY_KEY).orderBy("base_offset", *REPLAY_TIES)
     rows = rows.withColumns(
         {
             "copy_index": F.row_number().over(same_range),
@@ -270,7 +270,7 @@ def numbered(events: DataFrame) -> DataFrame:
     (the range's first batch, `copy_index` 1) is the least such offset and stream index."""
     is_copy = F.col("copy_of_offset").isNotNull()
     ranged = Window.partitionBy(*[F.col(c) for c in COPY_KEY], is_copy)
-    index = F.row_number().over(ranged.orderBy("base_offset", *_TIES)) + 1
+    index = F.row_number().over(ranged.orderBy("base_offset", *REPLAY_TIES)) + 1
     return events.withColumns(
         {
             "copy_index": F.when(is_copy, index).otherwise(1),
@@ -533,7 +533,7 @@ def coverage_holes(events: DataFrame, fills: DataFrame | None = None) -> DataFra
     first base). Those runs and the late batches' own ranges, a handful per irregular stream, give the
     holes: no window over the whole stream.
     """
-    stream = Window.partitionBy(*STREAM_KEY).orderBy("base_offset", *_TIES)
+    stream = Window.partitionBy(*STREAM_KEY).orderBy("base_offset", *REPLAY_TIES)
     jumps = events.where(F.col("jump"))
     from_jumps = jumps.select(
         *STREAM_KEY,

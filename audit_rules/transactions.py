@@ -6,7 +6,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
-from audit_rules.history import coordinator_epoch_before
+from audit_rules.history import REPLAY_TIES, coordinator_epoch_before
 from audit_rules.logs import below_start_cause, compaction_may_have_removed, with_log_key
 from audit_rules.profile import Profile
 
@@ -20,8 +20,9 @@ def hanging_transactions(
     Its age is read on one clock at a time. A data batch's timestamp is its producer's (CreateTime: an
     application's event time, as Kafka Streams forwards it, may be hours old when written); a marker's
     is the brokers' (the partition leader's, when it wrote the marker). By the brokers' clock: the
-    newest marker's timestamp less the earliest of the markers after the transaction's first batch
-    (which was appended before each of them: its age is at least that). By the producers': the newest
+    newest less the earliest timestamp of the markers after the transaction's first batch (which was
+    appended before each of them: its age is at least that; a marker before it, from a leader whose
+    clock ran ahead, says nothing of it). By the producers': the newest
     data batch's timestamp in the log less the first batch's. The longer of the two counts (the
     brokers' stops where markers stop). Mixed, an exactly-once application catching up on old input,
     its transaction open for a second, was hanging by the hours between its records' event times and
@@ -39,16 +40,19 @@ def hanging_transactions(
     # Flagged batches count too: state rebuilt from the log does not validate (§5.4, §5.8).
     open_data = data.where(F.col("last_marker").isNull() | (F.col("base_offset") > F.col("last_marker")))
     txns = open_data.groupBy("log_key", "dump_id", "replica", "topic", "partition", "producer_id").agg(
+        # The first batch, at one offset (an overlapping log) the one the replay takes first.
         F.min_by(
-            F.struct("base_offset", "producer_epoch", "base_sequence", "max_timestamp"), F.col("base_offset")
+            F.struct("base_offset", "producer_epoch", "base_sequence", "max_timestamp"),
+            F.struct("base_offset", *REPLAY_TIES),
         ).alias("f"),
         F.max("last_offset").alias("open_last_offset"),
         F.max("last_sequence").alias("open_last_sequence"),
         F.max("log_max_data_timestamp").alias("max_timestamp"),
     )
     # The brokers' clock: the markers (any producer's) of the logs with an open transaction, in one
-    # sort with the transactions' first offsets, from the log's end: the newest marker's time, and the
-    # earliest of those after each first offset.
+    # sort with the transactions' first offsets, from the log's end: the newest and the earliest time of
+    # the markers after each first offset (a marker before it, from a leader whose clock ran ahead,
+    # says nothing of the transaction's age).
     firsts = txns.select(
         "log_key", "producer_id", F.col("f.base_offset").alias("_at"), F.lit(None).cast("long").alias("_t")
     )
@@ -65,14 +69,10 @@ def hanging_transactions(
     # From the end; at one offset (an overlapping log) the transaction's row before a marker's, which is
     # then not after it.
     from_end = Window.partitionBy("log_key").orderBy(F.col("_at").desc(), F.col("producer_id").isNull())
+    after = from_end.rowsBetween(Window.unboundedPreceding, 0)
     clock = (
         markers.unionByName(firsts)
-        .withColumns(
-            {
-                "_marker_after": F.min("_t").over(from_end.rowsBetween(Window.unboundedPreceding, 0)),
-                "_newest_marker": F.max("_t").over(Window.partitionBy("log_key")),
-            }
-        )
+        .withColumns({"_marker_after": F.min("_t").over(after), "_newest_marker": F.max("_t").over(after)})
         .where(F.col("producer_id").isNotNull())
         .select("log_key", "producer_id", "_marker_after", "_newest_marker")
     )
@@ -236,6 +236,11 @@ def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
     )
 
 
+def _segment(file: Column) -> Column:
+    """A segment file's path without its suffix (`.log`, `.index`, `.txnindex`, any with `.swap`)."""
+    return F.regexp_replace(file, r"\.(log|index|txnindex)(\.swap)?$", "")
+
+
 def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataFrame) -> DataFrame:
     """INDEX_MISMATCH (TransactionIndex): ABORT markers closing a transaction and `.txnindex` entries must
     match one to one.
@@ -263,13 +268,23 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
     aborts = marked.where(F.col("is_control") & (F.col("control_type") == "ABORT")).join(
         firsts, ["log_key", "producer_id", "_txn"], "left"
     )
-    # Only segments whose .txnindex was dumped can be checked.
-    indexed = files.where(F.col("kind") == "txnindex").select(
-        F.regexp_replace("file", r"\.txnindex$", ".log").alias("file"), F.lit(True).alias("_indexed")
+    # Only segments whose .txnindex was dumped can be checked, and those whose .index was dumped
+    # without one: the broker creates a .txnindex with its first entry (`TransactionIndex` opens its
+    # file on append), so a segment copied with its indexes and none holds no entry. A segment's files
+    # meet by their name without its suffix in one dump of one replica: a cleaned segment's may still
+    # end in `.swap` (`LogSegment.changeFileSuffixes` renames them one by one), and two dumps of one
+    # directory share their paths.
+    indexed = (
+        files.where(F.col("kind").isin("txnindex", "index"))
+        .groupBy("dump_id", "replica", _segment(F.col("file")).alias("_segment"))
+        .agg(F.max(F.when(F.col("kind") == "txnindex", F.col("file"))).alias("_index_file"))
     )
-    aborts = aborts.join(indexed, "file", "inner")
+    aborts = aborts.withColumn("_segment", _segment(F.col("file"))).join(
+        indexed, ["dump_id", "replica", "_segment"], "inner"
+    )
     entries = txn_index.select(
-        F.regexp_replace("file", r"\.txnindex$", ".log").alias("file"),
+        _segment(F.col("file")).alias("_segment"),
+        F.col("file").alias("_index_file"),
         "producer_id",
         F.col("first_offset").alias("entry_first_offset"),
         F.col("last_offset").alias("base_offset"),
@@ -278,7 +293,7 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         "topic",
         "partition",
     )
-    marker = ["file", "producer_id", "base_offset"]
+    marker = ["dump_id", "replica", "_segment", "producer_id", "base_offset"]
     paired = aborts.join(entries.select(*marker, "entry_first_offset"), marker, "left")
     entry_first = F.col("entry_first_offset")
     gone_before = (entry_first < F.col("log_start_offset")) | compaction_may_have_removed(entry_first - 1)
@@ -293,7 +308,10 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         entry_first.isNull() & F.col("txn_first_offset").isNotNull() | entry_first.isNotNull() & ~agrees
     )
     stray = entries.join(aborts.select(*marker), marker, "left_anti")
-    index_name = F.regexp_replace("file", r"\.log$", ".txnindex")
+    index_name = F.coalesce(
+        F.col("_index_file"),
+        F.concat(F.col("_segment"), F.lit(".txnindex (no such file, though the segment's .index is there)")),
+    )
     a = to_findings(
         wrong,
         "INDEX_MISMATCH",

@@ -51,7 +51,17 @@ def test_an_open_transaction_is_hanging_only_by_one_clock(spark: SparkSession) -
     stop.marker(11, 0, "COMMIT", timestamp=T0 + 1_000)
     stop.data(12, 0, 0, timestamp=T0 + 120 * MINUTE)
 
-    rows = [row for log in (app, data, markers, stop) for row in log.rows]
+    # fast-leader: a leader whose clock ran an hour ahead wrote producer 13's markers; after a leader
+    # change, producer 14 opens a transaction and producer 15 commits a minute later. A marker before a
+    # transaction began tells nothing of its age: open for a minute, not hanging.
+    fast = LogBuilder(topic="fast-leader", file="/d/fast-leader-0/0.log")
+    fast.data(13, 0, 0, transactional=True, timestamp=T0 - MINUTE)
+    fast.marker(13, 0, "COMMIT", timestamp=T0 + 60 * MINUTE)
+    fast.data(14, 0, 0, transactional=True, timestamp=T0)
+    fast.data(15, 0, 0, transactional=True, timestamp=T0)
+    fast.marker(15, 0, "COMMIT", timestamp=T0 + MINUTE)
+
+    rows = [row for log in (app, data, markers, stop, fast) for row in log.rows]
     found = audit(Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), load_profile("kafka-3.4"))
     hanging = sorted(
         (f["topic"], f["producer_id"], f["first_offset"])

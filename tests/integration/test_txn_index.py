@@ -83,3 +83,96 @@ def test_entries_pair_with_markers_by_marker_offset_and_excuse_what_lies_below_t
     assert mismatches == [(9, 15, 16), (10, 17, 18), (11, 3, 19)], [f["message"] for f in found]
     (wrong,) = [f for f in found if f["kind"] == "INDEX_MISMATCH" and f["producer_id"] == 9]
     assert "lists it from offset 12" in wrong["message"]
+
+
+def test_a_segments_index_files_pair_by_name_in_one_dump_and_a_missing_txnindex_holds_no_entry(
+    spark: SparkSession,
+) -> None:
+    """The `.txnindex` of a segment is the file of its name, suffixes aside, in the same dump and
+    replica: a cleaned segment's files may still end in `.swap`; two dumps of one directory share
+    their paths. A segment dumped with its `.index` and without a `.txnindex` has no entries (the
+    broker creates the file with its first), so its ABORT markers lack theirs."""
+    from pyspark.sql import functions as F
+
+    logs: list[LogBuilder] = []
+    index_files: list[tuple[str, str, str, str]] = []  # dump, topic, file, kind
+    entries: list[dict[str, Any]] = []
+
+    def entry(dump_id: str, topic: str, file: str, producer_id: int, first: int, last: int) -> None:
+        entries.append(
+            {
+                "dump_id": dump_id,
+                "replica": "1",
+                "topic": topic,
+                "partition": 0,
+                "file": file,
+                "position": len(entries) * 34,
+                "version": 0,
+                "producer_id": producer_id,
+                "first_offset": first,
+                "last_offset": last,
+                "last_stable_offset": first,
+            }
+        )
+
+    # swapped: a cleaned segment whose files kept `.swap`; producer 20's ABORT has its entry, 21's not.
+    swapped = LogBuilder(topic="swapped", file="/s/swapped-0/00000000000000000000.log.swap")
+    swapped.data(20, 0, 0, transactional=True)
+    swapped.marker(20, 0, "ABORT")  # 1
+    swapped.data(21, 0, 0, transactional=True)  # 2
+    swapped.marker(21, 0, "ABORT")  # 3
+    swap_index = "/s/swapped-0/00000000000000000000.txnindex.swap"
+    index_files.append(("dump-1", "swapped", swap_index, "txnindex"))
+    entry("dump-1", "swapped", swap_index, 20, 0, 1)
+    # unindexed: the segment's .index was dumped, no .txnindex: producer 30's ABORT has no entry.
+    unindexed = LogBuilder(topic="unindexed", file="/n/unindexed-0/00000000000000000000.log")
+    unindexed.data(30, 0, 0, transactional=True)
+    unindexed.marker(30, 0, "ABORT")  # 1
+    index_files.append(("dump-1", "unindexed", "/n/unindexed-0/00000000000000000000.index", "index"))
+    # bare: only the .log was dumped: nothing to check.
+    bare = LogBuilder(topic="bare", file="/b/bare-0/00000000000000000000.log")
+    bare.data(40, 0, 0, transactional=True)
+    bare.marker(40, 0, "ABORT")
+    # twice: one directory dumped on two days; Monday's index has producer 50's entry, Tuesday's lost it.
+    twice_index = "/m/twice-0/00000000000000000000.txnindex"
+    for day in ("mon", "tue"):
+        log = LogBuilder(topic="twice", dump_id=day, file="/m/twice-0/00000000000000000000.log")
+        log.data(50, 0, 0, transactional=True)
+        log.marker(50, 0, "ABORT")  # 1
+        logs.append(log)
+        index_files.append((day, "twice", twice_index, "txnindex"))
+    entry("mon", "twice", twice_index, 50, 0, 1)
+    logs += [swapped, unindexed, bare]
+
+    rows = [row for log in logs for row in log.rows]
+    bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema))
+    extra = [
+        bronze.files.where((F.col("dump_id") == dump) & (F.col("topic") == topic)).withColumns(
+            {"file": F.lit(file), "kind": F.lit(kind)}
+        )
+        for dump, topic, file, kind in index_files
+    ]
+    bronze = replace(
+        bronze,
+        files=bronze.files.unionByName(extra[0])
+        .unionByName(extra[1])
+        .unionByName(extra[2])
+        .unionByName(extra[3]),
+        txn_index=spark.createDataFrame(entries, TXN_INDEX.schema),
+    )
+    found = [
+        f
+        for f in audit(bronze, load_profile("kafka-3.4")).findings.collect()
+        if f["kind"] == "INDEX_MISMATCH"
+    ]
+    got = sorted(
+        (f["dump_id"], f["topic"], f["producer_id"], f["first_offset"], f["last_offset"]) for f in found
+    )
+    assert got == [
+        ("dump-1", "swapped", 21, 2, 3),
+        ("dump-1", "unindexed", 30, 0, 1),
+        ("tue", "twice", 50, 0, 1),
+    ], [f["message"] for f in found]
+    messages = {f["topic"]: f["message"] for f in found}
+    assert swap_index in messages["swapped"]
+    assert "no such file, though the segment's .index is there" in messages["unindexed"]
