@@ -173,6 +173,8 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
         "DUPLICATE_BATCH",
         F.concat(opening, verdict, F.lit(".")),
         related_offset="first_copy_offset",
+        # A broker that had forgotten the producer (expiry) or evicted it (retention) took the copy.
+        explained_by=F.when(forgotten, F.lit("expiry")).when(evicted, F.lit("retention")),
         **BATCH_FIELDS,
     )
 
@@ -270,11 +272,17 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
     heads = joined.where(F.col("stream_index") <= window).join(
         _client_bumps(history), ["log_key", "producer_id", "producer_epoch"], "inner"
     )
-    # The originals: records of the last data batches of an epoch.
+    # The originals: records of the last data batches of an epoch, the batches in flight when it ended.
+    # Counted among all its data batches: where those were aborted, no committed record was in flight
+    # (an aborted batch's records are no original, and the window does not slide past it).
     from_tail = Window.partitionBy("log_key", "producer_id", "producer_epoch").orderBy(
         F.col("base_offset").desc()
     )
-    batches = joined.select("log_key", "producer_id", "producer_epoch", "base_offset").distinct()
+    batches = (
+        history.where(F.col("ok") & ~F.col("is_control"))
+        .select("log_key", "producer_id", "producer_epoch", "base_offset")
+        .distinct()
+    )
     tails = (
         batches.withColumn("_from_tail", F.dense_rank().over(from_tail))
         .where(F.col("_from_tail") <= window)
@@ -314,17 +322,17 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
         last_offset="last_offset",
         related_offset="original_offset",
     )
-    return same_pid.unionByName(_duplicates_under_new_producer_id(joined, profile))
+    return same_pid.unionByName(_duplicates_under_new_producer_id(history, joined, profile))
 
 
-def _duplicates_under_new_producer_id(joined: DataFrame, profile: Profile) -> DataFrame:
+def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, profile: Profile) -> DataFrame:
     """The same re-send under a new producer id (a client that reset its idempotent session, pre-KIP-360):
     records of the first `duplicate_window_batches` data batches of pid B, starting with B's very first
     batch, equal to records of the last that many data batches of a pid A whose data all lies before B's
-    first batch."""
+    first batch (its batches counted as `duplicate_records_new_epoch` counts them, aborted ones too)."""
     window = profile.duplicate_window_batches
     pid = Window.partitionBy("log_key", "producer_id")
-    batches = joined.select(*_COPY_BATCH, "base_offset").distinct()
+    batches = history.where(F.col("ok") & ~F.col("is_control")).select(*_COPY_BATCH, "base_offset").distinct()
     ranked = batches.withColumns(
         {
             "_from_head": F.dense_rank().over(pid.orderBy("base_offset")),

@@ -262,6 +262,7 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
         "capture_time_ms",
         F.lag("log_key").over(w).alias("previous_log_key"),
         F.lag("dump_id").over(w).alias("previous_dump_id"),
+        F.lag("capture_time_ms").over(w).alias("previous_capture_time_ms"),
         F.lag("high_watermark").over(w).alias("previous_high_watermark"),
     ).where(F.col("previous_log_key").isNotNull())
 
@@ -273,11 +274,17 @@ def gone_since_previous_dump(
     CRC-failed one, `corrupt`: `corrupt_holders`): the log's
     columns, `producer_id`, `retained_first_offset` and `retained_last_offset` (its first and last
     offsets there; the last is `L`), `producer_timestamp` and `producer_data_timestamp` (its newest
-    batch's or marker's, and its newest data batch's there), `fenced_by_marker`,
-    `previous_dump_id` and `previous_high_watermark` (`producers`: `history.producer_summary`), and
+    batch's or marker's, and its newest data batch's there), `fenced_by_marker`, `txn_open` (its
+    transactional data there has no marker after it), `previous_dump_id`, `previous_capture_time_ms`
+    and `previous_high_watermark` (`producers`: `history.producer_summary`), and
     `held_elsewhere`: the log of another replica of the partition (and topic incarnation), in a dump
     captured as late or later, holds the producer's batches up to `L` or further."""
-    summary = producers.drop("last_marker", "last_transactional_data")
+    summary = producers.withColumn(
+        "txn_open",
+        F.coalesce(
+            F.col("last_transactional_data") > F.coalesce(F.col("last_marker"), F.lit(-1)), F.lit(False)
+        ),
+    ).drop("last_marker", "last_transactional_data")
     earlier = previous_dumps(logs).join(
         summary.withColumnRenamed("log_key", "previous_log_key"), "previous_log_key", "inner"
     )
@@ -400,7 +407,16 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
         forgotten = (idle_since_data >= profile.producer_id_expiration_ms) | (
             F.col("fenced_by_marker") & (idle >= max(EXPIRY_CHECK_INTERVAL_MS, profile.delete_retention_ms))
         )
-    forgotten = F.coalesce(forgotten, F.lit(False))
+    # A transaction open in the earlier dump kept its producer (`isProducerExpired` needs none open),
+    # and the cleaner cleans no further than the last stable offset: its batches could go only once a
+    # marker, written after that dump, closed it; the cleaner keeps a marker delete.retention.ms at
+    # least, and where markers restart the expiry time the producer is remembered that long after it.
+    after_marker = max(
+        profile.delete_retention_ms,
+        profile.producer_id_expiration_ms if profile.markers_refresh_expiry else 0,
+    )
+    closed_since = F.col("capture_time_ms") - F.col("previous_capture_time_ms") >= after_marker
+    forgotten = F.coalesce(forgotten & (~F.col("txn_open") | closed_since), F.lit(False))
     # A log that ends before L while another replica's holds the producer: this replica is behind.
     behind = (F.col("retained_last_offset") >= F.col("log_end_offset")) & F.col("held_elsewhere")
     loss = to_findings(

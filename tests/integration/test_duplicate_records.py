@@ -84,8 +84,19 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
     committed.marker(11, 0, "COMMIT")
     again = committed.data(11, 1, 0, b"v2", transactional=True)
     committed.marker(11, 1, "COMMIT")
+    # aborted-last: producer 12 commits status=up, then five batches in a transaction that is
+    # aborted; its next instance (a client bump) writes status=up again. The batches in flight at the
+    # bump were the aborted ones: the committed status=up was long acknowledged, no re-send.
+    aborted_last = Written("aborted-last")
+    aborted_last.data(12, 0, 0, b"status=up", transactional=True)
+    aborted_last.marker(12, 0, "COMMIT")
+    for i in range(5):
+        aborted_last.data(12, 0, 1 + i, b"a%d" % i, transactional=True)
+    aborted_last.marker(12, 0, "ABORT")
+    aborted_last.data(12, 1, 0, b"status=up", transactional=True)
+    aborted_last.marker(12, 1, "COMMIT")
 
-    written = (flight, aborted, v2, committed)
+    written = (flight, aborted, v2, committed, aborted_last)
     batches = spark.createDataFrame([r for w in written for r in w.log.rows], BATCHES.schema)
     records = spark.createDataFrame([r for w in written for r in w.records], RECORDS.schema)
     bronze = replace(Bronze.from_batches(batches), records=records)

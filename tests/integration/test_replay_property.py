@@ -379,10 +379,13 @@ def test_duplicate_verdicts_measure_the_window_from_the_nearest_copy(
     (idle_nonzero,), (idle_zero,) = write(3, 1), write(4, 0)
     bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
     out = audit(bronze, profile, copy_lookback=lookback)
-    found = {
-        r["first_offset"]: (r["related_offset"], r["message"])
-        for r in out.findings.where("kind = 'DUPLICATE_BATCH'").collect()
-    }
+    rows = out.findings.where("kind = 'DUPLICATE_BATCH'").collect()
+    found = {r["first_offset"]: (r["related_offset"], r["message"]) for r in rows}
+    # The expiry explains a copy the broker took from a producer it had forgotten, and only that.
+    explained = {r["first_offset"]: r["explained_by"] for r in rows}
+    assert explained[idle_zero] == "expiry"
+    assert explained[nearest] is None
+    assert explained[refused] is None
     related = {offset: r for offset, (r, _) in found.items()}
     message = {offset: m for offset, (_, m) in found.items()}
     assert related == {
@@ -615,6 +618,40 @@ def test_a_producer_the_cleaner_removed_is_timed_by_its_data_batches_before_2_5(
     assert [(f["kind"], f["dump_id"], f["producer_id"]) for f in found] == (
         [("UNKNOWN_PRODUCER_LOSS", "d2", 7)] if lost else []
     ), [f["message"] for f in found]
+
+
+@pytest.mark.parametrize(
+    ("profile_name", "days_between_dumps", "lost"),
+    [("kafka-1.0", 0, True), ("kafka-3.4", 0, True), ("kafka-3.4", 9, False)],
+)
+def test_a_producer_with_a_transaction_open_in_the_earlier_dump_was_not_forgotten_before_its_marker(
+    spark: SparkSession, profile_name: str, days_between_dumps: int, lost: bool
+) -> None:
+    """Dump d1 of a compacted topic holds producer 7's transaction, open (no marker yet), its data eight
+    days old, and producer 8's batch; in d2 producer 7's batches are gone. A broker expires no producer
+    with a transaction open, and the cleaner cleans no further than the last stable offset: its
+    batches could go only after a marker written after d1, which the cleaner keeps a day
+    (delete.retention.ms) and which restarts 3.4's expiry time. An hour after d1 that is loss, on
+    either line; nine days after, the cleaner could have removed it all."""
+    first = LogBuilder(dump_id="d1")
+    first.data(7, 0, 0, transactional=True)
+    first.wait(8 * DAY_MS)
+    kept = first.data(8, 0, 0)
+    d1_captured = kept["max_timestamp"]
+    d2_captured = d1_captured + days_between_dumps * DAY_MS + 3_600_000
+    second = LogBuilder(dump_id="d2", start_offset=kept["base_offset"], clock=kept["max_timestamp"])
+    second.data(8, 0, 0)
+    bronze = Bronze.from_batches(spark.createDataFrame(first.rows + second.rows, BATCHES.schema))
+    captured = F.when(F.col("dump_id") == "d2", F.lit(d2_captured)).otherwise(F.lit(d1_captured))
+    bronze = replace(bronze, files=bronze.files.withColumn("mtime_ms", captured))
+    base = load_profile(profile_name)
+    profile = replace(base, compacted_topics=(*base.compacted_topics, "orders"))
+    found = audit(bronze, profile).findings.where("severity != 'info'").collect()
+    # d1's transaction, eight days open, hangs there.
+    assert sorted((f["kind"], f["dump_id"], f["producer_id"]) for f in found) == [
+        ("HANGING_TRANSACTION", "d1", 7),
+        *([("UNKNOWN_PRODUCER_LOSS", "d2", 7)] if lost else []),
+    ], [f["message"] for f in found]
 
 
 @pytest.mark.parametrize(("stored_sequence", "mismatch"), [(-1, False), (1, True)])
