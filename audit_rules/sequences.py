@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.history import (
     ROW_KEY,
+    STREAM_KEY,
     evicted_by_log_start,
     forgotten_by_expiry,
     start_after,
@@ -60,15 +61,22 @@ def history_start(
     starts mid-sequence (KIP-360); none where CRC-failed batches before it hold the sequences it skips
     (`filled`: `history.filled_starts`, RULES.md failed fill). A HISTORY_START_MISSING names the first
     unreadable region before the batch (`unreadable`: `consistency.unreadable_regions`), where its
-    epoch's first records may be."""
+    epoch's first records may be. Sequences below the batch's that later batches of its stream hold
+    (`late_before_start`) are in the log, out of order (their SEQUENCE_REGRESSION): only the others
+    count, and where there are none, there is no finding."""
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
     if filled is not None:
         rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
-    # The epoch's sequences 0 to base - 1 took an offset each, below this batch: below the log start
-    # (retention took them) or, where the cleaner may have passed, anywhere below the batch. Where
-    # fewer offsets than that were taken, at least the rest never reached the log or were lost.
-    # (A batch below the log start, DeleteRecords having moved it inside a segment, bounds them too.)
-    needed = F.col("base_sequence").cast("long")
+    rows = rows.join(late_before_start(history), [*STREAM_KEY, "base_sequence_unwrapped"], "left")
+    rows = rows.withColumn(
+        "_needed", F.col("base_sequence").cast("long") - F.coalesce(F.col("_held_later"), F.lit(0))
+    ).where(F.col("_needed") > 0)
+    # The epoch's sequences 0 to base - 1 (those no later batch holds) took an offset each, below this
+    # batch: below the log start (retention took them) or, where the cleaner may have passed, anywhere
+    # below the batch. Where fewer offsets than that were taken, at least the rest never reached the
+    # log or were lost. (A batch below the log start, DeleteRecords having moved it inside a segment,
+    # bounds them too.)
+    needed = F.col("_needed")
     cleaned = compaction_may_have_removed(F.col("log_start_offset"))
     below = F.greatest(F.least(F.col("log_start_offset"), F.col("base_offset")), F.lit(0))
     retained = below >= needed
@@ -124,7 +132,7 @@ def history_start(
                     "producer_epoch",
                     "base_offset",
                     "base_sequence",
-                    "base_sequence",
+                    needed,
                 ),
             ).otherwise(
                 fmt(
@@ -148,6 +156,14 @@ def history_start(
                     needed - room,
                 )
             ),
+            F.when(
+                F.col("_held_later") > 0,
+                fmt(
+                    " Batches after it hold %s other sequence(s) below %s, out of order (not counted).",
+                    "_held_later",
+                    "base_sequence",
+                ),
+            ).otherwise(F.lit("")),
             note,
         ),
         expected_sequence=F.lit(0),
@@ -155,6 +171,32 @@ def history_start(
         **BATCH_FIELDS,
     )
     return truncated.unionByName(missing)
+
+
+def late_before_start(history: DataFrame) -> DataFrame:
+    """(`STREAM_KEY`, `base_sequence_unwrapped` of a stream's first batch, `_held_later`): how many of the
+    sequences 0 to that base - 1 later batches of the stream hold (late batches, `history.derived`: the
+    only ones at or below a sequence the stream reached before)."""
+    first = F.col("stream_first_base")
+    lates = history.where(F.col("late") & (F.col("base_sequence_unwrapped") < first)).select(
+        *STREAM_KEY,
+        first.alias("_first"),
+        F.greatest(F.col("base_sequence_unwrapped"), F.lit(0)).alias("_from"),
+        F.least(F.col("last_sequence_unwrapped"), first - 1).alias("_to"),
+    )
+    # The union of their ranges: each adds what lies past the highest end of those before it.
+    w = (
+        Window.partitionBy(*STREAM_KEY, "_first")
+        .orderBy("_from", "_to")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    reach = F.coalesce(F.max("_to").over(w), F.lit(-1))
+    adds = F.greatest(F.col("_to") - F.greatest(F.col("_from"), reach + 1) + 1, F.lit(0))
+    return (
+        lates.withColumn("_adds", adds)
+        .groupBy(*STREAM_KEY, F.col("_first").alias("base_sequence_unwrapped"))
+        .agg(F.sum("_adds").alias("_held_later"))
+    )
 
 
 def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:

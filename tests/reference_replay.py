@@ -167,6 +167,8 @@ class _Replay:
         self.producers: dict[int, _ProducerState] = {}
         self.findings: list[Finding] = []
         self.pending_gaps: list[_PendingGap] = []
+        # Producers' first batches mid-sequence, with their streams (`_resolve_start`).
+        self.pending_starts: list[tuple[Batch, list[_StreamBatch]]] = []
 
     def append(self, batch: Batch) -> None:
         state = self.producers.setdefault(batch["producer_id"], _ProducerState())
@@ -228,25 +230,8 @@ class _Replay:
         if history_starts_here:
             if base_sequence == 0:
                 return
-            # Sequences 0..base-1 took an offset each below the batch: below the log start (retention),
-            # or anywhere below it where the cleaner may have passed (it keeps offsets).
-            below = max(min(self.log_start_offset, batch["base_offset"]), 0)
-            room = batch["base_offset"] if self.compacted else below
-            if below >= base_sequence:
-                kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "retention"
-            elif self.compacted and batch["base_offset"] >= base_sequence:
-                kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "compaction"
-            else:
-                kind, because = "HISTORY_START_MISSING", None
-            self._emit(
-                kind,
-                batch,
-                expected_sequence=0,
-                # At least the sequences that no offset below the batch can have held are missing.
-                missing_records=None if because else base_sequence - room,
-                explained_by=because,
-                message=f"first retained batch starts at sequence {base_sequence}",
-            )
+            # Judged once the stream is known: later batches may hold some of sequences 0..base-1.
+            self.pending_starts.append((batch, state.streams[epoch]))
             return
         # The epoch rose, through data or a marker: KIP-360 says the new epoch starts at 0.
         related = state.previous["base_offset"] if state.previous is not None else None
@@ -296,11 +281,15 @@ class _Replay:
         expected = previous.last + 1
         copies = [s for s in stream if (s.base, s.last) == (current.base, current.last)]
         if copies:
+            message, because = self._duplicate_verdict(
+                stream, copies[0], copies[-1], previous, current, expired
+            )
             self._emit(
                 "DUPLICATE_BATCH",
                 batch,
                 related_offset=copies[0].batch["base_offset"],
-                message=self._duplicate_message(stream, copies[0], copies[-1], previous, current, expired),
+                explained_by=because,
+                message=message,
             )
         elif current.base == expected:
             return
@@ -328,7 +317,7 @@ class _Replay:
             and kept_last < self.log_start_offset
         )
 
-    def _duplicate_message(
+    def _duplicate_verdict(
         self,
         stream: list[_StreamBatch],
         first_copy: _StreamBatch,
@@ -336,11 +325,13 @@ class _Replay:
         previous: _StreamBatch,
         current: _StreamBatch,
         expired: bool,
-    ) -> str:
-        """The verdict: the broker's cache holds its last appended batches, a copy among them too, so
-        the window runs from the nearest earlier copy. Outside it a broker holding the producer's state
-        refuses the copy as out of sequence unless it follows the batch before it; one without state
-        accepts it only if it takes any sequence from an unknown producer, or the sequence is 0."""
+    ) -> tuple[str, str | None]:
+        """The verdict and what explains it: the broker's cache holds its last appended batches, a copy
+        among them too, so the window runs from the nearest earlier copy. Outside it a broker holding the
+        producer's state refuses the copy as out of sequence unless it follows the batch before it; one
+        without state accepts it only if it takes any sequence from an unknown producer, or the sequence
+        is 0. A broker that had forgotten the producer (expiry) or evicted it (retention) is the
+        explanation."""
         profile = self.profile
         between = len(stream) - stream.index(nearest_copy) - 1
         if profile.duplicate_window_sequences is not None:
@@ -378,7 +369,8 @@ class _Replay:
         where = f"copy of offset {first_copy.batch['base_offset']}"
         if nearest_copy is not first_copy:
             where += f", last copied at offset {nearest_copy.batch['base_offset']}"
-        return f"{where}, {between} batch(es) after it: {verdict}"
+        because = "expiry" if forgotten else "retention" if evicted else None
+        return f"{where}, {between} batch(es) after it: {verdict}", because
 
     def _resolve_gap(self, gap: _PendingGap, fills: list[tuple[int, int]]) -> None:
         """`fills`: the ranges CRC-failed batches hold of every gap of the stream (`_failed_fills`)."""
@@ -480,7 +472,36 @@ class _Replay:
     def _emit(self, kind: str, batch: Batch, **fields: Any) -> None:
         self.findings.append(_finding(kind, batch, **fields))
 
+    def _resolve_start(self, batch: Batch, stream: list[_StreamBatch]) -> None:
+        """A producer's first batch mid-sequence. Sequences 0..base-1 that no later batch of its stream
+        holds took an offset each below the batch: below the log start (retention), or anywhere below it
+        where the cleaner may have passed (it keeps offsets)."""
+        base_sequence = batch["base_sequence"]
+        needed = _uncovered(0, base_sequence - 1, [(s.base, s.last) for s in stream[1:]])
+        if needed == 0:
+            return  # all of them are later in the log: out of order (SEQUENCE_REGRESSION), not lost
+        below = max(min(self.log_start_offset, batch["base_offset"]), 0)
+        room = batch["base_offset"] if self.compacted else below
+        if below >= needed:
+            kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "retention"
+        elif self.compacted and batch["base_offset"] >= needed:
+            kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "compaction"
+        else:
+            kind, because = "HISTORY_START_MISSING", None
+        self._emit(
+            kind,
+            batch,
+            expected_sequence=0,
+            # At least the sequences that no offset below the batch can have held are missing.
+            missing_records=None if because else needed - room,
+            explained_by=because,
+            message=f"first retained batch starts at sequence {base_sequence}",
+        )
+
     def finish(self) -> list[Finding]:
+        for batch, stream in self.pending_starts:
+            self._resolve_start(batch, stream)
+        self.pending_starts = []
         # A failed batch holds the sequences it holds for the whole stream, as a late batch does.
         fills: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for gap in self.pending_gaps:
@@ -548,14 +569,14 @@ def _offset_overlaps(rows: list[Batch]) -> list[Finding]:
 
 def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
     """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout,
-    on one clock at a time, the longer: the newest marker's timestamp less the earliest marker's after its
-    first batch (the brokers'), and the newest data batch's less its first batch's (the producers')."""
+    on one clock at a time, the longer: the newest marker's timestamp less the earliest's, of the markers
+    after its first batch (the brokers'), and the newest data batch's less its first batch's (the
+    producers')."""
     trusted = [b for b in rows if b["crc_valid"]]
     if not trusted:
         return []
     data_max = max((b["max_timestamp"] for b in trusted if not b["is_control"]), default=None)
     markers = [b for b in _producer_batches(rows) if b["is_control"]]
-    newest_marker = max((m["max_timestamp"] for m in markers), default=None)
     by_producer: dict[int, list[Batch]] = {}
     for b in sorted(_producer_batches(rows), key=_offset_order):
         by_producer.setdefault(b["producer_id"], []).append(b)
@@ -572,8 +593,8 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
         first, last = open_batches[0], open_batches[-1]
         ages = [] if data_max is None else [data_max - first["max_timestamp"]]
         after = [m["max_timestamp"] for m in markers if m["base_offset"] > first["base_offset"]]
-        if after and newest_marker is not None:
-            ages.append(newest_marker - min(after))
+        if after:
+            ages.append(max(after) - min(after))
         age = max(ages, default=0)
         if age > profile.transaction_max_timeout_ms:
             out.append(

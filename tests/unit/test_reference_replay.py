@@ -126,6 +126,21 @@ def test_mid_sequence_start_with_no_offsets_free_is_missing_history_on_a_compact
     assert evidence(f, "kind", "explained_by") == ("HISTORY_START_MISSING", None)
 
 
+def test_sequences_before_the_first_batch_that_later_batches_hold_are_not_missing() -> None:
+    """B(0, 5..9), then B(5, 0..4): the first batch's earlier sequences are in the log, out of order
+    (one regression, nothing lost). With only B(5, 0..1) after it, 2..4 are in no batch: 3 missing."""
+    log = LogBuilder()
+    log.data(PID, 0, 5, 5)
+    log.data(PID, 0, 0, 5)
+    assert kinds(replay(log)) == ["SEQUENCE_REGRESSION"]
+    part = LogBuilder()
+    part.data(PID, 0, 5, 5)
+    part.data(PID, 0, 0, 2)
+    found = {f["kind"]: f for f in replay(part)}
+    assert sorted(found) == ["HISTORY_START_MISSING", "SEQUENCE_REGRESSION"]
+    assert found["HISTORY_START_MISSING"]["missing_records"] == 3
+
+
 def test_first_batch_at_sequence_zero_needs_no_history() -> None:
     log = LogBuilder(start_offset=1000)
     log.data(PID, 3, 0, 3)
