@@ -332,7 +332,8 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
     first batch (its batches counted as `duplicate_records_new_epoch` counts them, aborted ones too)."""
     window = profile.duplicate_window_batches
     pid = Window.partitionBy("log_key", "producer_id")
-    batches = history.where(F.col("ok") & ~F.col("is_control")).select(*_COPY_BATCH, "base_offset").distinct()
+    batch = ["log_key", "producer_id", "producer_epoch", "base_offset"]
+    batches = history.where(F.col("ok") & ~F.col("is_control")).select(*batch).distinct()
     ranked = batches.withColumns(
         {
             "_from_head": F.dense_rank().over(pid.orderBy("base_offset")),
@@ -341,10 +342,9 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
             "_last_offset": F.max("base_offset").over(pid),
         }
     )
+    # By the log key (a bare partition directory has no replica: a null would match nothing).
     edge = joined.join(
-        ranked.where((F.col("_from_head") <= window) | (F.col("_from_tail") <= window)),
-        [*_COPY_BATCH, "base_offset"],
-        "inner",
+        ranked.where((F.col("_from_head") <= window) | (F.col("_from_tail") <= window)), batch, "inner"
     )
     heads = edge.where(F.col("_from_head") <= window).select(
         *_COPY_BATCH, "base_offset", "last_offset", "offset", "content", "_from_head", "_first_offset"

@@ -18,6 +18,7 @@ from audit_rules.history import (
     ROW_KEY,
     STREAM_KEY,
     evicted_by_log_start,
+    forgotten_before,
     forgotten_by_expiry,
     start_after,
     state_expired,
@@ -55,7 +56,7 @@ def invalid_sequence(history: DataFrame) -> DataFrame:
 
 
 def history_start(
-    history: DataFrame, filled: DataFrame | None = None, unreadable: DataFrame | None = None
+    history: DataFrame, profile: Profile, filled: DataFrame | None = None, unreadable: DataFrame | None = None
 ) -> DataFrame:
     """HISTORY_TRUNCATED_BY_RETENTION or HISTORY_START_MISSING for a producer whose first retained batch
     starts mid-sequence (KIP-360); none where CRC-failed batches before it hold the sequences it skips
@@ -67,7 +68,7 @@ def history_start(
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
     if filled is not None:
         rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
-    rows = rows.join(late_before_start(history), [*STREAM_KEY, "base_sequence_unwrapped"], "left")
+    rows = rows.join(late_before_start(history, profile), [*STREAM_KEY, "base_sequence_unwrapped"], "left")
     rows = rows.withColumn(
         "_needed", F.col("base_sequence").cast("long") - F.coalesce(F.col("_held_later"), F.lit(0))
     ).where(F.col("_needed") > 0)
@@ -143,7 +144,7 @@ def history_start(
                     "producer_epoch",
                     "base_offset",
                     "base_sequence",
-                    "base_sequence",
+                    needed,
                     room,
                     F.when(
                         cleaned,
@@ -173,12 +174,21 @@ def history_start(
     return truncated.unionByName(missing)
 
 
-def late_before_start(history: DataFrame) -> DataFrame:
+def late_before_start(history: DataFrame, profile: Profile) -> DataFrame:
     """(`STREAM_KEY`, `base_sequence_unwrapped` of a stream's first batch, `_held_later`): how many of the
     sequences 0 to that base - 1 later batches of the stream hold (late batches, `history.derived`: the
-    only ones at or below a sequence the stream reached before)."""
+    only ones at or below a sequence the stream reached before). Not from the first late batch the broker
+    took from a producer it had forgotten (`forgotten_before`) on: a client restarting its sequence
+    wrote those, other records than the ones the first batch's sequences followed."""
     first = F.col("stream_first_base")
-    lates = history.where(F.col("late") & (F.col("base_sequence_unwrapped") < first)).select(
+    late = history.where(F.col("late"))
+    restart = (
+        late.where(forgotten_before(profile)).groupBy(*STREAM_KEY).agg(F.min("base_offset").alias("_restart"))
+    )
+    checked = late.join(restart, list(STREAM_KEY), "left").where(
+        F.coalesce(F.col("base_offset") < F.col("_restart"), F.lit(True))
+    )
+    lates = checked.where(F.col("base_sequence_unwrapped") < first).select(
         *STREAM_KEY,
         first.alias("_first"),
         F.greatest(F.col("base_sequence_unwrapped"), F.lit(0)).alias("_from"),
@@ -258,6 +268,8 @@ def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:
         ),
         expected_sequence="expected_sequence",
         related_offset="prev_base_offset",
+        # A broker that had forgotten (expiry) or evicted (retention) the producer took the batch.
+        explained_by=F.when(expired, F.lit("expiry")).when(evicted_by_log_start(profile), F.lit("retention")),
         **BATCH_FIELDS,
     )
 

@@ -294,11 +294,14 @@ class _Replay:
         elif current.base == expected:
             return
         elif current.base < expected:
+            forgotten = expired and (self.profile.accepts_unknown_producer or batch["base_sequence"] == 0)
             self._emit(
                 "SEQUENCE_REGRESSION",
                 batch,
                 expected_sequence=expected % SEQUENCE_MODULUS,
                 related_offset=previous.batch["base_offset"],
+                # A broker that had forgotten (expiry) or evicted (retention) the producer took it.
+                explained_by="expiry" if forgotten else "retention" if current.evicted else None,
                 message=f"sequence {batch['base_sequence']} arrived after {previous.batch['last_sequence']}",
             )
         else:
@@ -477,7 +480,18 @@ class _Replay:
         holds took an offset each below the batch: below the log start (retention), or anywhere below it
         where the cleaner may have passed (it keeps offsets)."""
         base_sequence = batch["base_sequence"]
-        needed = _uncovered(0, base_sequence - 1, [(s.base, s.last) for s in stream[1:]])
+        # The later batches at or below the stream's highest sequence before them, up to the first the
+        # broker took from a producer it had forgotten: a client restarting its sequence wrote the rest.
+        held: list[tuple[int, int]] = []
+        highest = stream[0].last
+        for s in stream[1:]:
+            late = s.base <= highest
+            if late and s.forgot:
+                break
+            if late:
+                held.append((s.base, s.last))
+            highest = max(highest, s.last)
+        needed = _uncovered(0, base_sequence - 1, held)
         if needed == 0:
             return  # all of them are later in the log: out of order (SEQUENCE_REGRESSION), not lost
         below = max(min(self.log_start_offset, batch["base_offset"]), 0)

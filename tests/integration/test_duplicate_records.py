@@ -26,8 +26,8 @@ pytestmark = pytest.mark.integration
 class Written:
     """A log of one topic and the records of its data batches (one record each: `value`, keyed by it)."""
 
-    def __init__(self, topic: str) -> None:
-        self.log = LogBuilder(topic=topic, file=f"/dump/{topic}-0/00000000000000000000.log")
+    def __init__(self, topic: str, replica: str | None = "1") -> None:
+        self.log = LogBuilder(topic=topic, replica=replica, file=f"/dump/{topic}-0/00000000000000000000.log")
         self.records: list[dict[str, Any]] = []
 
     def data(self, pid: int, epoch: int, seq: int, value: bytes, *, transactional: bool = False) -> int:
@@ -96,7 +96,16 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
     aborted_last.data(12, 1, 0, b"status=up", transactional=True)
     aborted_last.marker(12, 1, "COMMIT")
 
-    written = (flight, aborted, v2, committed, aborted_last)
+    # new-pid-bare: a bare partition directory (no replica); producer 13 writes w1..w3, then producer 14
+    # opens with w3 again (a pre-KIP-360 client's new idempotent session re-sending).
+    bare = Written("new-pid-bare", replica=None)
+    bare.data(13, 0, 0, b"w1")
+    bare.data(13, 0, 1, b"w2")
+    bare_original = bare.data(13, 0, 2, b"w3")
+    bare_copy = bare.data(14, 0, 0, b"w3")
+    bare.data(14, 0, 1, b"w4")
+
+    written = (flight, aborted, v2, committed, aborted_last, bare)
     batches = spark.createDataFrame([r for w in written for r in w.log.rows], BATCHES.schema)
     records = spark.createDataFrame([r for w in written for r in w.records], RECORDS.schema)
     bronze = replace(Bronze.from_batches(batches), records=records)
@@ -106,6 +115,8 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
         for f in found
         if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"
     )
-    assert dups == [("committed", 1, again, first), ("in-flight", 1, resent, originals[7])], [
-        f["message"] for f in found
-    ]
+    assert dups == [
+        ("committed", 1, again, first),
+        ("in-flight", 1, resent, originals[7]),
+        ("new-pid-bare", 0, bare_copy, bare_original),
+    ], [f["message"] for f in found]

@@ -568,6 +568,7 @@ def test_a_broker_that_forgot_the_producer_starts_its_cache_again(
         late_verdict = "should have caught it" if profile_name == "kafka-2.4" else "had forgotten it"
         assert late_verdict in message[late], message[late]
     assert "had forgotten it" in found[("idle", idle_restart)]["message"]
+    assert found[("idle", idle_restart)]["explained_by"] == "expiry"
     assert (
         f"follows the batch before it (offset {idle_restart}) in sequence"
         in (found[("idle", idle_follower)]["message"])
@@ -579,6 +580,7 @@ def test_a_broker_that_forgot_the_producer_starts_its_cache_again(
     assert (regression["kind"], regression["first_offset"]) == ("SEQUENCE_REGRESSION", regressed)
     restarted = "Unless the producer restarted at 0: the log start offset (now 7)" in regression["message"]
     assert restarted == (profile_name == "kafka-1.0"), regression["message"]
+    assert regression["explained_by"] == ("retention" if restarted else None)
     expected = {
         f["first_offset"]: "should have caught" in f["message"]
         for f in reference_findings(log.rows, profile=profile, log_start_offset=7)

@@ -1,6 +1,7 @@
 """A producer's first batch mid-sequence whose earlier sequences later batches hold: those are in the
 log, out of order (a SEQUENCE_REGRESSION), not missing. HISTORY_START_MISSING counts only the others,
-and where there are none it is not reported. Spark and the reference replay agree."""
+and where there are none it is not reported; a batch the broker took from a producer it had forgotten
+(a client restarting its sequence) fills none. Spark and the reference replay agree."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from audit_rules.pipeline import Bronze, audit
+from audit_rules.profile import DAY_MS
 from jobs.profiles import load_profile
 from schemas.tables import BATCHES
 from tests.reference_replay import reference_findings
@@ -33,7 +35,13 @@ def test_sequences_before_the_first_batch_held_later_are_not_missing(spark: Spar
     # none: 5-9 alone: 0-4 are missing (the log is complete from 0).
     none = LogBuilder(topic="none", file="/d/none-0/0.log")
     none.data(9, 0, 5, 5)
-    logs = (full, part, none)
+    # restart: 5-9, eight days idle, 0-4: the broker had forgotten producer 10 and a client restarting
+    # its sequence wrote 0-4, other records: the first batch's 0-4 are still missing.
+    restart = LogBuilder(topic="restart", file="/d/restart-0/0.log")
+    restart.data(10, 0, 5, 5)
+    restart.wait(8 * DAY_MS)
+    restart.data(10, 0, 0, 5)
+    logs = (full, part, none, restart)
     bronze = Bronze.from_batches(spark.createDataFrame([r for log in logs for r in log.rows], BATCHES.schema))
     found = sorted(
         (f["topic"], f["kind"], f["first_offset"], f["missing_records"])
@@ -44,6 +52,8 @@ def test_sequences_before_the_first_batch_held_later_are_not_missing(spark: Spar
         ("none", "HISTORY_START_MISSING", 0, 5),
         ("part", "HISTORY_START_MISSING", 0, 2),
         ("part", "SEQUENCE_REGRESSION", 5, None),
+        ("restart", "HISTORY_START_MISSING", 0, 5),
+        ("restart", "SEQUENCE_REGRESSION", 5, None),
     ]
     expected = sorted(
         (log.rows[0]["topic"], f["kind"], f["first_offset"], f["missing_records"])

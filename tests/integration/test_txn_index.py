@@ -89,21 +89,22 @@ def test_a_segments_index_files_pair_by_name_in_one_dump_and_a_missing_txnindex_
     spark: SparkSession,
 ) -> None:
     """The `.txnindex` of a segment is the file of its name, suffixes aside, in the same dump and
-    replica: a cleaned segment's files may still end in `.swap`; two dumps of one directory share
-    their paths. A segment dumped with its `.index` and without a `.txnindex` has no entries (the
-    broker creates the file with its first), so its ABORT markers lack theirs."""
+    replica (a bare partition directory's, none): a cleaned segment's files may still end in `.swap`;
+    two dumps of one directory share their paths. A segment dumped with its `.index` and without a
+    `.txnindex` has no entries (the broker creates the file with its first), so its ABORT markers lack
+    theirs; not the active segment, whose first entry a live copy may have missed."""
     from pyspark.sql import functions as F
 
     logs: list[LogBuilder] = []
-    index_files: list[tuple[str, str, str, str]] = []  # dump, topic, file, kind
+    extra_files: list[tuple[str, str, str, str, int]] = []  # dump, topic, file, kind, base offset
     entries: list[dict[str, Any]] = []
 
-    def entry(dump_id: str, topic: str, file: str, producer_id: int, first: int, last: int) -> None:
+    def entry(dump_id: str, replica: str | None, file: str, producer_id: int, first: int, last: int) -> None:
         entries.append(
             {
                 "dump_id": dump_id,
-                "replica": "1",
-                "topic": topic,
+                "replica": replica,
+                "topic": file.split("/")[2].rsplit("-", 1)[0],
                 "partition": 0,
                 "file": file,
                 "position": len(entries) * 34,
@@ -115,20 +116,29 @@ def test_a_segments_index_files_pair_by_name_in_one_dump_and_a_missing_txnindex_
             }
         )
 
-    # swapped: a cleaned segment whose files kept `.swap`; producer 20's ABORT has its entry, 21's not.
-    swapped = LogBuilder(topic="swapped", file="/s/swapped-0/00000000000000000000.log.swap")
+    # swapped: a cleaned segment whose files kept `.swap`, in a bare partition directory (no replica),
+    # followed by the active segment; producer 20's ABORT has its entry, 21's not.
+    swapped = LogBuilder(topic="swapped", replica=None, file="/s/swapped-0/00000000000000000000.log.swap")
     swapped.data(20, 0, 0, transactional=True)
     swapped.marker(20, 0, "ABORT")  # 1
     swapped.data(21, 0, 0, transactional=True)  # 2
     swapped.marker(21, 0, "ABORT")  # 3
     swap_index = "/s/swapped-0/00000000000000000000.txnindex.swap"
-    index_files.append(("dump-1", "swapped", swap_index, "txnindex"))
-    entry("dump-1", "swapped", swap_index, 20, 0, 1)
-    # unindexed: the segment's .index was dumped, no .txnindex: producer 30's ABORT has no entry.
+    extra_files.append(("dump-1", "swapped", swap_index, "txnindex", 0))
+    extra_files.append(("dump-1", "swapped", "/s/swapped-0/00000000000000000010.log", "log", 10))
+    entry("dump-1", None, swap_index, 20, 0, 1)
+    # unindexed: the segment's .index was dumped, no .txnindex, and a later segment follows: producer
+    # 30's ABORT has no entry.
     unindexed = LogBuilder(topic="unindexed", file="/n/unindexed-0/00000000000000000000.log")
     unindexed.data(30, 0, 0, transactional=True)
     unindexed.marker(30, 0, "ABORT")  # 1
-    index_files.append(("dump-1", "unindexed", "/n/unindexed-0/00000000000000000000.index", "index"))
+    extra_files.append(("dump-1", "unindexed", "/n/unindexed-0/00000000000000000000.index", "index", 0))
+    extra_files.append(("dump-1", "unindexed", "/n/unindexed-0/00000000000000000010.log", "log", 10))
+    # active: the same in the log's last segment: a live copy may list it before its first entry.
+    active = LogBuilder(topic="active", file="/a/active-0/00000000000000000000.log")
+    active.data(31, 0, 0, transactional=True)
+    active.marker(31, 0, "ABORT")
+    extra_files.append(("dump-1", "active", "/a/active-0/00000000000000000000.index", "index", 0))
     # bare: only the .log was dumped: nothing to check.
     bare = LogBuilder(topic="bare", file="/b/bare-0/00000000000000000000.log")
     bare.data(40, 0, 0, transactional=True)
@@ -140,26 +150,21 @@ def test_a_segments_index_files_pair_by_name_in_one_dump_and_a_missing_txnindex_
         log.data(50, 0, 0, transactional=True)
         log.marker(50, 0, "ABORT")  # 1
         logs.append(log)
-        index_files.append((day, "twice", twice_index, "txnindex"))
-    entry("mon", "twice", twice_index, 50, 0, 1)
-    logs += [swapped, unindexed, bare]
+        extra_files.append((day, "twice", twice_index, "txnindex", 0))
+        extra_files.append((day, "twice", "/m/twice-0/00000000000000000010.log", "log", 10))
+    entry("mon", "1", twice_index, 50, 0, 1)
+    logs += [swapped, unindexed, active, bare]
 
     rows = [row for log in logs for row in log.rows]
     bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema))
-    extra = [
-        bronze.files.where((F.col("dump_id") == dump) & (F.col("topic") == topic)).withColumns(
-            {"file": F.lit(file), "kind": F.lit(kind)}
+    files = bronze.files
+    for dump, topic, file, kind, base in extra_files:
+        files = files.unionByName(
+            bronze.files.where((F.col("dump_id") == dump) & (F.col("topic") == topic)).withColumns(
+                {"file": F.lit(file), "kind": F.lit(kind), "base_offset": F.lit(base).cast("long")}
+            )
         )
-        for dump, topic, file, kind in index_files
-    ]
-    bronze = replace(
-        bronze,
-        files=bronze.files.unionByName(extra[0])
-        .unionByName(extra[1])
-        .unionByName(extra[2])
-        .unionByName(extra[3]),
-        txn_index=spark.createDataFrame(entries, TXN_INDEX.schema),
-    )
+    bronze = replace(bronze, files=files, txn_index=spark.createDataFrame(entries, TXN_INDEX.schema))
     found = [
         f
         for f in audit(bronze, load_profile("kafka-3.4")).findings.collect()

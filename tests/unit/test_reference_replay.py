@@ -141,6 +141,32 @@ def test_sequences_before_the_first_batch_that_later_batches_hold_are_not_missin
     assert found["HISTORY_START_MISSING"]["missing_records"] == 3
 
 
+def test_a_restart_after_the_broker_forgot_the_producer_fills_no_earlier_sequence() -> None:
+    """B(0, 5..9), eight days idle, B(5, 0..4): the broker had forgotten the producer and a client
+    restarting its sequence wrote 0..4, other records: the first batch's 0..4 are still missing."""
+    log = LogBuilder()
+    log.data(PID, 0, 5, 5)
+    log.wait(8 * DAY_MS)
+    log.data(PID, 0, 0, 5)
+    found = {f["kind"]: f for f in replay(log)}
+    assert sorted(found) == ["HISTORY_START_MISSING", "SEQUENCE_REGRESSION"]
+    assert found["HISTORY_START_MISSING"]["missing_records"] == 5
+
+
+def test_a_regression_the_broker_took_after_forgetting_the_producer_is_explained_by_expiry() -> None:
+    """B(0, 0..4), eight days idle, B(5, 2..2): 3.4 had forgotten the producer and took any sequence;
+    1.0 takes only 0 from a producer it forgot, so it should have refused it: no explanation."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, 5)
+    log.wait(8 * DAY_MS)
+    log.data(PID, 0, 2, 1)
+    assert evidence(only(replay(log)), "kind", "explained_by") == ("SEQUENCE_REGRESSION", "expiry")
+    assert evidence(only(replay(log, profile=KAFKA_1_0)), "kind", "explained_by") == (
+        "SEQUENCE_REGRESSION",
+        None,
+    )
+
+
 def test_first_batch_at_sequence_zero_needs_no_history() -> None:
     log = LogBuilder(start_offset=1000)
     log.data(PID, 3, 0, 3)
