@@ -823,7 +823,8 @@ def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[d
     def context_of(file: str) -> _Provenance:
         if file not in contexts:
             parsed = parse_partition_dir_name(os.path.basename(os.path.dirname(os.path.normpath(file))))
-            topic, partition = parsed if parsed is not None else (None, None)
+            # Else the partition the text itself names (`DumpLogText.partition`), if any.
+            topic, partition = parsed if parsed is not None else (unit.topic, unit.partition)
             contexts[file] = _Provenance(
                 WorkUnit(unit.kind, unit.dump_id, unit.replica, topic, partition, file, unit.size)
             )

@@ -289,7 +289,11 @@ def _files_of(item: Discovered, dump_id: str, replica: str | None) -> Iterator[_
     from kafka_log_decoder.discovery import DumpLogText, LogDir, PartitionDir
 
     if isinstance(item, DumpLogText):
-        yield _file(dump_id, replica, None, None, item.file, dt.DUMP_LOG_TEXT, None, None)
+        row, unit = _file(dump_id, replica, None, None, item.file, dt.DUMP_LOG_TEXT, None, None)
+        if unit is not None and item.partition is not None:
+            # The partition of the dumped files that lie in no partition directory.
+            unit = replace(unit, topic=item.partition[0], partition=item.partition[1])
+        yield row, unit
         return
     if isinstance(item, LogDir):
         log_dir = item.path

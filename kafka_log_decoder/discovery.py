@@ -77,6 +77,8 @@ _NOT_LIVE_DIR_REASONS = {
 }
 _DUMP_LOG_FIRST_LINE = b"Dumping "
 _UTF8_BOM = b"\xef\xbb\xbf"
+# The longest first line read for its dumped path.
+_FIRST_LINE_MAX = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +164,13 @@ class LogDir:
 
 @dataclass(frozen=True, slots=True)
 class DumpLogText:
-    """A `kafka-dump-log.sh` output file (first line `Dumping <path>`)."""
+    """A `kafka-dump-log.sh` output file (first line `Dumping <path>`). `partition`: where the first
+    dumped path lies in no `<topic>-<partition>` directory (the tool run inside it, or on a copy), the
+    partition the text's own name or directory names (`orders-0.txt`, `orders-0/dump.txt`)."""
 
     path: str
     file: FileInfo
+    partition: tuple[str, int] | None = None
 
 
 Discovered = LogDir | PartitionDir | DumpLogText
@@ -259,15 +264,29 @@ def _discover_directory(path: str, next_offset: NextOffset | None) -> list[Disco
 def _dump_log_text(path: str) -> DumpLogText:
     try:
         with open(path, "rb") as handle:
-            head = handle.read(len(_UTF8_BOM) + len(_DUMP_LOG_FIRST_LINE))
+            head = handle.readline(_FIRST_LINE_MAX)
         file_stat = os.stat(path)
     except OSError as exc:
         raise NotAKafkaArtifact.from_os_error(path, exc) from None
-    if not head.removeprefix(_UTF8_BOM).startswith(_DUMP_LOG_FIRST_LINE):
+    line = head.removeprefix(_UTF8_BOM)
+    if not line.startswith(_DUMP_LOG_FIRST_LINE):
         raise NotAKafkaArtifact(
             f"{path}: not a directory, and not kafka-dump-log.sh output (no 'Dumping ' first line)"
         )
-    return DumpLogText(path, _file_info(path, file_stat))
+    dumped = line[len(_DUMP_LOG_FIRST_LINE) :].decode("utf-8", "replace").strip()
+    partition = None
+    if parse_partition_dir_name(os.path.basename(os.path.dirname(os.path.normpath(dumped)))) is None:
+        # The tool was run inside the partition directory, or on a copy elsewhere: the text names it.
+        own = os.path.normpath(path)
+        partition = parse_partition_dir_name(os.path.splitext(os.path.basename(own))[0])
+        partition = partition or parse_partition_dir_name(os.path.basename(os.path.dirname(own)))
+        if partition is None:
+            raise NotAKafkaArtifact(
+                f"{path}: line 1: the dumped file {dumped} lies in no <topic>-<partition> directory, and "
+                "neither this text's name nor its directory names a partition: save it as "
+                "<topic>-<partition>.txt, or dump the segment by its path inside its partition directory"
+            )
+    return DumpLogText(path, _file_info(path, file_stat), partition)
 
 
 def _scan_log_dir(path: str, next_offset: NextOffset | None) -> LogDir:

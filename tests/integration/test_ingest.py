@@ -550,9 +550,24 @@ def test_real_broker_replicas_and_dump_log_text_give_the_decoders_rows(
     assert segments
     text = tmp_path / "dump.txt"
     text.write_text(run_dump_log_segments(segments, deep_iteration=True))
+    # The tool run inside one partition directory (`--files 00000000000000000000.log`): its `Dumping`
+    # lines name no partition; the text, saved as `<topic>-<partition>.txt`, names it.
+    one = sorted(p for p in segments if p.parent == segments[0].parent)
+    inside = tmp_path / f"{one[0].parent.name}.txt"
+    inside_text = run_dump_log_segments(one, deep_iteration=True)
+    for segment in one:
+        inside_text = inside_text.replace(f"Dumping {segment}\n", f"Dumping {segment.name}\n")
+    assert f"Dumping {one[0].name}\n" in inside_text
+    inside.write_text(inside_text)
     out = tmp_path / "out"
-    ingest(spark, out, f"broker={replicas}", f"text={text}", records=True)
+    ingest(spark, out, f"broker={replicas}", f"text={text}", f"inside={inside}", records=True)
     batches, records = read(out, "batches"), read(out, "records")
+    topic, partition = one[0].parent.name.rsplit("-", 1)
+    for segment in one:
+        binary = rows_of((r for r in batches if r["dump_id"] == "broker"), segment, "base_timestamp", "file")
+        beside = [r for r in batches if r["dump_id"] == "inside" and r["file"] == segment.name]
+        assert beside and {(r["topic"], r["partition"]) for r in beside} == {(topic, int(partition))}
+        assert without(beside, *PROVENANCE, "base_timestamp", "file") == binary, segment
 
     for segment in segments:
         binary = rows_of((r for r in batches if r["dump_id"] == "broker"), segment)

@@ -397,10 +397,31 @@ def test_dump_log_text_is_recognised_by_its_first_line(tmp_path: Path) -> None:
     text = touch(
         tmp_path / "dump.txt", b"Dumping /data/orders-3/00000000000000000000.log\nLog starting offset: 0\n"
     )
-    bom = touch(tmp_path / "dump-bom.txt", b"\xef\xbb\xbfDumping x.log\n")
+    bom = touch(tmp_path / "orders-1.txt", b"\xef\xbb\xbfDumping x.log\n")
     found = all_of(discover([text, bom]), DumpLogText)
     assert len(found) == 2
     assert found[0].path == str(text) and found[0].file.size == text.stat().st_size
+    assert (found[0].partition, found[1].partition) == (None, ("orders", 1))
+
+
+def test_a_text_dumped_inside_its_partition_directory_takes_the_partition_its_name_or_directory_names(
+    tmp_path: Path,
+) -> None:
+    """`kafka-dump-log.sh --files 00000000000000000000.log`, run inside `orders-0`, writes `Dumping
+    00000000000000000000.log`: the partition is the text's name (`my.topic-2.txt`) or its directory's
+    (`orders-0/dump.txt`); with neither, the text is refused in one line naming it (not read as a log of
+    no partition, whose rows no audit could place)."""
+    line = b"Dumping 00000000000000000000.log\nLog starting offset: 0\n"
+    named = touch(tmp_path / "my.topic-2.txt", line)
+    inside = touch(tmp_path / "orders-0" / "dump.txt", line)
+    found = all_of(discover([named, inside]), DumpLogText)
+    assert [f.partition for f in found] == [("my.topic", 2), ("orders", 0)]
+    nowhere = touch(tmp_path / "incident" / "dump.txt", line)
+    with pytest.raises(NotAKafkaArtifact) as raised:
+        discover([nowhere])
+    message = str(raised.value)
+    assert str(nowhere) in message and "line 1" in message and "\n" not in message
+    assert "lies in no <topic>-<partition> directory" in message
 
 
 @pytest.mark.parametrize(
