@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -175,6 +176,10 @@ class DumpLogText:
 
 Discovered = LogDir | PartitionDir | DumpLogText
 
+# A batch's first 27 bytes: offset, length, then (v2) leader epoch, magic, CRC, attributes, last offset
+# delta; v0/v1 entries have their magic at the same byte.
+_NEXT_OFFSET_HEAD = struct.Struct(">qiibihi")
+
 # Given the path of a `.log.swap` file, the offset after its last batch (LogSegment.readNextOffset).
 NextOffset = Callable[[str], int]
 
@@ -210,8 +215,9 @@ def discover(
     directories (one `LogDir` per subdirectory) or a dump-log text file.
 
     `next_offset`, when given, tells where a `.log.swap` segment ends, so that discovery can drop
-    the originals it replaces exactly as the broker does. Without it, only originals below the
-    swap's last offset-index entry are replaced (a lower bound that reads no `.log`).
+    the originals it replaces exactly as the broker does. Without it, the swap's end is read as
+    `LogSegment.readNextOffset` reads it: its last offset-index entry, then the batch headers of the
+    `.log.swap` from that entry's position (a few KiB; at most `_NEXT_OFFSET_MAX_BATCHES` headers).
     A path that is none of these raises `NotAKafkaArtifact`.
     """
     found: list[Discovered] = []
@@ -439,13 +445,46 @@ def _swap_next_offset(
     from kafka_log_decoder.index_files import read_offset_index
     from kafka_log_decoder.rows import IndexEntry
 
-    bound = base + 1
+    bound, position = base + 1, 0
     index = valid_swaps.get(os.path.basename(log_swap.path).replace(LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, 1))
     if index is not None:
         for item in read_offset_index(index.path):
-            if isinstance(item, IndexEntry):
-                bound = max(bound, item.offset + 1)
-    return bound
+            if isinstance(item, IndexEntry) and item.offset + 1 > bound:
+                bound, position = item.offset + 1, item.position
+    # Then, as `LogSegment.readNextOffset`, the batch headers from the last entry's position on: a few
+    # KiB (index.interval.bytes), or a small cleaned segment with no entry at all.
+    return max(bound, _next_offset_after(log_swap.path, position) or bound)
+
+
+# At most this many batch headers are read on the driver for a swap's next offset.
+_NEXT_OFFSET_MAX_BATCHES = 100_000
+
+
+def _next_offset_after(path: str, position: int) -> int | None:
+    """The offset after the last whole batch from `position` to the end of the segment at `path`, read
+    from the batches' headers alone (v2: base offset + last offset delta; v0/v1: the entry's offset),
+    or None; the walk stops at the first header that does not fit the file."""
+    found: int | None = None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        for _ in range(_NEXT_OFFSET_MAX_BATCHES):
+            head = os.pread(fd, _NEXT_OFFSET_HEAD.size, position)
+            if len(head) < _NEXT_OFFSET_HEAD.size:
+                break
+            offset, length, _, magic, _, _, last_delta = _NEXT_OFFSET_HEAD.unpack(head)
+            end = position + 12 + length
+            fits = offset >= 0 and length >= 14 and end <= size and 0 <= magic <= 2
+            if not fits or (magic == 2 and last_delta < 0):
+                break
+            found = (offset + last_delta if magic == 2 else offset) + 1
+            position = end
+    finally:
+        os.close(fd)
+    return found
 
 
 def _group_live_files(result: PartitionDir, live: dict[str, FileInfo]) -> None:

@@ -526,3 +526,25 @@ def test_a_kraft_snapshot_beside_its_unpadded_twin_is_read_once(tmp_path: Path) 
             "00000000000000010744-0000000004.checkpoint, the name the broker opens, is read",
         )
     ]
+
+
+def test_without_next_offset_the_swap_is_read_from_its_last_index_entry_as_the_broker_reads_it(
+    tmp_path: Path,
+) -> None:
+    """A small cleaned segment has no offset-index entry: its next offset is read from its batch headers
+    (`LogSegment.readNextOffset`): batches at 5 and 180-182 replace the originals in [0, 183)."""
+    from tests.builders import V2Batch, build_v2, segment
+
+    directory = swap_partition(tmp_path)
+    cleaned = segment(
+        build_v2(V2Batch(base_offset=5)), build_v2(V2Batch(base_offset=180, records=((None, b"a"),) * 3))
+    )
+    (directory / name(0, ".log.swap")).write_bytes(cleaned)
+    found = only(discover([directory]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0, 200]
+    assert all("[0, 183)" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
+    # A torn last batch counts no further than the whole ones before it.
+    (directory / name(0, ".log.swap")).write_bytes(cleaned[:-1])
+    found = only(discover([directory]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0, 100, 200]
+    assert all("[0, 6)" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
