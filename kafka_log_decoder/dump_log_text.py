@@ -551,6 +551,9 @@ class _KeyPayloadText:
         return body[: cut[0]], body[cut[0] + len(_CUT) :]
 
 
+_REPLACEMENT = "\ufffd"
+
+
 def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogateescape"))
 
@@ -570,6 +573,12 @@ class _PendingRecord:
     @property
     def complete(self) -> bool:
         return self.text.complete
+
+    @property
+    def lossy(self) -> bool:
+        """Whether the printed key/payload holds U+FFFD: bytes that were not UTF-8 (an Avro or Protobuf
+        value) print as 3 bytes each, so its printed size no longer tells where it ends."""
+        return any(_REPLACEMENT in part for part in self.text.parts)
 
     def extend(self, line: str) -> None:
         self.text.extend(line)
@@ -671,7 +680,7 @@ class _DumpLogTextParser:
             line = line.removeprefix("\ufeff")  # a UTF-8 BOM (output saved by some Windows editors)
         out: list[DumpLogItem] = []
         if self.pending is not None:
-            if not self.pending.complete and not _STRUCTURAL.match(line):
+            if not _STRUCTURAL.match(line) and (not self.pending.complete or self.pending.lossy):
                 self.pending.extend(line)
                 return out
             self._end_pending()

@@ -269,6 +269,15 @@ def test_payload_with_a_newline_continues_on_the_next_lines() -> None:
     assert of_type(items, DecodeError) == []
 
 
+def test_a_binary_payload_printed_lossy_continues_past_its_size_on_the_next_lines() -> None:
+    """Bytes that are not UTF-8 print as U+FFFD, 3 bytes each: b"\\xff\\xfeab\\ncd" (7 bytes) prints
+    a first line of 8 bytes, already past the value size; its next line is still its own (not an
+    unreadable batch on a clean log)."""
+    items = log_dump(V2_BATCH, record_line(0, " payload: \ufffd\ufffdab", value_size=7), "cd", record_line(1))
+    assert [r.value for r in of_type(items, Record)] == ["\ufffd\ufffdab\ncd".encode(), None]
+    assert of_type(items, DecodeError) == []
+
+
 def test_a_tool_line_is_never_taken_as_payload_continuation() -> None:
     items = log_dump(V2_BATCH, record_line(0, " payload: cut", value_size=50), record_line(1))
     assert [r.offset for r in of_type(items, Record)] == [0, 1]
