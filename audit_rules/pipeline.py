@@ -358,7 +358,7 @@ def audit(
     )
     frames = [
         sequences.invalid_sequence(checked_rows),
-        sequences.history_start(checked_rows, profile, starts, unreadable),
+        sequences.history_start(checked_rows, profile, starts, unreadable, fills),
         sequences.sequence_regression(checked, profile),
         sequences.sequence_gaps(checked, holes, profile, unreadable),
         epochs.epoch_regression(event_rows),

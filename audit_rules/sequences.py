@@ -56,19 +56,26 @@ def invalid_sequence(history: DataFrame) -> DataFrame:
 
 
 def history_start(
-    history: DataFrame, profile: Profile, filled: DataFrame | None = None, unreadable: DataFrame | None = None
+    history: DataFrame,
+    profile: Profile,
+    filled: DataFrame | None = None,
+    unreadable: DataFrame | None = None,
+    fills: DataFrame | None = None,
 ) -> DataFrame:
     """HISTORY_TRUNCATED_BY_RETENTION or HISTORY_START_MISSING for a producer whose first retained batch
     starts mid-sequence (KIP-360); none where CRC-failed batches before it hold the sequences it skips
     (`filled`: `history.filled_starts`, RULES.md failed fill). A HISTORY_START_MISSING names the first
     unreadable region before the batch (`unreadable`: `consistency.unreadable_regions`), where its
     epoch's first records may be. Sequences below the batch's that later batches of its stream hold
-    (`late_before_start`) are in the log, out of order (their SEQUENCE_REGRESSION): only the others
-    count, and where there are none, there is no finding."""
+    (`late_before_start`) are in the log, out of order (their SEQUENCE_REGRESSION), and so are those
+    CRC-failed batches before it hold in part (`fills`: `history.corrupt_fills`; their CRC_MISMATCH):
+    only the others count, and where there are none, there is no finding."""
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
     if filled is not None:
         rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
-    rows = rows.join(late_before_start(history, profile), [*STREAM_KEY, "base_sequence_unwrapped"], "left")
+    rows = rows.join(
+        late_before_start(history, profile, fills), [*STREAM_KEY, "base_sequence_unwrapped"], "left"
+    )
     rows = rows.withColumn(
         "_needed", F.col("base_sequence").cast("long") - F.coalesce(F.col("_held_later"), F.lit(0))
     ).where(F.col("_needed") > 0)
@@ -160,7 +167,8 @@ def history_start(
             F.when(
                 F.col("_held_later") > 0,
                 fmt(
-                    " Batches after it hold %s other sequence(s) below %s, out of order (not counted).",
+                    " %s other sequence(s) below %s are in the log, in batches after it (out of order) or in "
+                    "CRC-failed batches before it: not counted.",
                     "_held_later",
                     "base_sequence",
                 ),
@@ -174,12 +182,13 @@ def history_start(
     return truncated.unionByName(missing)
 
 
-def late_before_start(history: DataFrame, profile: Profile) -> DataFrame:
+def late_before_start(history: DataFrame, profile: Profile, fills: DataFrame | None = None) -> DataFrame:
     """(`STREAM_KEY`, `base_sequence_unwrapped` of a stream's first batch, `_held_later`): how many of the
     sequences 0 to that base - 1 later batches of the stream hold (late batches, `history.derived`: the
-    only ones at or below a sequence the stream reached before). Not from the first late batch the broker
-    took from a producer it had forgotten (`forgotten_before`) on: a client restarting its sequence
-    wrote those, other records than the ones the first batch's sequences followed."""
+    only ones at or below a sequence the stream reached before), or CRC-failed batches before it
+    (`fills`: `history.corrupt_fills`, its start's). Not from the first late batch the broker took from a
+    producer it had forgotten (`forgotten_before`) on: a client restarting its sequence wrote those,
+    other records than the ones the first batch's sequences followed."""
     first = F.col("stream_first_base")
     late = history.where(F.col("late"))
     restart = (
@@ -194,6 +203,16 @@ def late_before_start(history: DataFrame, profile: Profile) -> DataFrame:
         F.greatest(F.col("base_sequence_unwrapped"), F.lit(0)).alias("_from"),
         F.least(F.col("last_sequence_unwrapped"), first - 1).alias("_to"),
     )
+    if fills is not None:
+        start = F.col("gap_base_sequence")
+        lates = lates.unionByName(
+            fills.where(F.col("is_start")).select(
+                *STREAM_KEY,
+                start.alias("_first"),
+                F.greatest(F.col("_from"), F.lit(0)).alias("_from"),
+                F.least(F.col("_to"), start - 1).alias("_to"),
+            )
+        )
     # The union of their ranges: each adds what lies past the highest end of those before it.
     w = (
         Window.partitionBy(*STREAM_KEY, "_first")

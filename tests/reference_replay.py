@@ -168,7 +168,7 @@ class _Replay:
         self.findings: list[Finding] = []
         self.pending_gaps: list[_PendingGap] = []
         # Producers' first batches mid-sequence, with their streams (`_resolve_start`).
-        self.pending_starts: list[tuple[Batch, list[_StreamBatch]]] = []
+        self.pending_starts: list[tuple[Batch, list[_StreamBatch], list[tuple[int, int]]]] = []
 
     def append(self, batch: Batch) -> None:
         state = self.producers.setdefault(batch["producer_id"], _ProducerState())
@@ -230,8 +230,9 @@ class _Replay:
         if history_starts_here:
             if base_sequence == 0:
                 return
-            # Judged once the stream is known: later batches may hold some of sequences 0..base-1.
-            self.pending_starts.append((batch, state.streams[epoch]))
+            # Judged once the stream is known: later batches may hold some of sequences 0..base-1, as
+            # CRC-failed batches before it may.
+            self.pending_starts.append((batch, state.streams[epoch], self._start_fills(state, batch)))
             return
         # The epoch rose, through data or a marker: KIP-360 says the new epoch starts at 0.
         related = state.previous["base_offset"] if state.previous is not None else None
@@ -401,16 +402,21 @@ class _Replay:
         )
 
     def _start_filled(self, state: _ProducerState, batch: Batch) -> bool:
-        """Whether CRC-failed batches before `batch`, the first of its epoch, and after the producer's
-        previous row when that row's epoch is lower (a marker of the same epoch may follow the epoch's
-        first, rotted, transaction), hold every sequence of `[0, base - 1]` (RULES.md, failed fill)."""
+        """Whether CRC-failed batches before `batch`, the first of its epoch, hold every sequence of
+        `[0, base - 1]` (RULES.md, failed fill)."""
+        return _uncovered(0, batch["base_sequence"] - 1, self._start_fills(state, batch)) == 0
+
+    def _start_fills(self, state: _ProducerState, batch: Batch) -> list[tuple[int, int]]:
+        """The ranges of `[0, base - 1]` CRC-failed batches hold before `batch`, the first of its epoch,
+        and after the producer's previous row when that row's epoch is lower (a marker of the same epoch
+        may follow the epoch's first, rotted, transaction)."""
         previous = state.previous
         lower = previous is not None and previous["producer_epoch"] < batch["producer_epoch"]
         low = previous["base_offset"] if previous is not None and lower else -1
         skip = _PendingGap(
             batch, _StreamBatch({"base_offset": low}, -1, -1), 0, batch["base_sequence"], [], False
         )
-        return _uncovered(0, batch["base_sequence"] - 1, self._failed_fills(skip)) == 0
+        return self._failed_fills(skip)
 
     def _failed_fills(self, gap: _PendingGap) -> list[tuple[int, int]]:
         """The skipped ranges CRC-failed batches hold, by their headers (RULES.md, corruption is not
@@ -475,7 +481,7 @@ class _Replay:
     def _emit(self, kind: str, batch: Batch, **fields: Any) -> None:
         self.findings.append(_finding(kind, batch, **fields))
 
-    def _resolve_start(self, batch: Batch, stream: list[_StreamBatch]) -> None:
+    def _resolve_start(self, batch: Batch, stream: list[_StreamBatch], fills: list[tuple[int, int]]) -> None:
         """A producer's first batch mid-sequence. Sequences 0..base-1 that no later batch of its stream
         holds took an offset each below the batch: below the log start (retention), or anywhere below it
         where the cleaner may have passed (it keeps offsets)."""
@@ -491,7 +497,7 @@ class _Replay:
             if late:
                 held.append((s.base, s.last))
             highest = max(highest, s.last)
-        needed = _uncovered(0, base_sequence - 1, held)
+        needed = _uncovered(0, base_sequence - 1, held + fills)
         if needed == 0:
             return  # all of them are later in the log: out of order (SEQUENCE_REGRESSION), not lost
         below = max(min(self.log_start_offset, batch["base_offset"]), 0)
@@ -513,8 +519,8 @@ class _Replay:
         )
 
     def finish(self) -> list[Finding]:
-        for batch, stream in self.pending_starts:
-            self._resolve_start(batch, stream)
+        for batch, stream, fills in self.pending_starts:
+            self._resolve_start(batch, stream, fills)
         self.pending_starts = []
         # A failed batch holds the sequences it holds for the whole stream, as a late batch does.
         fills: dict[tuple[int, int], list[tuple[int, int]]] = {}

@@ -61,3 +61,48 @@ def test_sequences_before_the_first_batch_held_later_are_not_missing(spark: Spar
         for f in reference_findings(log.rows, profile=profile, log_start_offset=0)
     )
     assert found == expected
+
+
+def test_sequences_a_crc_failed_batch_before_the_first_holds_in_part_are_not_missing(
+    spark: SparkSession,
+) -> None:
+    """Log start 500: producer 11's batch at 500 (sequences 500-549) fails its CRC, and its first
+    readable batch is at 550 with sequence 550. Sequences 0-499 took the offsets below the log start
+    (retention), 500-549 are in the corrupt batch (its CRC_MISMATCH): nothing is lost. The same
+    producer with sequence 600 at 550 lacks 50 more: at least those are missing."""
+    from dataclasses import replace
+
+    from schemas.tables import QUARANTINE
+
+    profile = load_profile("kafka-3.4")
+    logs = []
+    for topic, first in (("rotted", 550), ("rotted-short", 600)):
+        log = LogBuilder(topic=topic, file=f"/d/{topic}-0/00000000000000000500.log", start_offset=500)
+        log.data(11, 0, 500, 50, crc_valid=False)
+        log.data(11, 0, first, 1)
+        logs.append(log)
+    rows = [r for log in logs for r in log.rows]
+    bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), log_start_offset=500)
+    keep = ("dump_id", "replica", "topic", "partition", "file", "position")
+    quarantine = [
+        {**{k: b[k] for k in keep}, "length": b["size_bytes"], "kind": "CRC_MISMATCH", "message": "CRC-32C"}
+        for b in rows
+        if not b["crc_valid"]
+    ]
+    bronze = replace(bronze, quarantine=spark.createDataFrame(quarantine, QUARANTINE.schema))
+    found = sorted(
+        (f["topic"], f["kind"], f["first_offset"], f["missing_records"], f["explained_by"])
+        for f in audit(bronze, profile).findings.collect()
+    )
+    assert found == [
+        ("rotted", "CRC_MISMATCH", 500, None, None),
+        ("rotted", "HISTORY_TRUNCATED_BY_RETENTION", 550, None, "retention"),
+        ("rotted-short", "CRC_MISMATCH", 500, None, None),
+        ("rotted-short", "HISTORY_START_MISSING", 550, 50, None),
+    ]
+    expected = sorted(
+        (log.rows[0]["topic"], f["kind"], f["first_offset"], f["missing_records"], f["explained_by"])
+        for log in logs
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=500)
+    )
+    assert found == expected
