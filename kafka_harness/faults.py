@@ -824,11 +824,18 @@ def _gap(log: PartitionLog, before: LogBatch, after: LogBatch, missing: int) -> 
     """The gap at `after` once `missing` sequence numbers after `before` are in no batch of the epoch.
 
     SEQUENCE_GAP, or SEQUENCE_GAP_UNVERIFIED when the producer was idle for at least
-    `producer.id.expiration.ms` between the two batches: a >= 2.5 broker had expired its state and
-    accepted any sequence (formats §5.5, §5.7), so loss cannot be shown.
+    `producer.id.expiration.ms` since its last row (batch or marker: 2.5+ count markers) before
+    `after`, with no transaction open there: a >= 2.5 broker had expired its state and accepted any
+    sequence (formats §5.5, §5.7), so loss cannot be shown. A broker never expires a producer with a
+    transaction open (`isProducerExpired`).
     """
-    idle = after.max_timestamp - before.max_timestamp
-    kind = "SEQUENCE_GAP_UNVERIFIED" if idle >= PRODUCER_ID_EXPIRATION_MS else "SEQUENCE_GAP"
+    rows = log.producer_batches(after.producer_id)
+    at = next((i for i, b in enumerate(rows) if b is after), None)
+    last = rows[at - 1] if at else before
+    open_transaction = last.is_transactional and not last.is_control
+    idle = after.max_timestamp - last.max_timestamp
+    expired = idle >= PRODUCER_ID_EXPIRATION_MS and not open_transaction
+    kind = "SEQUENCE_GAP_UNVERIFIED" if expired else "SEQUENCE_GAP"
     return _finding(log, kind, after.base_offset, after.producer_id, related=before, missing_records=missing)
 
 
@@ -966,10 +973,18 @@ def duplicate_batch(
     minimum = 1 if distance is None else distance + 1
 
     def usable(stream: list[LogBatch]) -> bool:
-        return len(stream) >= minimum and not any(b.is_transactional for b in stream)
+        # At the log end, after the producer's last row: a copy after a later epoch would be an
+        # EPOCH_REGRESSION (RULES step 2), not a duplicate.
+        last = distance is not None or log.producer_batches(stream[0].producer_id)[-1] is stream[-1]
+        return len(stream) >= minimum and not any(b.is_transactional for b in stream) and last
 
     (pid, epoch), stream = _pick_stream(
-        log, producer_id, producer_epoch, usable, f"{minimum} or more non-transactional data batches"
+        log,
+        producer_id,
+        producer_epoch,
+        usable,
+        f"{minimum} or more non-transactional data batches"
+        + (", the producer's last" if distance is None else ""),
     )
     n = len(stream)
     if distance is None:
@@ -1328,8 +1343,12 @@ def flip_byte(
             )
         target = plain[len(plain) // 2] if plain else idempotent[-1]
     at = _value_byte(target) if position is None else position
-    if at is None or not ATTRIBUTES_OFFSET <= at < target.size:
-        raise FaultError(f"position must lie in the CRC-covered bytes {ATTRIBUTES_OFFSET}..{target.size - 1}")
+    # In the records: a header byte (attributes, producer fields, sequences, count) would change what
+    # the failed batch's header says, and the findings with it.
+    if at is None or not RECORDS_OFFSET <= at < target.size:
+        raise FaultError(
+            f"position must lie in the batch's records, bytes {RECORDS_OFFSET}..{target.size - 1}"
+        )
     target.corrupt = True
     target.data[at] ^= 0xFF
     return Injection(

@@ -79,14 +79,19 @@ def _own_topic(case: CorpusCase) -> str:
 def corpus(
     spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, tuple[CorpusCase, list[dict[str, Any]]]]:
-    """Every case with the findings of its partition, from one ingest and one audit of all cases."""
+    """Every case with the findings of its partition and those of its dump that name no topic (a log
+    directory's files, e.g. the checkpoints the fault rewrites), from one ingest and one audit of all
+    cases."""
     root = tmp_path_factory.mktemp("fault-corpus")
     cases = build_corpus(broker_dump.log_dir, root / "cases")
     topics = {case.name: _own_topic(case) for case in cases}
     ingest(spark, root / "out", *[f"{case.name}={case.log_dir}" for case in cases])
     found = audit_dumps(spark, root / "out")
     return {
-        case.name: (case, [f for f in found if f["dump_id"] == case.name and f["topic"] == topics[case.name]])
+        case.name: (
+            case,
+            [f for f in found if f["dump_id"] == case.name and f["topic"] in (topics[case.name], None)],
+        )
         for case in cases
     }
 

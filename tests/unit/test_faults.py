@@ -122,15 +122,16 @@ def _marker(spec: Spec, offset: int, timestamp: int, leader_epoch: int) -> bytes
     return bytes(raw)
 
 
-def write_source(log_dir: Path) -> Path:
-    """Write the synthetic log directory; returns its partition directory `orders-0`."""
+def write_source(log_dir: Path, specs: list[Spec] | None = None) -> Path:
+    """Write the synthetic log directory (of `_specs()`, or `specs`: segments 0 and 1 at least); returns
+    its partition directory `orders-0`."""
     partition_dir = log_dir / f"{TOPIC}-{PARTITION}"
     partition_dir.mkdir(parents=True)
     segments: dict[int, list[bytes]] = {}
     bases: dict[int, int] = {}
     sequences: dict[tuple[int, int], int] = {}
     offset = 0
-    for n, spec in enumerate(_specs()):
+    for n, spec in enumerate(_specs() if specs is None else specs):
         timestamp = T0 + 1000 * n
         leader_epoch = 0 if spec.segment == 0 else 1
         bases.setdefault(spec.segment, offset)
@@ -659,6 +660,42 @@ def test_space_batches_turns_the_gap_into_an_unverified_one(source: Path, tmp_pa
     k = expected.params["batch_index"]
     assert after[k].max_timestamp - after[k - 1].max_timestamp > faults.PRODUCER_ID_EXPIRATION_MS
     assert keys(expected) == [("SEQUENCE_GAP_UNVERIFIED", IDEMPOTENT, after[k].base_offset)]
+    assert keys(expected) == reference(out_dir(tmp_path))
+
+
+def test_a_gap_inside_an_open_transaction_is_verified_however_long_the_idle(tmp_path: Path) -> None:
+    """Producer 9's transaction holds three batches; the middle one dropped and the last moved two days
+    on: a broker never expires a producer with a transaction open, so the gap is a SEQUENCE_GAP."""
+    specs = [
+        Spec("data", 0, TRANSACTIONAL, 0, 2, transactional=True),
+        Spec("data", 0, TRANSACTIONAL, 0, 2, transactional=True),
+        Spec("data", 1, TRANSACTIONAL, 0, 2, transactional=True),
+        Spec("commit", 1, TRANSACTIONAL, 0),
+    ]
+    source = write_source(tmp_path / "source", specs)
+    expected = apply_fault("space_batches", source, out_dir(tmp_path), producer_id=TRANSACTIONAL)
+
+    after = [b for b in assert_valid_log(out_dir(tmp_path)) if b.producer_id == TRANSACTIONAL]
+    assert after[1].max_timestamp - after[0].max_timestamp > faults.PRODUCER_ID_EXPIRATION_MS
+    assert keys(expected) == [("SEQUENCE_GAP", TRANSACTIONAL, after[1].base_offset)]
+    assert keys(expected) == reference(out_dir(tmp_path))
+
+
+def test_a_copy_at_the_log_end_is_of_the_producers_last_epoch(tmp_path: Path) -> None:
+    """Producer 7 wrote epoch 0 (three batches), then epoch 1 (two): a copy of an epoch-0 batch at the
+    log end would be an EPOCH_REGRESSION; the fault copies from epoch 1, a DUPLICATE_BATCH."""
+    specs = [
+        Spec("data", 0, IDEMPOTENT, 0, 1),
+        Spec("data", 0, IDEMPOTENT, 0, 1),
+        Spec("data", 0, IDEMPOTENT, 0, 1),
+        Spec("data", 1, IDEMPOTENT, 1, 1),
+        Spec("data", 1, IDEMPOTENT, 1, 1),
+    ]
+    source = write_source(tmp_path / "source", specs)
+    expected = apply_fault("duplicate_batch", source, out_dir(tmp_path), distance=None)
+
+    assert expected.params["producer_epoch"] == 1
+    assert [k for k, _, _ in keys(expected)] == ["DUPLICATE_BATCH"]
     assert keys(expected) == reference(out_dir(tmp_path))
 
 
