@@ -852,3 +852,17 @@ def test_cli_reports_a_bad_source_in_one_line(tmp_path: Path, capsys: pytest.Cap
 
 def test_severities_agree_with_the_auditors_kinds() -> None:
     assert {k: KINDS[k].severity.label for k in faults.SEVERITY} == faults.SEVERITY
+
+
+def test_shifting_a_batch_without_a_max_timestamp_keeps_its_crc() -> None:
+    """A batch whose max timestamp is -1 (NO_TIMESTAMP) but whose base timestamp is set: moving it in
+    time changes a byte the CRC covers, so it is sealed again (kafka-python's CRC-32C checks it)."""
+    raw = bytearray(build_v2(V2Batch(base_offset=0)))
+    struct.pack_into(">q", raw, 35, -1)  # maxTimestamp
+    struct.pack_into(">I", raw, 17, calc_crc32c(bytes(raw[21:])))
+    batch = faults.LogBatch(bytes(raw), 0, 0)
+    before = batch.base_timestamp
+    batch.shift_timestamps(60_000)
+    data = bytes(batch.data)
+    assert batch.base_timestamp == before + 60_000 and batch.max_timestamp == -1
+    assert struct.unpack_from(">I", data, 17)[0] == calc_crc32c(data[21:])
