@@ -176,13 +176,16 @@ class IngestResult:
 
 def plan_ingest(options: IngestOptions) -> IngestPlan:
     """Discover every input, list the files and plan the work units; usage errors raise UsageError."""
-    from kafka_log_decoder.discovery import discover
+    from kafka_log_decoder.discovery import DumpLogText, discover
 
     plan = IngestPlan()
     seen: set[tuple[str, str | None, str]] = set()
     # The partition directory each log (dump, replica, topic, partition) is read from: two directories
     # under one key would be merged into one log, every batch of one a copy of the other's.
     owners: dict[tuple[str, str | None, str, int], tuple[str, str]] = {}
+    # The text each dumped file (by its first `Dumping` line) is read from, per dump and replica: two
+    # texts of one file (two brokers' dumps of the same path, both named dump.txt) would be one log.
+    texts: dict[tuple[str, str | None, str], str] = {}
     for given in options.inputs:
         path = _usable_path(given.path)
         try:
@@ -193,6 +196,14 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
             raise UsageError(f"{given.path}: cannot read: {exc.strerror or exc}") from None
         dump_id = given.label or _default_dump_id(path)
         for item, item_dump_id, replica in _identify(found, dump_id):
+            if isinstance(item, DumpLogText):
+                # A path the text names no partition for is one of the partition the text names.
+                dumped = (
+                    item.dumped
+                    if item.partition is None
+                    else f"{item.partition[0]}-{item.partition[1]}/{item.dumped}"
+                )
+                _claim_text(texts, (item_dump_id, replica, dumped), item.path, given.path)
             for row, unit in _files_of(item, item_dump_id, replica):
                 key = (item_dump_id, replica, row["file"])
                 if key in seen:
@@ -213,6 +224,19 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
         plan.inventory.append(_inventory_row(dump_id, None, None, None, info, "acks", None, None))
         plan.units.append(dt.WorkUnit(dt.ACKS_LEDGER, dump_id, None, None, None, path, info.size))
     return plan
+
+
+def _claim_text(
+    texts: dict[tuple[str, str | None, str], str], key: tuple[str, str | None, str], text: str, given: str
+) -> None:
+    """Record the text that dumps `key`'s file first; a UsageError where another text of the same dump
+    and replica dumps it first too."""
+    owner = texts.setdefault(key, text)
+    if owner != text:
+        raise UsageError(
+            f"{owner} and {given}: both dump {key[2]} in dump {key[0]!r}, which would be read as one log: "
+            "label the inputs (--input LABEL=PATH) to tell the dumps apart"
+        )
 
 
 def _claim(

@@ -172,6 +172,8 @@ class DumpLogText:
     path: str
     file: FileInfo
     partition: tuple[str, int] | None = None
+    # The first `Dumping` line's path.
+    dumped: str = ""
 
 
 Discovered = LogDir | PartitionDir | DumpLogText
@@ -292,7 +294,7 @@ def _dump_log_text(path: str) -> DumpLogText:
                 "neither this text's name nor its directory names a partition: save it as "
                 "<topic>-<partition>.txt, or dump the segment by its path inside its partition directory"
             )
-    return DumpLogText(path, _file_info(path, file_stat), partition)
+    return DumpLogText(path, _file_info(path, file_stat), partition, dumped)
 
 
 def _scan_log_dir(path: str, next_offset: NextOffset | None) -> LogDir:
