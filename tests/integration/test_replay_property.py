@@ -297,8 +297,8 @@ def test_failed_fills_behind_a_marker_in_part_and_at_a_readable_header(spark: Sp
     """Three corner cases of the failed fill and the unreadable note, against the reference replay:
     - producer 7's first transaction rotted before its own COMMIT (transactions V1 write an epoch's
       markers after its data): the start is filled, nothing is missing;
-    - producer 8's rotted first batch holds sequences 0-1 of the 0-4 its next batch skips: the start
-      stays missing (all 5), and its CRC_MISMATCH does not call the records not lost;
+    - producer 8's rotted first batch holds sequences 0-1 of the 0-4 its next batch skips: the other 3
+      are missing, and its CRC_MISMATCH does not call the records not lost (the start is not whole);
     - producer 9 skips sequences across a region quarantined at a batch whose header was read (its
       records would not decode): that batch is producer 10's, and the gap names no unreadable bytes."""
     log = LogBuilder()
@@ -330,7 +330,7 @@ def test_failed_fills_behind_a_marker_in_part_and_at_a_readable_header(spark: Sp
     loss = sorted(
         (f["kind"], f["producer_id"], f["missing_records"]) for f in found if f["severity"] == "critical"
     )
-    assert loss == [("HISTORY_START_MISSING", 8, 5), ("SEQUENCE_GAP", 9, 2)], found
+    assert loss == [("HISTORY_START_MISSING", 8, 3), ("SEQUENCE_GAP", 9, 2)], found
     expected = reference_findings(log.rows, profile=load_profile(), log_start_offset=0)
     assert (
         sorted(
