@@ -812,8 +812,10 @@ def _snapshot_row(ctx: _Provenance, s: SnapshotEntry, number: int) -> dict[str, 
 
 
 def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[dict[str, Any]]:
-    """Rows of a `kafka-dump-log.sh` text: each item belongs to the partition of the file it dumps."""
-    from kafka_log_decoder.discovery import parse_partition_dir_name
+    """Rows of a `kafka-dump-log.sh` text: each item belongs to the partition of the file it dumps (else
+    to the one the text's name names; with neither, the file's items are left out, and quarantine says
+    so once)."""
+    from kafka_log_decoder.discovery import dumped_partition
     from kafka_log_decoder.dump_log_text import read_dump_log_text
 
     if table == "records" and not records:
@@ -822,7 +824,7 @@ def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[d
 
     def context_of(file: str) -> _Provenance:
         if file not in contexts:
-            parsed = parse_partition_dir_name(os.path.basename(os.path.dirname(os.path.normpath(file))))
+            parsed = dumped_partition(file)
             # Else the partition the text itself names (`DumpLogText.partition`), if any.
             topic, partition = parsed if parsed is not None else (unit.topic, unit.partition)
             contexts[file] = _Provenance(
@@ -832,7 +834,25 @@ def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[d
 
     text_ctx = _Provenance(unit)
     snapshot_entries: dict[str, int] = {}
+    placed: dict[str, bool] = {}
     for item in read_dump_log_text(unit.file):
+        file = getattr(item, "file", unit.file)
+        if file != unit.file and file not in placed:
+            placed[file] = context_of(file).unit.topic is not None
+            if not placed[file] and table == "quarantine":
+                # At the dumped file (one row each), named by the text it was read from.
+                yield _error_row(
+                    text_ctx,
+                    DecodeError(
+                        file,
+                        0,
+                        CorruptionKind.UNREADABLE_FILE,
+                        f"dumped in {unit.file}, but lies in no <topic>-<partition> directory, and the "
+                        "text's name names no partition: its rows are not read",
+                    ),
+                )
+        if file != unit.file and not placed[file]:
+            continue
         if isinstance(item, DecodeError):
             if table == "quarantine":
                 # Errors inside the text are located in the text; the rest in the dumped file.

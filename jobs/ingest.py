@@ -176,7 +176,7 @@ class IngestResult:
 
 def plan_ingest(options: IngestOptions) -> IngestPlan:
     """Discover every input, list the files and plan the work units; usage errors raise UsageError."""
-    from kafka_log_decoder.discovery import DumpLogText, discover
+    from kafka_log_decoder.discovery import DumpLogText, discover, dumped_partition, dumped_parts
 
     plan = IngestPlan()
     seen: set[tuple[str, str | None, str]] = set()
@@ -197,13 +197,12 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
         dump_id = given.label or _default_dump_id(path)
         for item, item_dump_id, replica in _identify(found, dump_id):
             if isinstance(item, DumpLogText):
-                # A path the text names no partition for is one of the partition the text names.
-                dumped = (
-                    item.dumped
-                    if item.partition is None
-                    else f"{item.partition[0]}-{item.partition[1]}/{item.dumped}"
-                )
-                _claim_text(texts, (item_dump_id, replica, dumped), item.path, given.path)
+                # By the partition (of the dumped path, else the one the text names) and the segment's
+                # name: two brokers' log.dirs may differ, or a path be printed as ./0.log or 0.log.
+                where = dumped_partition(item.dumped) or item.partition
+                segment = f"{where[0]}-{where[1]}/" if where else ""
+                segment += (dumped_parts(item.dumped) or [item.dumped])[-1]
+                _claim_text(texts, (item_dump_id, replica, segment), item.path, given.path)
             for row, unit in _files_of(item, item_dump_id, replica):
                 key = (item_dump_id, replica, row["file"])
                 if key in seen:
@@ -234,8 +233,8 @@ def _claim_text(
     owner = texts.setdefault(key, text)
     if owner != text:
         raise UsageError(
-            f"{owner} and {given}: both dump {key[2]} in dump {key[0]!r}, which would be read as one log: "
-            "label the inputs (--input LABEL=PATH) to tell the dumps apart"
+            f"{owner} and {given}: both dump {key[2]} first in dump {key[0]!r}, which would be read as one "
+            "log: label the inputs (--input LABEL=PATH) to tell the dumps apart"
         )
 
 

@@ -283,18 +283,29 @@ def _dump_log_text(path: str) -> DumpLogText:
         )
     dumped = line[len(_DUMP_LOG_FIRST_LINE) :].decode("utf-8", "replace").strip()
     partition = None
-    if parse_partition_dir_name(os.path.basename(os.path.dirname(os.path.normpath(dumped)))) is None:
-        # The tool was run inside the partition directory, or on a copy elsewhere: the text names it.
-        own = os.path.normpath(path)
-        partition = parse_partition_dir_name(os.path.splitext(os.path.basename(own))[0])
-        partition = partition or parse_partition_dir_name(os.path.basename(os.path.dirname(own)))
+    if dumped_partition(dumped) is None:
+        # The tool was run inside the partition directory, or on a copy elsewhere: the text's own name
+        # (not its directory's: a broker pod's `kafka-0` would read as one) names it.
+        partition = parse_partition_dir_name(os.path.splitext(os.path.basename(os.path.normpath(path)))[0])
         if partition is None:
             raise NotAKafkaArtifact(
                 f"{path}: line 1: the dumped file {dumped} lies in no <topic>-<partition> directory, and "
-                "neither this text's name nor its directory names a partition: save it as "
-                "<topic>-<partition>.txt, or dump the segment by its path inside its partition directory"
+                "this text's name names no partition: save it as <topic>-<partition>.txt, or dump the "
+                "segment by its path inside its partition directory"
             )
     return DumpLogText(path, _file_info(path, file_stat), partition, dumped)
+
+
+def dumped_parts(dumped: str) -> list[str]:
+    """A dumped file's path as a `Dumping` line prints it, in its parts: split at `/` and at `\\` (the
+    tool run on Windows), `.` parts left out."""
+    return [part for part in re.split(r"[\\/]+", dumped) if part not in ("", ".")]
+
+
+def dumped_partition(dumped: str) -> tuple[str, int] | None:
+    """The partition of the directory a dumped file lies in, if its path names one."""
+    parts = dumped_parts(dumped)
+    return parse_partition_dir_name(parts[-2]) if len(parts) >= 2 else None
 
 
 def _scan_log_dir(path: str, next_offset: NextOffset | None) -> LogDir:
@@ -442,20 +453,21 @@ def _swap_next_offset(
     base = segment_base_offset(log_swap.path)
     if next_offset is not None:
         return next_offset(log_swap.path)
-    # Without reading the .log: every offset-index entry is some batch's last offset in the segment.
-    # Imported here because index_files imports this module for segment_base_offset.
+    # As `LogSegment.readNextOffset`: the batch headers from the offset index's last entry's position on
+    # (a few KiB: index.interval.bytes), believed only where a batch there reaches the entry's offset
+    # (a stale or torn index says nothing); else from the segment's start, as a broker before 3.0
+    # read it once it had recovered the swap. (index_files imports this module: imported here.)
     from kafka_log_decoder.index_files import read_offset_index
     from kafka_log_decoder.rows import IndexEntry
 
-    bound, position = base + 1, 0
     index = valid_swaps.get(os.path.basename(log_swap.path).replace(LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, 1))
-    if index is not None:
-        for item in read_offset_index(index.path):
-            if isinstance(item, IndexEntry) and item.offset + 1 > bound:
-                bound, position = item.offset + 1, item.position
-    # Then, as `LogSegment.readNextOffset`, the batch headers from the last entry's position on: a few
-    # KiB (index.interval.bytes), or a small cleaned segment with no entry at all.
-    return max(bound, _next_offset_after(log_swap.path, position) or bound)
+    entries = [e for e in read_offset_index(index.path) if isinstance(e, IndexEntry)] if index else []
+    if entries:
+        found = _next_offset_after(log_swap.path, entries[-1].position)
+        if found is not None and found > entries[-1].offset:
+            return max(base + 1, found)
+    found = _next_offset_after(log_swap.path, 0)
+    return base + 1 if found is None else max(base + 1, found)
 
 
 # At most this many batch headers are read on the driver for a swap's next offset.
@@ -475,9 +487,12 @@ def _next_offset_after(path: str, position: int) -> int | None:
         size = os.fstat(fd).st_size
         for _ in range(_NEXT_OFFSET_MAX_BATCHES):
             head = os.pread(fd, _NEXT_OFFSET_HEAD.size, position)
-            if len(head) < _NEXT_OFFSET_HEAD.size:
+            # A v0 entry of no key and no value is 26 bytes: only a v2 batch needs all 27.
+            if len(head) < 17 or (head[16] == 2 and len(head) < _NEXT_OFFSET_HEAD.size):
                 break
-            offset, length, _, magic, _, _, last_delta = _NEXT_OFFSET_HEAD.unpack(head)
+            offset, length, _, magic, _, _, last_delta = _NEXT_OFFSET_HEAD.unpack(
+                head.ljust(_NEXT_OFFSET_HEAD.size, b"\0")
+            )
             end = position + 12 + length
             fits = offset >= 0 and length >= 14 and end <= size and 0 <= magic <= 2
             if not fits or (magic == 2 and last_delta < 0):

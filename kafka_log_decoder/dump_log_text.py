@@ -490,7 +490,17 @@ class _KeyPayloadText:
     once, by `split`.
     """
 
-    __slots__ = ("chars", "cut_at", "cuts", "key_size", "parts", "payload_only", "size", "value_size")
+    __slots__ = (
+        "chars",
+        "cut_at",
+        "cuts",
+        "key_size",
+        "parts",
+        "payload_only",
+        "replaced",
+        "size",
+        "value_size",
+    )
 
     def __init__(self, tail: str, key_size: int, value_size: int) -> None:
         self.key_size, self.value_size = key_size, value_size
@@ -498,6 +508,7 @@ class _KeyPayloadText:
         body = tail[len(_PAYLOAD) :] if self.payload_only else tail[len(_KEY) :]
         self.parts: list[str] = []
         self.chars = self.size = 0  # the body's length in characters and in UTF-8 bytes
+        self.replaced = 0  # its U+FFFD: each printed 3 bytes for 1 to 3 bytes that were not UTF-8
         self.cuts: list[tuple[int, int]] = []  # (character, byte) position of each ` payload: `
         self.cut_at: dict[int, int] = {}  # byte position -> index in `cuts`
         self._append(body)
@@ -518,6 +529,16 @@ class _KeyPayloadText:
         self.parts.append(text)
         self.chars += len(text)
         self.size += _utf8_len(text)
+        self.replaced += text.count(_REPLACEMENT)
+
+    def may_hold(self, line: str) -> bool:
+        """Whether the text, its bytes that were not UTF-8 counted at the fewest (1 byte per U+FFFD), can
+        go on over `line` within the key and value sizes."""
+        if self.value_size < 0 or (not self.payload_only and self.key_size < 0):
+            return False
+        sizes = self.value_size + (0 if self.payload_only else self.key_size + len(_CUT))
+        least = self.size - 2 * self.replaced + 1 + _utf8_len(line) - 2 * line.count(_REPLACEMENT)
+        return least <= sizes
 
     def _cut(self) -> tuple[int, int] | None:
         """The (character, byte) position of the chosen ` payload: `, if any."""
@@ -574,11 +595,11 @@ class _PendingRecord:
     def complete(self) -> bool:
         return self.text.complete
 
-    @property
-    def lossy(self) -> bool:
-        """Whether the printed key/payload holds U+FFFD: bytes that were not UTF-8 (an Avro or Protobuf
-        value) print as 3 bytes each, so its printed size no longer tells where it ends."""
-        return any(_REPLACEMENT in part for part in self.text.parts)
+    def may_take(self, line: str) -> bool:
+        """Whether `line` can still be part of a key/payload printed with U+FFFD: bytes that were not
+        UTF-8 (an Avro or Protobuf value) print as 3 bytes each, so the printed size passes the sizes
+        before the text ends; counted at 1 byte each, it may not pass them."""
+        return self.text.replaced > 0 and self.text.may_hold(line)
 
     def extend(self, line: str) -> None:
         self.text.extend(line)
@@ -680,7 +701,7 @@ class _DumpLogTextParser:
             line = line.removeprefix("\ufeff")  # a UTF-8 BOM (output saved by some Windows editors)
         out: list[DumpLogItem] = []
         if self.pending is not None:
-            if not _STRUCTURAL.match(line) and (not self.pending.complete or self.pending.lossy):
+            if not _STRUCTURAL.match(line) and (not self.pending.complete or self.pending.may_take(line)):
                 self.pending.extend(line)
                 return out
             self._end_pending()

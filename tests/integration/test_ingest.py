@@ -559,9 +559,20 @@ def test_real_broker_replicas_and_dump_log_text_give_the_decoders_rows(
         inside_text = inside_text.replace(f"Dumping {segment}\n", f"Dumping {segment.name}\n")
     assert f"Dumping {one[0].name}\n" in inside_text
     inside.write_text(inside_text)
+    # A text whose first file names its partition and whose second does not: that one is left out, and
+    # quarantine says so.
+    full = run_dump_log_segments(one[:1], deep_iteration=True)
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text(full + full.replace(f"Dumping {one[0]}\n", f"Dumping {one[0].name}\n"))
     out = tmp_path / "out"
-    ingest(spark, out, f"broker={replicas}", f"text={text}", f"inside={inside}", records=True)
+    ingest(
+        spark, out, f"broker={replicas}", f"text={text}", f"inside={inside}", f"mixed={mixed}", records=True
+    )
     batches, records = read(out, "batches"), read(out, "records")
+    assert {r["file"] for r in batches if r["dump_id"] == "mixed"} == {str(one[0])}
+    (left_out,) = [r for r in read(out, "quarantine") if r["dump_id"] == "mixed"]
+    assert (left_out["kind"], left_out["file"]) == ("UNREADABLE_FILE", one[0].name)
+    assert "lies in no <topic>-<partition> directory" in left_out["message"]
     topic, partition = one[0].parent.name.rsplit("-", 1)
     for segment in one:
         binary = rows_of((r for r in batches if r["dump_id"] == "broker"), segment, "base_timestamp", "file")

@@ -17,6 +17,7 @@ from kafka_log_decoder.discovery import (
     LogDir,
     PartitionDir,
     discover,
+    dumped_partition,
     parse_partition_dir_name,
     segment_base_offset,
 )
@@ -333,10 +334,29 @@ def test_swap_range_reaching_into_a_later_segment_replaces_it_too(tmp_path: Path
     assert [s.base_offset for s in found.segments] == [0]
 
 
-def test_without_next_offset_the_swap_offset_index_gives_a_lower_bound(tmp_path: Path) -> None:
-    found = only(discover([swap_partition(tmp_path, swap_index_last=150)]), PartitionDir)
+@pytest.mark.parametrize(("entry", "reach"), [(180, 183), (1000, 183), (None, 183)])
+def test_without_next_offset_the_swap_is_read_from_an_index_entry_a_batch_reaches(
+    tmp_path: Path, entry: int | None, reach: int
+) -> None:
+    """`LogSegment.readNextOffset`: the headers from the last index entry's position, where a batch
+    there reaches the entry's offset; a stale entry (1000, past every batch) is not believed, and the
+    segment is read from its start. Batches at 5 and 180-182: [0, 183) either way."""
+    from tests.builders import V2Batch, build_v2, segment
+
+    directory = swap_partition(tmp_path)
+    first = build_v2(V2Batch(base_offset=5))
+    cleaned = segment(first, build_v2(V2Batch(base_offset=180, records=((None, b"a"),) * 3)))
+    (directory / name(0, ".log.swap")).write_bytes(cleaned)
+    index = b"" if entry is None else struct.pack(">ii", entry, len(first))
+    (directory / name(0, ".index.swap")).write_bytes(index)
+    found = only(discover([directory]), PartitionDir)
     assert [s.base_offset for s in found.segments] == [0, 200]
-    assert all("[0, 151)" in e.reason for e in found.excluded)
+    assert all(f"[0, {reach})" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
+
+
+def test_an_unreadable_swap_replaces_only_its_own_base_whatever_its_index_says(tmp_path: Path) -> None:
+    found = only(discover([swap_partition(tmp_path, swap_index_last=150)]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0, 100, 200]
 
 
 def test_without_next_offset_or_swap_index_only_the_same_base_is_replaced(tmp_path: Path) -> None:
@@ -404,24 +424,29 @@ def test_dump_log_text_is_recognised_by_its_first_line(tmp_path: Path) -> None:
     assert (found[0].partition, found[1].partition) == (None, ("orders", 1))
 
 
-def test_a_text_dumped_inside_its_partition_directory_takes_the_partition_its_name_or_directory_names(
+def test_a_text_dumped_inside_its_partition_directory_takes_the_partition_its_name_names(
     tmp_path: Path,
 ) -> None:
     """`kafka-dump-log.sh --files 00000000000000000000.log`, run inside `orders-0`, writes `Dumping
-    00000000000000000000.log`: the partition is the text's name (`my.topic-2.txt`) or its directory's
-    (`orders-0/dump.txt`); with neither, the text is refused in one line naming it (not read as a log of
-    no partition, whose rows no audit could place)."""
+    00000000000000000000.log`: the partition is the text's name (`my.topic-2.txt`), not its
+    directory's (a broker pod's `kafka-0/dump.txt` would read as topic `kafka`); with none, the text is
+    refused in one line naming it (not read as a log of no partition, whose rows no audit could place).
+    A Windows path names its partition by its `\\` parts."""
     line = b"Dumping 00000000000000000000.log\nLog starting offset: 0\n"
     named = touch(tmp_path / "my.topic-2.txt", line)
-    inside = touch(tmp_path / "orders-0" / "dump.txt", line)
-    found = all_of(discover([named, inside]), DumpLogText)
-    assert [f.partition for f in found] == [("my.topic", 2), ("orders", 0)]
-    nowhere = touch(tmp_path / "incident" / "dump.txt", line)
-    with pytest.raises(NotAKafkaArtifact) as raised:
-        discover([nowhere])
-    message = str(raised.value)
-    assert str(nowhere) in message and "line 1" in message and "\n" not in message
-    assert "lies in no <topic>-<partition> directory" in message
+    windows = touch(tmp_path / "w.txt", b"Dumping D:\\kafka\\orders-4\\00000000000000000000.log\n")
+    found = all_of(discover([named, windows]), DumpLogText)
+    assert [f.partition for f in found] == [("my.topic", 2), None]
+    assert dumped_partition(found[1].dumped) == ("orders", 4)
+    for nowhere in (
+        touch(tmp_path / "incident" / "dump.txt", line),
+        touch(tmp_path / "kafka-0" / "dump.txt", line),
+    ):
+        with pytest.raises(NotAKafkaArtifact) as raised:
+            discover([nowhere])
+        message = str(raised.value)
+        assert str(nowhere) in message and "line 1" in message and "\n" not in message
+        assert "lies in no <topic>-<partition> directory" in message
 
 
 @pytest.mark.parametrize(

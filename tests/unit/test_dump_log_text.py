@@ -276,6 +276,10 @@ def test_a_binary_payload_printed_lossy_continues_past_its_size_on_the_next_line
     items = log_dump(V2_BATCH, record_line(0, " payload: \ufffd\ufffdab", value_size=7), "cd", record_line(1))
     assert [r.value for r in of_type(items, Record)] == ["\ufffd\ufffdab\ncd".encode(), None]
     assert of_type(items, DecodeError) == []
+    # Past what the value can hold, even with each U+FFFD one byte: not its line (an error here).
+    items = log_dump(V2_BATCH, record_line(0, " payload: \ufffdab", value_size=3), "garbage", record_line(1))
+    assert [r.value for r in of_type(items, Record)] == ["\ufffdab".encode(), None]
+    assert len(of_type(items, DecodeError)) == 1
 
 
 def test_a_tool_line_is_never_taken_as_payload_continuation() -> None:

@@ -61,9 +61,10 @@ def test_two_directories_of_one_log_are_a_usage_error_until_labelled(tmp_path: P
 
 
 def test_two_texts_of_one_dumped_file_are_a_usage_error_until_labelled(tmp_path: Path) -> None:
-    """Two brokers' `kafka-dump-log.sh` texts of the same path, both saved as dump.txt (the default dump
-    id is the text's name): one log, every batch twice. Texts of different segments, or of the same
-    segment name in two partitions the texts name, are not."""
+    """Two brokers' `kafka-dump-log.sh` texts of the same segment, both saved as dump.txt (the default
+    dump id is the text's name): one log, every batch twice, whatever directory each broker's log.dirs
+    names. Texts of different segments, or of the same segment name in two partitions the texts name,
+    are not."""
     import pytest
 
     from jobs.ingest import UsageError
@@ -73,8 +74,17 @@ def test_two_texts_of_one_dumped_file_are_a_usage_error_until_labelled(tmp_path:
     for text in (first, second):
         text.parent.mkdir()
         text.write_text(line)
-    with pytest.raises(UsageError, match=r"both dump /var/lib/kafka/orders-0/0+\.log in dump 'dump'.*label"):
+    with pytest.raises(UsageError, match=r"both dump orders-0/0+\.log first in dump 'dump'.*label"):
         plan_ingest(IngestOptions([LabeledPath(None, str(first)), LabeledPath(None, str(second))], "unused"))
+    other_dirs = tmp_path / "b3" / "dump.txt"
+    other_dirs.parent.mkdir()
+    other_dirs.write_text(
+        line.replace("/var/lib/kafka/", "D:\\kafka-log1\\").replace("orders-0/", "orders-0\\")
+    )
+    with pytest.raises(UsageError, match=r"both dump orders-0/0+\.log first"):
+        plan_ingest(
+            IngestOptions([LabeledPath("d", str(first)), LabeledPath("d", str(other_dirs))], "unused")
+        )
     labelled = plan_ingest(
         IngestOptions([LabeledPath("b1", str(first)), LabeledPath("b2", str(second))], "unused")
     )
@@ -82,7 +92,7 @@ def test_two_texts_of_one_dumped_file_are_a_usage_error_until_labelled(tmp_path:
     # One dump's texts of two segments, and two partitions' texts of a relative name, are separate logs.
     later = tmp_path / "b1" / "later.txt"
     later.write_text(line.replace("00000000000000000000.log", "00000000000000001000.log"))
-    inside = [tmp_path / "orders-0.txt", tmp_path / "orders-1.txt"]
+    inside = [tmp_path / "orders-1.txt", tmp_path / "orders-2.txt"]
     for text in inside:
         text.write_text("Dumping 00000000000000000000.log\n")
     plan = plan_ingest(IngestOptions([LabeledPath("d", str(p)) for p in (first, later, *inside)], "unused"))
