@@ -52,6 +52,11 @@ _HISTORIES = st.lists(
 _CUTS = st.lists(st.integers(1, 9), min_size=1, max_size=5)
 
 
+def _rows(rows: list[tuple[Any, ...]]) -> pa.Table:
+    """The scan's input of `rows`, tuples of its columns (`INPUTS`) in order."""
+    return pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+
+
 def _cut(table: pa.Table, sizes: list[int]) -> list[pa.RecordBatch]:
     out, at, i = [], 0, 0
     while at < table.num_rows:
@@ -107,7 +112,7 @@ def test_udf_state_starts_afresh_with_each_task(monkeypatch: Any) -> None:
     import pyspark
 
     rows = [(1, 7, 0, 0, 0, 0, 0, False, False, None, 100), (1, 7, 1, 1, 1, 1, 0, False, False, None, 110)]
-    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    table = _rows(rows)
     first, second = table.slice(0, 1).to_batches(), table.slice(1, 1).to_batches()
 
     class Task:
@@ -140,7 +145,7 @@ def test_scan_columns_of_a_hand_written_producer() -> None:
         (1, 8, 6, 6, 0, 0, 0, False, True, None, 140),
         (1, 8, 7, 7, -1, -1, 0, True, True, 3, 150),
     ]
-    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    table = _rows(rows)
     for batches in (table.to_batches(), _cut(table, [1])):
         got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
         assert [r["prev_offset"] for r in got] == [None, 0, 2, 3, None, 6]
@@ -169,7 +174,7 @@ def test_markers_before_counts_a_fenced_marker_too() -> None:
         (1, 7, 3, 3, -1, -1, 0, True, True, 3, 130),
         (1, 7, 4, 4, 0, 0, 1, False, True, None, 140),
     ]
-    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    table = _rows(rows)
     for batches in (table.to_batches(), _cut(table, [1])):
         got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
         assert [r["epoch_regressed"] for r in got] == [False, False, True, True, False]
@@ -188,7 +193,7 @@ def test_expiry_is_timed_from_the_last_marker_or_from_the_last_data_batch_by_bro
         (1, 7, 3, 3, 1, 1, 1, False, False, None, 300),
         (1, 8, 4, 4, 0, 0, 0, False, False, None, 400),
     ]
-    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    table = _rows(rows)
     for batches in (table.to_batches(), _cut(table, [1])):
         refreshed = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
         data_only = pa.Table.from_batches(list(replay_batches(batches, markers_refresh=False))).to_pylist()
@@ -210,7 +215,7 @@ def test_highest_sequence_before_and_first_base_of_a_stream() -> None:
         (1, 7, 5, 5, 0, 0, 1, False, False, None, 140),
         (1, 7, 6, 6, 1, 1, 1, False, False, None, 150),
     ]
-    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    table = _rows(rows)
     for batches in (table.to_batches(), _cut(table, [1]), _cut(table, [2, 3])):
         got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
         assert [r["max_last_before"] for r in got] == [None, 5, 7, 7, None, 0]
@@ -282,7 +287,7 @@ def test_unwrapping_goes_a_lap_back_only_after_a_lap_forward() -> None:
         (1, 8, 13, 14, 0, 1, 0, False, False, None, 140),
         (1, 8, 15, 15, 2_147_483_640, 2_147_483_640, 0, False, False, None, 150),
     ]
-    table = pa.Table.from_pylist([dict(zip(INPUTS, r, strict=True)) for r in rows], schema=_table([]).schema)
+    table = _rows(rows)
     m = SEQUENCE_MODULUS
     for batches in (table.to_batches(), _cut(table, [1]), _cut(table, [2])):
         got = pa.Table.from_batches(list(replay_batches(batches))).to_pylist()
