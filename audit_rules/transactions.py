@@ -271,37 +271,30 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
     # Only segments whose .txnindex was dumped can be checked, and those whose .index was dumped
     # without one: the broker creates a .txnindex with its first entry (`TransactionIndex` opens its
     # file on append), so a segment copied with its indexes and none holds no entry. A segment's files
-    # meet by their name without its suffix in one dump of one replica: a cleaned segment's may still
-    # end in `.swap` (`LogSegment.changeFileSuffixes` renames them one by one), and two dumps of one
-    # directory share their paths (a bare partition directory has no replica: `_rk`). Not the active
-    # segment's missing .txnindex: a copy of a live directory may list it before the broker appends the
-    # first entry its last ABORT needs.
-    rk = F.coalesce(F.col("replica"), F.lit("\u0000")).alias("_rk")
-    log_of_file = ["dump_id", "_rk", "topic", "partition"]
-    active = (
-        files.where(F.col("kind") == "log")
-        .groupBy("dump_id", rk, "topic", "partition")
-        .agg(F.max("base_offset").alias("_active"))
-    )
+    # meet by their name without its suffix in one log (`log_key`: one dump of one replica, a bare
+    # partition directory's null replica a value too): a cleaned segment's may still end in `.swap`
+    # (`LogSegment.changeFileSuffixes` renames them one by one), and two dumps of one directory share
+    # their paths. Not the active segment's missing .txnindex: a copy of a live directory may list it
+    # before the broker appends the first entry its last ABORT needs.
+    keyed = with_log_key(files)
+    active = keyed.where(F.col("kind") == "log").groupBy("log_key").agg(F.max("base_offset").alias("_active"))
     indexed = (
-        files.where(F.col("kind").isin("txnindex", "index"))
-        .groupBy(
-            "dump_id", rk, "topic", "partition", "base_offset", _segment(F.col("file")).alias("_segment")
-        )
+        keyed.where(F.col("kind").isin("txnindex", "index"))
+        .groupBy("log_key", "base_offset", _segment(F.col("file")).alias("_segment"))
         .agg(F.max(F.when(F.col("kind") == "txnindex", F.col("file"))).alias("_index_file"))
-        .join(active, log_of_file, "left")
+        .join(active, "log_key", "left")
         .where(
             F.col("_index_file").isNotNull()
             | F.coalesce(F.col("base_offset") < F.col("_active"), F.lit(False))
         )
-        .select("dump_id", "_rk", "_segment", "_index_file")
+        .select("log_key", "_segment", "_index_file")
     )
-    aborts = aborts.withColumns({"_segment": _segment(F.col("file")), "_rk": rk}).join(
-        indexed, ["dump_id", "_rk", "_segment"], "inner"
+    aborts = aborts.withColumn("_segment", _segment(F.col("file"))).join(
+        indexed, ["log_key", "_segment"], "inner"
     )
-    entries = txn_index.select(
+    entries = with_log_key(txn_index).select(
+        "log_key",
         _segment(F.col("file")).alias("_segment"),
-        rk,
         F.col("file").alias("_index_file"),
         "producer_id",
         F.col("first_offset").alias("entry_first_offset"),
@@ -311,7 +304,7 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         "topic",
         "partition",
     )
-    marker = ["dump_id", "_rk", "_segment", "producer_id", "base_offset"]
+    marker = ["log_key", "_segment", "producer_id", "base_offset"]
     paired = aborts.join(entries.select(*marker, "entry_first_offset"), marker, "left")
     entry_first = F.col("entry_first_offset")
     gone_before = (entry_first < F.col("log_start_offset")) | compaction_may_have_removed(entry_first - 1)
