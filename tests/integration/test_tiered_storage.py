@@ -139,9 +139,11 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredLog:
         # the remote tier (their events go to DELETE_SEGMENT_FINISHED) and the log start moves up.
         (deleted,) = broker.admin().delete_records([TopicPartition(TOPIC, 1, DELETED_BELOW)]).values()
         assert deleted.result(30).low_watermark == DELETED_BELOW
+        # Every remote segment wholly below it gone (the remote log manager may delete them over several
+        # rounds: a round's deletions all finished is not all of them).
         poll_until(
             lambda: (
-                min(int(p.name[:20]) for p in remote_segments(remote, 1)) > 0
+                _below_deleted(sorted(int(p.name[:20]) for p in remote_segments(remote, 1)))
                 and _deletions_all_finished(broker.log_dir)
                 and _checkpointed_start(broker.log_dir, 1) == DELETED_BELOW
             ),
@@ -152,6 +154,12 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> TieredLog:
     ledger = work / "acks.jsonl"
     ledger.write_text("".join(json.dumps(a) + "\n" for a in acks))
     return TieredLog(broker.log_dir, remote, ledger)
+
+
+def _below_deleted(bases: list[int]) -> bool:
+    """Of a partition's remote segment bases (sorted): some deleted, and at most the first lies at or
+    below DELETED_BELOW (the segment holding it; every one wholly below it is gone)."""
+    return bool(bases) and bases[0] > 0 and (len(bases) < 2 or bases[1] > DELETED_BELOW)
 
 
 def _deletions_all_finished(log_dir: Path) -> bool:
