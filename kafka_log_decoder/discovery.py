@@ -42,6 +42,7 @@ from kafka_log_decoder.constants import (
     TMP_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
 )
+from kafka_log_decoder.dump_log_text import CAPTURED_STDERR
 from kafka_log_decoder.errors import DecodeError, NotAKafkaArtifact
 
 __all__ = [
@@ -78,7 +79,7 @@ _NOT_LIVE_DIR_REASONS = {
 }
 _DUMP_LOG_FIRST_LINE = b"Dumping "
 _UTF8_BOM = b"\xef\xbb\xbf"
-# The longest first line read for its dumped path.
+# The most read of a text's head for its first `Dumping` line (after any captured stderr lines).
 _FIRST_LINE_MAX = 65536
 
 
@@ -165,7 +166,8 @@ class LogDir:
 
 @dataclass(frozen=True, slots=True)
 class DumpLogText:
-    """A `kafka-dump-log.sh` output file (first line `Dumping <path>`). `partition`: where the first
+    """A `kafka-dump-log.sh` output file (first line `Dumping <path>`, after blank lines or the JVM's
+    and loggers' stderr lines when it was captured with `2>&1`). `partition`: where the first
     dumped path lies in no `<topic>-<partition>` directory (the tool run inside it, or on a copy), the
     partition the text's own name or directory names (`orders-0.txt`, `orders-0/dump.txt`)."""
 
@@ -269,18 +271,39 @@ def _discover_directory(path: str, next_offset: NextOffset | None) -> list[Disco
     return log_dirs
 
 
+def first_dumping_line(path: str) -> tuple[int, bytes] | None:
+    """The number and text of a dump-log text's first `Dumping ` line, if only blank lines and captured
+    stderr lines (`CAPTURED_STDERR`) come before it within the text's first `_FIRST_LINE_MAX` bytes."""
+    with open(path, "rb") as handle:
+        budget, number = _FIRST_LINE_MAX, 0
+        while budget > 0:
+            line = handle.readline(budget)
+            if not line:
+                return None
+            budget -= len(line)
+            number += 1
+            if number == 1:
+                line = line.removeprefix(_UTF8_BOM)
+            if line.startswith(_DUMP_LOG_FIRST_LINE):
+                return number, line
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
+            if text.strip() and not CAPTURED_STDERR.match(text):
+                return None
+    return None
+
+
 def _dump_log_text(path: str) -> DumpLogText:
     try:
-        with open(path, "rb") as handle:
-            head = handle.readline(_FIRST_LINE_MAX)
+        first = first_dumping_line(path)
         file_stat = os.stat(path)
     except OSError as exc:
         raise NotAKafkaArtifact.from_os_error(path, exc) from None
-    line = head.removeprefix(_UTF8_BOM)
-    if not line.startswith(_DUMP_LOG_FIRST_LINE):
+    if first is None:
         raise NotAKafkaArtifact(
-            f"{path}: not a directory, and not kafka-dump-log.sh output (no 'Dumping ' first line)"
+            f"{path}: not a directory, and not kafka-dump-log.sh output (no 'Dumping ' first line, "
+            "after blank lines or captured stderr lines)"
         )
+    number, line = first
     dumped = line[len(_DUMP_LOG_FIRST_LINE) :].decode("utf-8", "replace").strip()
     partition = None
     if dumped_partition(dumped) is None:
@@ -289,8 +312,8 @@ def _dump_log_text(path: str) -> DumpLogText:
         partition = parse_partition_dir_name(os.path.splitext(os.path.basename(os.path.normpath(path)))[0])
         if partition is None:
             raise NotAKafkaArtifact(
-                f"{path}: line 1: the dumped file {dumped} lies in no <topic>-<partition> directory, and "
-                "this text's name names no partition: save it as <topic>-<partition>.txt, or dump the "
+                f"{path}: line {number}: the dumped file {dumped} lies in no <topic>-<partition> directory, "
+                "and this text's name names no partition: save it as <topic>-<partition>.txt, or dump the "
                 "segment by its path inside its partition directory"
             )
     return DumpLogText(path, _file_info(path, file_stat), partition, dumped)

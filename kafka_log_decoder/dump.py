@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kafka_log_decoder.constants import KRAFT_BOOTSTRAP_FILENAME, QUORUM_STATE_FILENAME
-from kafka_log_decoder.discovery import DumpLogText, discover, stat_given
+from kafka_log_decoder.discovery import DumpLogText, discover, first_dumping_line, stat_given
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
@@ -118,8 +118,7 @@ def kind_from_name(path: Path) -> str | None:
 
 def _starts_with_dumping(path: Path) -> bool:
     try:
-        with path.open("rb") as f:
-            return f.read(11).removeprefix(b"\xef\xbb\xbf").startswith(b"Dumping ")  # after a UTF-8 BOM
+        return first_dumping_line(str(path)) is not None  # after a UTF-8 BOM, blank or stderr lines
     except OSError:
         return False
 

@@ -36,7 +36,9 @@ What the text does not carry is filled in the same way for every variant:
   (in a ≤ 2.1 deep dump, whose last batch has no known size, at that batch's position).
   A batch printed with `isvalid: false` is followed by a CRC_MISMATCH error, as from the binary
   decoder. Lines with `--skip-record-metadata` content only, the tool's own notes (`... is empty.`,
-  `Log starting offset:`) and its stderr summaries (when 2>&1 was captured) yield nothing.
+  `Log starting offset:`) and its stderr summaries and the JVM's and loggers' stderr lines (when
+  2>&1 was captured; `CAPTURED_STDERR`), before the first `Dumping` line or between entries, yield
+  nothing.
 """
 
 from __future__ import annotations
@@ -132,14 +134,30 @@ _TOOL_NOTES = re.compile(
     r"|Ignoring unknown file |Mismatches in :|  Index offset: "
     r"|Found timestamp mismatch in :|Found out of order timestamp in :|  Index timestamp: "
     r"|The following indexed offsets are not found in the log\.$|Indexed offset: -?\d+, found log offset: "
-    r"|Non-consecutive offsets in |  -?\d+ is followed by -?\d+$|SLF4J: )"
+    r"|Non-consecutive offsets in |  -?\d+ is followed by -?\d+$)"
+)
+# What a JVM tool writes to stderr besides the tool's own summaries, in a text captured with `2>&1`
+# (`kafka-dump-log.sh --files ... > dump.txt 2>&1`): the JVM's notes and warnings (`Picked up
+# JAVA_TOOL_OPTIONS: ...`, `OpenJDK 64-Bit Server VM warning: ...`, unified logging's `[0.001s][warning]
+# [gc] ...`, `WARNING: A terminally deprecated method ...`), log lines in the tools' log4j pattern `[%d]
+# %p %m (%c)%n` (config/tools-log4j.properties; tools-log4j2.yaml since 4.0), log4j 1's and log4j2's own
+# status lines (`log4j:WARN ...`; `2024-05-01T10:00:00.123Z main ERROR Reconfiguration failed: ...`), and
+# SLF4J's notes (`SLF4J: ` before 2.0, `SLF4J(W): ` since).
+_LOG_LEVEL = r"(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL)"
+CAPTURED_STDERR = re.compile(
+    r"^(?:(?:NOTE: )?Picked up (?:JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): "
+    r"|(?:OpenJDK|Java HotSpot\(TM\)) (?:64-Bit )?(?:Server|Client) VM warning: "
+    r"|\[\d+\.\d+s\]\[(?:error|warning|info|debug|trace)\s*\]|WARNING: "
+    rf"|\[\d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}},\d{{3}}\] {_LOG_LEVEL} "
+    rf"|log4j:(?:WARN|ERROR) |\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?Z? \S+ {_LOG_LEVEL} "
+    rf"|{_LOG_LEVEL} StatusLogger |SLF4J(?:\([A-Z]\))?: )"
 )
 # A line that starts one of these is tool output in its own right, never the continuation of a
 # payload that contained a newline.
 _STRUCTURAL = re.compile(
     r"^(?:Dumping |\| |baseOffset: |offset: -?\d+ |Found \d+ invalid bytes |Log starting offset: "
     r"|Starting offset: |producerId: |timestamp: -?\d+ offset: |version: -?\d+ producerId: | payload: "
-    r"|SLF4J: |Non-consecutive offsets in |Mismatches in :)"
+    r"|SLF4J(?:\([A-Z]\))?: |Non-consecutive offsets in |Mismatches in :)"
 )
 
 
@@ -766,6 +784,8 @@ class _DumpLogTextParser:
             self.snapshot_offset = self.next_offset = int(stem) if numeric else -1
             return
         if not line.strip() or _STARTING_OFFSET.match(line) or _TOOL_NOTES.match(line):
+            return
+        if CAPTURED_STDERR.match(line):
             return
         if line in (f"{self.file} is empty.", f"{self.file} passed sanity check."):
             return

@@ -10,6 +10,8 @@ aborts, non-idempotent, gzip/snappy/lz4/zstd data). No skips: without Java or th
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from kafka_harness.dump_log_segments import run_dump_log_segments
-from kafka_harness.jars import KAFKA_VERSION, ensure_kafka_jars
+from kafka_harness.dump_log_segments import DUMP_LOG_SEGMENTS_CLASSES, run_dump_log_segments
+from kafka_harness.jars import KAFKA_VERSION, ensure_kafka_jars, java_executable, kafka_classpath
 from kafka_log_decoder.constants import KRAFT_SNAPSHOT_SUFFIX
+from kafka_log_decoder.discovery import DumpLogText, discover
 from kafka_log_decoder.dump import iter_file_items
-from kafka_log_decoder.dump_log_text import fields_in_text, parse_dump_log_text
+from kafka_log_decoder.dump_log_text import fields_in_text, parse_dump_log_text, read_dump_log_text
 from kafka_log_decoder.errors import CorruptionKind, DecodeError
 from kafka_log_decoder.rows import BatchHeader, IndexEntry, Record, SnapshotEntry, TxnIndexEntry
 from kafka_log_decoder.segment import read_log_segment
@@ -127,3 +130,42 @@ def test_broker_log_dir_read_through_dump_log_segments_matches_the_binary_decode
     assert {f"codec:{c}" for c in ("none", "gzip", "snappy", "lz4", "zstd")} <= set(seen), seen
     for row_type in (Record, IndexEntry, SnapshotEntry, TxnIndexEntry):
         assert seen[row_type.__name__], f"no {row_type.__name__} rows in the broker's files: {seen}"
+
+
+def test_a_text_captured_with_the_tools_stderr_reads_as_its_stdout_alone(tmp_path: Path) -> None:
+    """`kafka-dump-log.sh --files ... --print-data-log > dump.txt 2>&1` where the JVM has options to
+    warn about (JAVA_TOOL_OPTIONS) and log4j2 finds no configuration: the real tool's stderr lines land
+    before and after its first `Dumping` line. The text is recognised, and it reads as the same rows
+    as the tool's stdout alone, with no unreadable line."""
+    ensure_kafka_jars(KAFKA_VERSION)
+    files = [p for p in dumped_files(REAL) if p.suffix == ".log"][:2]
+    cmd = [
+        java_executable(),
+        "-cp",
+        kafka_classpath(KAFKA_VERSION),
+        DUMP_LOG_SEGMENTS_CLASSES[KAFKA_VERSION],
+        "--files",
+        ",".join(map(str, files)),
+        "--print-data-log",
+    ]
+    options = "-XX:+UseBiasedLocking -Xloggc:" + str(tmp_path / "gc.log")
+    options += " -Dlog4j2.configurationFile=" + str(tmp_path / "none.xml")
+    env = dict(os.environ, JAVA_TOOL_OPTIONS=options)
+    captured = subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=600
+    )
+    alone = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=600)
+    assert captured.returncode == 0 and alone.returncode == 0, alone.stderr
+    # Not vacuous: the JVM and log4j2 wrote lines of their own, ahead of the first `Dumping` line too.
+    assert alone.stderr.count(b"\n") >= 3 and not captured.stdout.startswith(b"Dumping "), alone.stderr
+    merged, stdout_only = tmp_path / "orders-0.txt", tmp_path / "stdout" / "orders-0.txt"
+    stdout_only.parent.mkdir()
+    merged.write_bytes(captured.stdout)
+    stdout_only.write_bytes(alone.stdout)
+    found = discover([merged, stdout_only])
+    assert [type(f) for f in found] == [DumpLogText, DumpLogText]
+    assert found[0].dumped == found[1].dumped == str(files[0])
+    rows, expected = list(read_dump_log_text(merged)), list(read_dump_log_text(stdout_only))
+    assert not [r for r in rows if isinstance(r, DecodeError)]
+    assert [fields_in_text(r) for r in rows] == [fields_in_text(r) for r in expected]
+    assert sum(isinstance(r, Record) for r in rows) > 0

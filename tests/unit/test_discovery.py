@@ -424,6 +424,30 @@ def test_dump_log_text_is_recognised_by_its_first_line(tmp_path: Path) -> None:
     assert (found[0].partition, found[1].partition) == (None, ("orders", 1))
 
 
+def test_dump_log_text_captured_with_its_stderr_is_recognised_by_its_first_dumping_line(
+    tmp_path: Path,
+) -> None:
+    """`kafka-dump-log.sh ... > dump.txt 2>&1`: the JVM's and loggers' lines come before `Dumping` (the
+    first two as JDK 17 printed them under JAVA_TOOL_OPTIONS). Any other first line is still refused,
+    and a text naming no partition is refused at its `Dumping` line's number."""
+    stderr = (
+        b"Picked up JAVA_TOOL_OPTIONS: -XX:+UseBiasedLocking\n"
+        b"OpenJDK 64-Bit Server VM warning: Option UseBiasedLocking was deprecated in version 15.0\n\n"
+    )
+    text = touch(tmp_path / "dump.txt", stderr + b"Dumping /data/orders-3/00000000000000000000.log\n")
+    found = only(discover([text]), DumpLogText)
+    assert found.dumped == "/data/orders-3/00000000000000000000.log" and found.partition is None
+    nowhere = touch(tmp_path / "d" / "dump.txt", stderr + b"Dumping 00000000000000000000.log\n")
+    with pytest.raises(NotAKafkaArtifact) as raised:
+        discover([nowhere])
+    assert f"{nowhere}: line 4: the dumped file 00000000000000000000.log" in str(raised.value)
+    for head in (b"hello\nDumping /data/orders-3/00000000000000000000.log\n", stderr):
+        other = touch(tmp_path / "o" / "dump.txt", head)
+        with pytest.raises(NotAKafkaArtifact) as raised:
+            discover([other])
+        assert "not kafka-dump-log.sh output" in str(raised.value)
+
+
 def test_a_text_dumped_inside_its_partition_directory_takes_the_partition_its_name_names(
     tmp_path: Path,
 ) -> None:

@@ -513,6 +513,39 @@ def test_tool_notes_and_captured_stderr_yield_nothing() -> None:
     assert items == []
 
 
+def test_the_jvms_and_loggers_stderr_lines_captured_with_2_to_1_yield_nothing() -> None:
+    """`kafka-dump-log.sh ... > dump.txt 2>&1` with JAVA_TOOL_OPTIONS set and no log4j2 configuration
+    found: the first four stderr lines are what the 4.3.1 and 3.9.1 tools printed on this machine; the
+    log4j2 status line came after the `Dumping` line. A stderr line between a batch and its records
+    leaves the batch whole."""
+    batch = (
+        "baseOffset: 0 lastOffset: 0 count: 1 baseSequence: 0 lastSequence: 0 producerId: 7 "
+        "producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false "
+        "deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1 size: 70 magic: 2 "
+        "compresscodec: none crc: 1 isvalid: true"
+    )
+    record = "| offset: 0 CreateTime: 1 keySize: -1 valueSize: 1 sequence: 0 headerKeys: [] payload: x"
+    plain = parse("Dumping orders-3/00000000000000000000.log", "Log starting offset: 0", batch, record)
+    captured = parse(
+        "Picked up JAVA_TOOL_OPTIONS: -XX:+UseBiasedLocking -Xloggc:/tmp/x.gc",
+        "OpenJDK 64-Bit Server VM warning: Option UseBiasedLocking was deprecated in version 15.0 and will "
+        "likely be removed in a future release.",
+        "[0.000s][warning][gc] -Xloggc is deprecated. Will use -Xlog:gc:/tmp/x.gc instead.",
+        "SLF4J(W): No SLF4J providers were found.",
+        "Dumping orders-3/00000000000000000000.log",
+        "2026-11-30T16:23:22.600842573Z main ERROR Reconfiguration failed: No configuration found for "
+        "'30946e09' at 'null' in 'null'",
+        "Log starting offset: 0",
+        batch,
+        "[2026-11-30 16:23:22,601] WARN a tool's log line (org.apache.kafka.tools.DumpLogSegments)",
+        "log4j:WARN No appenders could be found for logger (kafka.utils.Log4jControllerRegistration$).",
+        "WARNING: A terminally deprecated method in java.lang.System has been called",
+        record,
+    )
+    assert [type(i) for i in plain] == [BatchHeader, Record]
+    assert captured == plain
+
+
 def test_unreadable_line_is_located_by_byte_offset_and_line_number_in_the_text() -> None:
     items: list[Any] = list(
         parse_dump_log_text(
