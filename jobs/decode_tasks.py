@@ -814,8 +814,11 @@ def _snapshot_row(ctx: _Provenance, s: SnapshotEntry, number: int) -> dict[str, 
 def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[dict[str, Any]]:
     """Rows of a `kafka-dump-log.sh` text: each item belongs to the partition of the file it dumps (else
     to the one the text's name names; with neither, the file's items are left out, and quarantine says
-    so once)."""
-    from kafka_log_decoder.discovery import dumped_partition
+    so once). A KRaft snapshot's section (a dumped `.checkpoint`, which the tool reads as one) gives no
+    rows, as the binary file gives none: its batches restart at offset 0 and are no segment of the
+    `__cluster_metadata` log."""
+    from kafka_log_decoder.constants import KRAFT_SNAPSHOT_SUFFIX
+    from kafka_log_decoder.discovery import dumped_partition, dumped_parts
     from kafka_log_decoder.dump_log_text import read_dump_log_text
 
     if table == "records" and not records:
@@ -838,6 +841,10 @@ def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[d
     for item in read_dump_log_text(unit.file):
         file = getattr(item, "file", unit.file)
         if file != unit.file and file not in placed:
+            parts = dumped_parts(file)
+            if parts and parts[-1].endswith(KRAFT_SNAPSHOT_SUFFIX):
+                placed[file] = False
+                continue
             placed[file] = context_of(file).unit.topic is not None
             if not placed[file] and table == "quarantine":
                 # At the dumped file (one row each), named by the text it was read from.

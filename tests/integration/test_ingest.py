@@ -595,3 +595,30 @@ def test_real_broker_replicas_and_dump_log_text_give_the_decoders_rows(
         assert text_records == binary_records, segment
     assert {r["replica"] for r in batches if r["dump_id"] == "broker"} == {"1", "2"}
     assert not [r for r in read(out, "quarantine") if r["kind"] != "UNREADABLE_FILE"]
+
+
+def test_kraft_snapshots_dumped_as_text_give_no_batch_rows_as_their_files_give_none(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`kafka-dump-log.sh --files` over a `__cluster_metadata-0` directory's segment and its KRaft
+    snapshots (`<end offset>-<epoch>.checkpoint`, which the tool reads as snapshots): the snapshots'
+    batches restart at offset 0 and are no part of the log. The text gives the rows the directory gives:
+    its segment's batches, and none of the snapshots'."""
+    from kafka_harness.dump_log_segments import run_dump_log_segments
+
+    partition = REAL_FIXTURES / "induswargods-kraft" / "__cluster_metadata-0"
+    snapshots = sorted(partition.glob("*.checkpoint"))
+    segments = sorted(partition.glob("*.log"))
+    assert len(snapshots) >= 2 and segments
+    text = tmp_path / "dump.txt"
+    text.write_text(run_dump_log_segments([*segments, *snapshots], deep_iteration=True))
+    assert text.read_text().count("Snapshot end offset:") == len(snapshots)
+    out = tmp_path / "out"
+    ingest(spark, out, f"text={text}", f"dir={partition}")
+    batches = read(out, "batches")
+    assert {r["file"] for r in batches if r["dump_id"] == "text"} == {str(s) for s in segments}
+    for segment in segments:
+        from_dir = rows_of((r for r in batches if r["dump_id"] == "dir"), segment)
+        from_text = rows_of((r for r in batches if r["dump_id"] == "text"), segment)
+        assert from_dir and without(from_text, "base_timestamp") == without(from_dir, "base_timestamp")
+    assert not [r for r in read(out, "quarantine") if r["dump_id"] == "text"]
