@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from audit_rules.profile import APP_SEQUENCE_SCOPES  # plain Python, no Spark: `dump` stays quick
+
+# The job itself failed (a Spark, Delta or storage error; a bug): neither a verdict on the data (0, 1)
+# nor a usage error (2), so a scheduler can tell the three apart.
+FAILED_STATUS = 3
 
 CATALOG_SCHEMA_ARGS = ("--catalog-schema",)
 CATALOG_SCHEMA_OPTIONS: dict[str, Any] = {
@@ -20,8 +25,15 @@ CATALOG_SCHEMA_OPTIONS: dict[str, Any] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line on stderr (contract §2), naming the subcommand's `--help`; exit 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="replay-audit",
         description="Audit dumped Kafka partitions: producer sequences, loss, duplicates, ordering.",
     )
@@ -126,6 +138,20 @@ def _size(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except Exception as exc:  # the job failed: its traceback, then one line and a status of its own
+        traceback.print_exc()
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")[:300]
+        print(
+            f"replay-audit: {args.command} failed: {type(exc).__name__}: {first} (exit {FAILED_STATUS}: "
+            "the job failed, not the audit; the traceback is above)",
+            file=sys.stderr,
+        )
+        return FAILED_STATUS
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "dump":
         from kafka_log_decoder.dump import run_dump
         from kafka_log_decoder.errors import NotAKafkaArtifact

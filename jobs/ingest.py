@@ -382,8 +382,23 @@ def _file(
     row = _inventory_row(dump_id, replica, topic, partition, info, kind, log_dir, base_offset)
     unit = None
     if carries_rows and kind in dt.TABLES_OF_KIND:
+        if row["fingerprint"] is None:
+            _require_readable(info.path)
         unit = dt.WorkUnit(kind, dump_id, replica, topic, partition, info.path, info.size)
     return row, unit
+
+
+def _require_readable(path: str) -> None:
+    """A file whose rows the ingest reads and that this user may not open is unreadable input (contract
+    §2: exit 2), not a warning in quarantine: a run that read none of a segment must not say VALID. A
+    file gone since it was listed (a live log directory's retention) stays quarantine's to tell."""
+    try:
+        with open(path, "rb"):
+            pass
+    except PermissionError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or 'permission denied'})") from None
+    except OSError:
+        return
 
 
 def _excluded(

@@ -44,7 +44,7 @@ def run_cli(args: Any) -> int:
             captured_at=parse_captured_at(args.captured_at or ()),
         )
         plan = plan_ingest(options)
-        _check_output(options.output)
+    _check_output(args.output)  # before Spark starts, for `audit` too
     spark = get_spark(f"replay-audit {args.command}", job_local_conf(args.command))
     if args.catalog_schema:
         check_schema(spark, args.catalog_schema, args.output)  # before the work, not after it

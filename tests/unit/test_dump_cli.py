@@ -378,3 +378,33 @@ def test_summary_counts_markers_as_records_in_both_modes() -> None:
     markers = sum(i["count"] for i in items if i["type"] == "batch" and i["is_control"])
     assert markers > 0
     assert sum(1 for i in items if i["type"] == "record") + markers == sum(counts)
+
+
+def test_a_bad_argument_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """Contract §2: a usage error has a one-line reason on stderr (argparse's usage block is left out)."""
+    with pytest.raises(SystemExit) as exited:
+        main(["audit", "--output", "out", "--fail-on", "fatal"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--fail-on" in err and "invalid choice" in err
+    assert err.startswith("replay-audit audit: error:") and "replay-audit audit --help" in err
+
+
+def test_a_job_that_fails_exits_3_not_1_with_one_closing_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Spark, Delta or storage failure is neither an invalid audit (1) nor a usage error (2): a
+    scheduler must tell a crash from findings. The traceback is kept, then one line says what failed."""
+    import jobs.pipeline
+
+    def crash(args: Any) -> int:
+        raise RuntimeError("Py4JJavaError: An error occurred while calling o42.save.\n: java.io.IOException")
+
+    monkeypatch.setattr(jobs.pipeline, "run_cli", crash)
+    assert main(["audit", "--output", str(tmp_path), "--no-gx"]) == 3
+    last = capsys.readouterr().err.rstrip("\n").splitlines()
+    assert "Traceback" in last[0]
+    assert last[-1] == (
+        "replay-audit: audit failed: RuntimeError: Py4JJavaError: An error occurred while calling o42.save. "
+        "(exit 3: the job failed, not the audit; the traceback is above)"
+    )

@@ -97,3 +97,37 @@ def test_two_texts_of_one_dumped_file_are_a_usage_error_until_labelled(tmp_path:
         text.write_text("Dumping 00000000000000000000.log\n")
     plan = plan_ingest(IngestOptions([LabeledPath("d", str(p)) for p in (first, later, *inside)], "unused"))
     assert len(plan.units) == 4
+
+
+def test_a_segment_this_user_may_not_read_is_a_usage_error_naming_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Contract §2: unreadable input exits 2. A segment of an input directory that cannot be opened for
+    lack of permission (EACCES; tests may run as root, so the open fails on purpose) would otherwise be
+    a warning in quarantine, and a run that read none of it could say VALID. A file gone since it was
+    listed stays quarantine's (a live log directory's retention may delete it)."""
+    import builtins
+    import errno
+
+    import pytest
+
+    import jobs.ingest
+    from jobs.ingest import UsageError
+
+    copy = tmp_path / "foo-0"
+    shutil.copytree(FOO_0, copy)
+    segment = copy / "00000000000000000000.log"
+    failure = PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(segment))
+
+    def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path) == segment:
+            raise failure
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(jobs.ingest, "open", guarded, raising=False)
+    with pytest.raises(UsageError) as raised:
+        plan_ingest(IngestOptions([LabeledPath("d", str(copy))], "unused"))
+    assert str(raised.value) == f"{segment}: cannot be read (Permission denied)"
+    failure = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(segment))
+    plan = plan_ingest(IngestOptions([LabeledPath("d", str(copy))], "unused"))
+    assert str(segment) in {unit.file for unit in plan.units}
