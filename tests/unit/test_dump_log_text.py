@@ -304,6 +304,43 @@ def test_header_keys_are_split_on_commas_and_may_hold_spaces_and_brackets() -> N
     assert record.value == b"xy"
 
 
+def test_a_header_key_holding_colon_space_is_one_key_with_or_without_a_payload() -> None:
+    """`headerKeys: [X-Trace: id]` (the tool joins the keys as they are): the line is not all pairs."""
+    for tail, value in (("", None), (" payload: v0", b"v0")):
+        line = record_line(0).replace("headerKeys: []", "headerKeys: [X-Trace: id]") + tail
+        (record,) = of_type(log_dump(V2_BATCH, line), Record)
+        assert (record.header_keys, record.value) == (["X-Trace: id"], value)
+
+
+def test_a_payload_of_chained_exceptions_is_read_in_linear_time() -> None:
+    """A payload of `Name: ` tokens that ends in plain words (an error or dead-letter topic) once sent
+    the pairs-only pattern into trying every split of its tokens: 21 s at five tokens, 15 times more
+    for each further one, holding the GIL. Forty tokens are read at once: in a child process with a
+    deadline, so that a regression fails this test instead of stalling the suite."""
+    import subprocess
+    import sys
+
+    chain = " ".join(["ConnectException:"] * 40) + " Connection reset by peer"
+    payload = f"ERROR: java.lang.RuntimeException: {chain}"
+    line = record_line(0, f" payload: {payload}", value_size=len(payload))
+    program = (
+        "import sys\n"
+        "from kafka_log_decoder.dump_log_text import parse_dump_log_text\n"
+        "from kafka_log_decoder.rows import Record\n"
+        "items = list(parse_dump_log_text(sys.stdin.read().splitlines(keepends=True)))\n"
+        "print(*[i.value.decode() for i in items if isinstance(i, Record)], sep='\\n')\n"
+    )
+    text = "\n".join(["Dumping orders-3/00000000000000000000.log", V2_BATCH, line]) + "\n"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program], input=text, capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the record line was not read within 60 s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == payload + "\n"
+
+
 def test_record_lines_without_metadata_print_no_records() -> None:
     items = log_dump(V2_BATCH, "| key: k payload: v", "| payload: v", " payload: v", "continued", "")
     assert [type(i) for i in items] == [BatchHeader]
