@@ -137,7 +137,9 @@ _TOOL_NOTES = re.compile(
     r"|Ignoring unknown file |Mismatches in :|  Index offset: "
     r"|Found timestamp mismatch in :|Found out of order timestamp in :|  Index timestamp: "
     r"|The following indexed offsets are not found in the log\.$|Indexed offset: -?\d+, found log offset: "
-    r"|Non-consecutive offsets in |  -?\d+ is followed by -?\d+$)"
+    r"|Non-consecutive offsets in |  -?\d+ is followed by -?\d+$"
+    # 3.8-3.9, after `Dumping` when --key/--value-decoder-class names an old kafka.serializer decoder.
+    r"|kafka\.serializer\.\w+ is deprecated\. Please use org\.apache\.kafka\.tools\.api\.\w+ instead$)"
 )
 # What a JVM tool writes to stderr besides the tool's own summaries, in a text captured with `2>&1`
 # (`kafka-dump-log.sh --files ... > dump.txt 2>&1`): the JVM's notes and warnings (`Picked up
@@ -147,20 +149,26 @@ _TOOL_NOTES = re.compile(
 # status lines (`log4j:WARN ...`; `2024-05-01T10:00:00.123Z main ERROR Reconfiguration failed: ...`), and
 # SLF4J's notes (`SLF4J: ` before 2.0, `SLF4J(W): ` since).
 _LOG_LEVEL = r"(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL)"
-CAPTURED_STDERR = re.compile(
-    r"^(?:(?:NOTE: )?Picked up (?:JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): "
-    r"|(?:OpenJDK|Java HotSpot\(TM\)) (?:64-Bit )?(?:Server|Client) VM warning: "
-    r"|\[\d+\.\d+s\]\[(?:error|warning|info|debug|trace)\s*\]|WARNING: "
+# The ones no payload line is taken to start with: they also end a payload's continuation lines.
+_STDERR_STRUCTURAL = (
+    r"(?:OpenJDK|Java HotSpot\(TM\)) (?:64-Bit )?(?:Server|Client) VM warning: "
+    r"|\[\d+\.\d+s\]\[(?:error|warning|info|debug|trace)\s*\]"
     rf"|\[\d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}},\d{{3}}\] {_LOG_LEVEL} "
-    rf"|log4j:(?:WARN|ERROR) |\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?Z? \S+ {_LOG_LEVEL} "
-    rf"|{_LOG_LEVEL} StatusLogger |SLF4J(?:\([A-Z]\))?: )"
+    rf"|\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?Z? \S+ {_LOG_LEVEL} "
+    r"|SLF4J(?:\([A-Z]\))?: "
+)
+CAPTURED_STDERR = re.compile(
+    rf"^(?:{_STDERR_STRUCTURAL}|(?:NOTE: )?Picked up (?:JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): "
+    rf"|WARNING: |log4j:(?:WARN|ERROR) |{_LOG_LEVEL} StatusLogger )"
 )
 # A line that starts one of these is tool output in its own right, never the continuation of a
 # payload that contained a newline.
 _STRUCTURAL = re.compile(
     r"^(?:Dumping |\| |baseOffset: |offset: -?\d+ |Found \d+ invalid bytes |Log starting offset: "
     r"|Starting offset: |producerId: |timestamp: -?\d+ offset: |version: -?\d+ producerId: | payload: "
-    r"|SLF4J(?:\([A-Z]\))?: |Non-consecutive offsets in |Mismatches in :)"
+    r"|Non-consecutive offsets in |Mismatches in :|Found timestamp mismatch in :"
+    r"|Found out of order timestamp in :|The following indexed offsets are not found in the log\.$"
+    rf"|{_STDERR_STRUCTURAL})"
 )
 
 
@@ -782,7 +790,8 @@ class _DumpLogTextParser:
         if line.startswith("Dumping "):
             self._end_file(out)
             self.file = line[len("Dumping ") :]
-            stem = Path(self.file).name.split(".", 1)[0]
+            # The file's name after its last `/` or backslash (the tool run on Windows prints backslashes).
+            stem = re.split(r"[\\/]", self.file)[-1].split(".", 1)[0]
             numeric = stem.isascii() and stem.isdigit() and int(stem) <= _INT64_MAX
             self.snapshot_offset = self.next_offset = int(stem) if numeric else -1
             return

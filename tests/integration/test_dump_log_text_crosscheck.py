@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 from kafka_harness.dump_log_segments import DUMP_LOG_SEGMENTS_CLASSES, run_dump_log_segments
-from kafka_harness.jars import KAFKA_VERSION, ensure_kafka_jars, java_executable, kafka_classpath
+from kafka_harness.jars import (
+    KAFKA_VERSION,
+    ZK_KAFKA_VERSION,
+    ensure_kafka_jars,
+    java_executable,
+    kafka_classpath,
+)
 from kafka_log_decoder.constants import KRAFT_SNAPSHOT_SUFFIX
 from kafka_log_decoder.discovery import DumpLogText, discover
 from kafka_log_decoder.dump import iter_file_items
@@ -169,3 +175,20 @@ def test_a_text_captured_with_the_tools_stderr_reads_as_its_stdout_alone(tmp_pat
     assert not [r for r in rows if isinstance(r, DecodeError)]
     assert [fields_in_text(r) for r in rows] == [fields_in_text(r) for r in expected]
     assert sum(isinstance(r, Record) for r in rows) > 0
+
+
+def test_the_3_9_tools_deprecated_decoder_notice_is_no_unreadable_line() -> None:
+    """Kafka 3.8-3.9 print `kafka.serializer.StringDecoder is deprecated. ...` on stdout after each `.log`'s
+    `Dumping` line when --value-decoder-class names the old class (as older docs say). The rows are the
+    binary decoders' all the same (the records' printed values aside)."""
+    version = ZK_KAFKA_VERSION
+    ensure_kafka_jars(version)
+    segment = REAL / "codecrafters-kraft-3x" / "foo-0" / "00000000000000000000.log"
+    args = ["--print-data-log", "--value-decoder-class", "kafka.serializer.StringDecoder"]
+    text = run_dump_log_segments([segment, segment], deep_iteration=True, extra_args=args, version=version)
+    assert text.count("kafka.serializer.StringDecoder is deprecated.") == 2, text[:1000]
+    rows = list(parse_dump_log_text(text.splitlines(keepends=True)))
+    assert not [r for r in rows if isinstance(r, DecodeError)]
+    batches = [fields_in_text(r) for r in rows if isinstance(r, BatchHeader)]
+    binary = [fields_in_text(r) for r in read_log_segment(segment) if isinstance(r, BatchHeader)]
+    assert binary and batches == binary + binary

@@ -498,6 +498,35 @@ def test_current_txn_first_offset_in_java_and_scala_forms(printed: str, offset: 
     assert (entry.current_txn_first_offset, entry.snapshot_offset, entry.last_offset) == (offset, 120, 118)
 
 
+def test_a_snapshot_dumped_on_windows_takes_its_offset_from_the_name_after_the_last_backslash() -> None:
+    (entry,) = parse(
+        "Dumping C:\\kafka-logs\\p-0\\00000000000000000120.snapshot",
+        "producerId: 9 producerEpoch: 1 coordinatorEpoch: 2 currentTxnFirstOffset: None lastTimestamp: 17 "
+        "firstSequence: 0 lastSequence: 3 lastOffset: 118 offsetDelta: 3 timestamp: 17",
+    )
+    assert (entry.snapshot_offset, entry.last_offset) == (120, 118)
+
+
+def test_a_tool_summary_or_a_stderr_log_line_ends_a_payload_shorter_than_its_size() -> None:
+    """A decoder's output (--offsets-decoder, a custom class) is often shorter than the record's size, so
+    the record waits for continuation lines: the tool's timestamp-index summary printed after the last
+    file, or a log line on stderr (2>&1), is not one of them."""
+    key = "Unknown record type 99 at offset 0, skipping."
+    for after in (
+        "Found timestamp mismatch in :/d/__consumer_offsets-0/00000000000000000000.timeindex",
+        "[2026-11-30 16:23:22,601] WARN something (org.apache.kafka.tools.DumpLogSegments)",
+    ):
+        items = log_dump(
+            V2_BATCH,
+            record_line(0, f" key: {key} payload: <DELETE>", key_size=80, value_size=30),
+            after,
+            "  Index timestamp: 5, log timestamp: 6",
+        )
+        (record,) = of_type(items, Record)
+        assert (record.key, record.value) == (key.encode(), b"<DELETE>")
+        assert not of_type(items, DecodeError)
+
+
 def test_snapshot_entry_without_a_batch_has_no_last_sequence_or_offset() -> None:
     (entry,) = parse(
         "Dumping p-0/00000000000000000120.snapshot",
