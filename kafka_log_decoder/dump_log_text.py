@@ -703,6 +703,9 @@ class _DumpLogTextParser:
         self.source = source
         self.line_number = 0
         self.byte_offset = 0
+        # Whether a line so far ended in a newline: then the text is read from a file, where only the
+        # last line can lack one, and the tool ends every line it prints (println).
+        self.newlines_seen = False
         self.file: str | None = None
         self.snapshot_offset = -1
         self.batch: _Batch | None = None
@@ -729,6 +732,11 @@ class _DumpLogTextParser:
         if self.line_number == 1:
             line = line.removeprefix("\ufeff")  # a UTF-8 BOM (output saved by some Windows editors)
         out: list[DumpLogItem] = []
+        if raw.endswith("\n"):
+            self.newlines_seen = True
+        elif self.newlines_seen and line.strip():
+            self._cut_line(line, line_start, length - 1, out)  # its bytes: no newline
+            return out
         if self.pending is not None:
             if not _STRUCTURAL.match(line) and (not self.pending.complete or self.pending.may_take(line)):
                 self.pending.extend(line)
@@ -766,6 +774,25 @@ class _DumpLogTextParser:
             else:
                 out.append(error)
         return out
+
+    def _cut_line(self, line: str, line_start: int, length: int, out: list[DumpLogItem]) -> None:
+        """The text's last line, with no newline after it: the copy was cut inside it (a transfer or
+        a full disk), so its values may be cut too (`sequence: 1` of `sequence: 17`); it is not read."""
+        if self.pending is not None:
+            self._end_pending()
+        self._end_unreadable_batch(out)
+        error = DecodeError(
+            self.source,
+            line_start,
+            CorruptionKind.TRUNCATED_TAIL,
+            f"line {self.line_number}: the text ends inside this line (no newline after it, where the tool "
+            f"ends every line): the copy was cut short, and the line is not read: {line[:160]!r}",
+            length,
+        )
+        if self.batch is not None:
+            self.batch.items.append(error)
+        else:
+            out.append(error)
 
     def finish(self) -> list[DumpLogItem]:
         out: list[DumpLogItem] = []

@@ -527,6 +527,27 @@ def test_a_tool_summary_or_a_stderr_log_line_ends_a_payload_shorter_than_its_siz
         assert not of_type(items, DecodeError)
 
 
+def test_a_text_cut_inside_its_last_line_reads_none_of_that_line(tmp_path: Path) -> None:
+    """The tool ends every line with a newline: a saved text whose last line has none was cut short
+    (a copy, a full disk), and that line's values may be cut too (`sequence: 1` of `sequence: 17`). It
+    is a TRUNCATED_TAIL located at the line in the text, and nothing of it is read."""
+    head = f"Dumping orders-3/00000000000000000000.log\nLog starting offset: 0\n{V2_BATCH}\n"
+    whole = record_line(0, " payload: v0")
+    # A record line cut after a whole one; a second batch's line cut.
+    for before, cut, number in ((f"{whole}\n", whole[:60], 5), (f"{whole}\n", V2_BATCH[:70], 5)):
+        text = tmp_path / "dump.txt"
+        text.write_text(head + before + cut)
+        items = list(read_dump_log_text(text))
+        (error,) = of_type(items, DecodeError)
+        assert [type(i) for i in items if i is not error] == [BatchHeader, Record]
+        assert of_type(items, Record)[0].value == b"v0"
+        assert (error.kind, error.file, error.length) == (CorruptionKind.TRUNCATED_TAIL, str(text), len(cut))
+        assert error.position == len((head + before).encode())
+        assert error.message.startswith(f"line {number}: the text ends inside this line")
+    # Lines given without newlines (an API caller's list) are whole lines.
+    assert [type(i) for i in log_dump(V2_BATCH, whole)] == [BatchHeader, Record]
+
+
 def test_snapshot_entry_without_a_batch_has_no_last_sequence_or_offset() -> None:
     (entry,) = parse(
         "Dumping p-0/00000000000000000120.snapshot",
