@@ -90,11 +90,14 @@ def decode_leader_epoch_checkpoint(
             return None
         epoch = _java_int(parts[0], _INT32)
         start_offset = _java_int(parts[1], _INT64)
-        if epoch is None or start_offset is None:
+        # LeaderEpochFileCache.assign refuses a negative epoch or start offset: the log fails to load.
+        if epoch is None or start_offset is None or epoch < 0 or start_offset < 0:
             return None
         return LeaderEpochEntry(file=file, epoch=epoch, start_offset=start_offset)
 
-    return _decode_checkpoint(data, file, LEADER_EPOCH_CHECKPOINT_VERSION, "epoch startOffset", parse)
+    return _decode_checkpoint(
+        data, file, LEADER_EPOCH_CHECKPOINT_VERSION, "epoch startOffset, neither negative", parse
+    )
 
 
 def _decode_checkpoint(
@@ -105,6 +108,9 @@ def _decode_checkpoint(
     parse: Callable[[list[str]], _Entry | None],
 ) -> tuple[list[_Entry], list[DecodeError]]:
     errors: list[DecodeError] = []
+    not_utf8 = _not_utf8(data, file)
+    if not_utf8 is not None:
+        return [], [not_utf8]
     lines = _lines(data)
     # An empty file, or one with only a version line, reads as no entries (CheckpointReadBuffer.read).
     if not lines:
@@ -150,6 +156,9 @@ def _decode_checkpoint(
 
 def decode_partition_metadata(data: bytes, file: str) -> tuple[PartitionMetadata | None, list[DecodeError]]:
     """The topic id of a partition directory; None with an error when the file is malformed."""
+    not_utf8 = _not_utf8(data, file)
+    if not_utf8 is not None:
+        return None, [not_utf8]
     lines = _lines(data)
     version_field = _metadata_field(data, lines, 0, "version", file)
     if isinstance(version_field, DecodeError):
@@ -171,7 +180,8 @@ def decode_partition_metadata(data: bytes, file: str) -> tuple[PartitionMetadata
         return None, [_unreadable(file, topic_id_position, f"topic_id {topic_id!r} is not a base64 UUID")]
     if topic_id.removesuffix("==") == _ZERO_UUID:
         return None, [_unreadable(file, topic_id_position, "topic_id is the zero UUID")]
-    return PartitionMetadata(file=file, version=version, topic_id=topic_id), []
+    # Uuid.toString prints no padding; Uuid.fromString's decoder takes it: one id, written one way.
+    return PartitionMetadata(file=file, version=version, topic_id=topic_id.removesuffix("==")), []
 
 
 def _metadata_field(
@@ -326,9 +336,13 @@ def _decode_json_object(data: bytes, file: str) -> tuple[dict[str, Any] | None, 
     except UnicodeDecodeError as exc:
         return None, [_unreadable(file, exc.start, "not UTF-8 text")]
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_json_constant)
     except json.JSONDecodeError as exc:
         return None, [_unreadable(file, len(text[: exc.pos].encode()), f"malformed JSON: {exc.msg}")]
+    except (ValueError, RecursionError) as exc:
+        # NaN/Infinity (not JSON: Jackson refuses them), a number of 4,300+ digits, or nesting deeper
+        # than the interpreter's stack: unreadable, never a crash of the job that reads the file.
+        return None, [_unreadable(file, 0, f"malformed JSON: {str(exc)[:160] or type(exc).__name__}")]
     if not isinstance(value, dict):
         return None, [_unreadable(file, 0, f"expected a JSON object, found {type(value).__name__}")]
     return value, []
@@ -368,6 +382,20 @@ def read_quorum_state(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | No
 
 # ---------------------------------------------------------------------------------------------
 # Shared helpers
+
+
+def _no_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _not_utf8(data: bytes, file: str) -> DecodeError | None:
+    """The broker reads checkpoints and partition.metadata as UTF-8 and fails the whole file on a
+    malformed byte (MalformedInputException), rather than reading a replaced character."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _unreadable(file, exc.start, "not UTF-8 text (the broker's reader refuses the whole file)")
+    return None
 
 
 def _lines(data: bytes, encoding: str = "utf-8") -> list[tuple[int, str]]:

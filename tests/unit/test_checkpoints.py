@@ -4,6 +4,7 @@ readers would reject reported as UNREADABLE_FILE at the offending line's byte po
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -249,6 +250,33 @@ def test_leader_epoch_line_with_three_fields_is_an_error() -> None:
     assert positions(errors) == [(CorruptionKind.UNREADABLE_FILE, 8)]
 
 
+def test_a_negative_leader_epoch_or_start_offset_is_an_error_as_the_broker_refuses_it() -> None:
+    """LeaderEpochFileCache.assign throws on `epoch < 0 || startOffset < 0`: the log does not load."""
+    entries, errors = decode_leader_epoch_checkpoint(b"0\n3\n-1 5\n0 -2\n2 3\n", "leader-epoch-checkpoint")
+    assert epochs(entries) == [(2, 3)]
+    assert positions(errors) == [(CorruptionKind.UNREADABLE_FILE, 4), (CorruptionKind.UNREADABLE_FILE, 9)]
+    assert "neither negative" in errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("decode", "data", "position"),
+    [
+        (decode_offset_checkpoint, b"0\n1\nt\xff 0 5\n", 5),
+        (decode_leader_epoch_checkpoint, b"0\n1\n0 5\xff\n", 7),
+        (decode_partition_metadata, b"version: 0\ntopic_id: fZi4qEpCTsik-rzkyV0Yp\xff\n", 42),
+    ],
+)
+def test_bytes_that_are_not_utf8_fail_the_whole_file_as_the_brokers_reader_does(
+    decode: Any, data: bytes, position: int
+) -> None:
+    """Files.newBufferedReader(path, UTF_8) throws MalformedInputException: no line is read, rather than a
+    topic `t\ufffd` that no other file names."""
+    rows, errors = decode(data, "f")
+    assert not rows
+    assert positions(errors) == [(CorruptionKind.UNREADABLE_FILE, position)]
+    assert "not UTF-8" in errors[0].message
+
+
 def test_a_real_checkpoint_with_a_wrong_count_copied_and_edited(tmp_path: Path) -> None:
     copy = tmp_path / "leader-epoch-checkpoint"
     copy.write_bytes(
@@ -285,6 +313,12 @@ def test_partition_metadata_the_broker_rejects(data: bytes, position: int) -> No
     metadata, errors = decode_partition_metadata(data, "partition.metadata")
     assert metadata is None
     assert positions(errors) == [(CorruptionKind.UNREADABLE_FILE, position)]
+
+
+def test_a_padded_topic_id_is_the_same_id_as_the_unpadded_one() -> None:
+    """Uuid.fromString's base64 decoder takes `==`; Uuid.toString never prints it."""
+    metadata, errors = decode_partition_metadata(b"version: 0\ntopic_id: fZi4qEpCTsik-rzkyV0Ypg==\n", "p")
+    assert errors == [] and metadata is not None and metadata.topic_id == "fZi4qEpCTsik-rzkyV0Ypg"
 
 
 def test_partition_metadata_of_a_newer_version_is_accepted_for_downgrades() -> None:
@@ -347,6 +381,20 @@ def test_malformed_json_is_an_error_at_the_byte_where_parsing_failed() -> None:
     state, errors = decode_quorum_state(b'{"leaderId": 1, "leaderEpoch": }', "quorum-state")
     assert state is None
     assert positions(errors) == [(CorruptionKind.UNREADABLE_FILE, 31)]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"leaderEpoch": ' + b"9" * 5000 + b"}", b'{"leaderEpoch": NaN}'],
+    ids=["nested-deeper-than-the-stack", "a-5000-digit-number", "nan"],
+)
+def test_json_python_reads_but_no_json_reader_should_is_an_error_not_a_crash(data: bytes) -> None:
+    """A RecursionError or a ValueError from `json.loads` once escaped the decoder (a failed task), and
+    NaN (which Jackson refuses) was read as a value and then printed as invalid JSON by `dump`."""
+    for decode in (decode_quorum_state, decode_clean_shutdown):
+        state, errors = decode(data, "quorum-state")
+        assert state is None
+        assert positions(errors) == [(CorruptionKind.UNREADABLE_FILE, 0)]
 
 
 def test_json_that_is_not_an_object_is_an_error() -> None:
