@@ -310,6 +310,7 @@ def _findings_and_reports(
                 valid=valid,
                 path=os.path.join(report_dir, "findings.json"),
                 per_kind=per_kind,
+                fail_on=fail_on.label,
             ),
         )
         summary = written_summary()
@@ -321,6 +322,7 @@ def _findings_and_reports(
             profile_name=profile.name,
             path=os.path.join(report_dir, "index.html"),
             per_kind=per_kind,
+            fail_on=fail_on.label,
         )
         json_written()
         if gx:

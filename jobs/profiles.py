@@ -169,6 +169,9 @@ def _build(
             if not isinstance(values[setting], str | int | float):
                 raise ProfileError(f"{where}: {setting} must be a string, not {values[setting]!r}")
             values[setting] = str(values[setting])
+    if "%" in values.get("name", ""):
+        # The findings' messages quote the name inside Spark format_string patterns.
+        raise ProfileError(f"{where}: name must not hold '%', not {values['name']!r}")
     if (app_producer is None) != (app_sequence is None):
         raise ProfileError("--app-producer and --app-sequence go together")
     if app_sequence_scope is not None and app_producer is None:

@@ -60,6 +60,17 @@ class ReportModel:
     partitions_by_verdict: Mapping[str, int]
     sections: tuple[KindSection, ...]
     max_rows_per_kind: int
+    # The severity `valid` was judged at (`--fail-on`).
+    fail_on: str = "error"
+    # The findings the partition summary counts (its severity columns summed): the others name no
+    # partition log (a log directory's checkpoint or meta.properties, a directory with no live segment).
+    findings_in_partitions: int | None = None
+
+    @property
+    def findings_outside_partitions(self) -> int:
+        if self.findings_in_partitions is None:
+            return 0
+        return max(self.total_findings - self.findings_in_partitions, 0)
 
     @property
     def worst_severity(self) -> str | None:
@@ -106,25 +117,35 @@ def write_findings_json(
     valid: bool,
     path: str,
     per_kind: Mapping[tuple[str, str], int] | None = None,
+    fail_on: str | None = None,
 ) -> dict[str, int]:
     """Write contract §2's `findings.json` at `path`, streaming the sorted findings; return counts by kind.
 
     One finding per line, fields in contract §3 order; written to a temporary file and renamed.
-    `per_kind`: the findings' `finding_counts`, when the caller has them already.
+    `per_kind`: the findings' `finding_counts`, when the caller has them already. `fail_on`: the severity
+    `valid` was judged at, written beside it (a key beyond the contract's) when given.
     """
     counts = counts_by_kind(finding_counts(findings) if per_kind is None else per_kind)
     rows = sorted_findings(findings).toLocalIterator(prefetchPartitions=False)
-    _write_atomically(path, findings_json_chunks(run_id, valid, counts, (r.asDict() for r in rows)))
+    chunks = findings_json_chunks(run_id, valid, counts, (r.asDict() for r in rows), fail_on=fail_on)
+    _write_atomically(path, chunks)
     return counts
 
 
 def findings_json_chunks(
-    run_id: str, valid: bool, counts: Mapping[str, int], findings: Iterable[Mapping[str, Any]]
+    run_id: str,
+    valid: bool,
+    counts: Mapping[str, int],
+    findings: Iterable[Mapping[str, Any]],
+    *,
+    fail_on: str | None = None,
 ) -> Iterator[str]:
     """The text of `findings.json` in pieces, one finding at a time, so no list of findings is ever built."""
     yield "{\n"
     yield f'  "run_id": {_json(run_id)},\n'
     yield f'  "valid": {_json(valid)},\n'
+    if fail_on is not None:
+        yield f'  "fail_on": {_json(fail_on)},\n'
     yield f'  "counts": {_json(dict(sorted(counts.items())))},\n'
     yield '  "findings": ['
     empty = True
@@ -191,6 +212,7 @@ def write_html_report(
     max_rows_per_kind: int = DEFAULT_MAX_ROWS_PER_KIND,
     max_partition_rows: int = DEFAULT_MAX_PARTITION_ROWS,
     per_kind: Mapping[tuple[str, str], int] | None = None,
+    fail_on: str = "error",
 ) -> ReportModel:
     """Write the self-contained `index.html` at `path` and return the model it was rendered from.
 
@@ -198,7 +220,7 @@ def write_html_report(
     shown. `per_kind`: the findings' `finding_counts`, when the caller has them already.
     """
     counts = finding_counts(findings) if per_kind is None else dict(per_kind)
-    by_verdict = _partitions_by_verdict(summary)
+    by_verdict, in_partitions = _partitions_by_verdict(summary)
     model = ReportModel(
         run_id=run_id,
         valid=valid,
@@ -209,6 +231,8 @@ def write_html_report(
         partitions_by_verdict=by_verdict,
         sections=kind_sections(counts, _capped_findings(findings, max_rows_per_kind)),
         max_rows_per_kind=max_rows_per_kind,
+        fail_on=fail_on,
+        findings_in_partitions=in_partitions,
     )
     _write_atomically(path, [render_html(model)])
     return model
@@ -265,11 +289,15 @@ def _capped_findings(findings: DataFrame, cap: int) -> list[dict[str, Any]]:
     return [r.asDict() for r in capped.collect()]
 
 
-def _partitions_by_verdict(summary: DataFrame) -> dict[str, int]:
+def _partitions_by_verdict(summary: DataFrame) -> tuple[dict[str, int], int]:
+    """Partition logs per verdict, and the findings they count in all."""
     from pyspark.sql import functions as F
 
-    rows = summary.groupBy("verdict").agg(F.count(F.lit(1)).alias("n")).collect()
-    return {r["verdict"]: int(r["n"]) for r in rows}
+    counted = F.col(SEVERITIES[0].label)
+    for severity in SEVERITIES[1:]:
+        counted = counted + F.col(severity.label)
+    rows = summary.groupBy("verdict").agg(F.count(F.lit(1)).alias("n"), F.sum(counted).alias("f")).collect()
+    return {r["verdict"]: int(r["n"]) for r in rows}, sum(int(r["f"] or 0) for r in rows)
 
 
 def _partition_rows(summary: DataFrame, limit: int) -> list[dict[str, Any]]:

@@ -115,6 +115,8 @@ def test_a_release_setting_must_be_a_boolean_and_the_delete_horizon_not_negative
         # Settings beside a `profile:` mapping were dropped unread.
         ("profile: {broker_line: '2.5'}\nduplicate_window_batches: 1000\n", r"beside the `profile:` mapping"),
         ("profile: {bogus_key: 1}\n", r"unknown setting\(s\) bogus_key"),
+        # Quoted inside the findings' format_string patterns: `%-r` failed the audit with a Java error.
+        ("name: prod-50%-retention\n", r"name must not hold '%'"),
     ],
 )
 def test_a_config_of_the_wrong_shape_is_a_usage_error_naming_the_file(

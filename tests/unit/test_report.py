@@ -6,6 +6,7 @@ import json
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,28 @@ def test_findings_json_has_the_contract_keys_and_exactly_the_section3_fields_in_
     assert doc["run_id"] == "run-1" and doc["valid"] is False
     assert [list(f) for f in doc["findings"]] == [FINDINGS.columns, FINDINGS.columns]
     assert doc["findings"][1]["kind"] == "EPOCH_BUMP" and doc["findings"][1]["first_offset"] == 20
+
+
+def test_findings_json_says_which_fail_on_severity_valid_was_judged_at() -> None:
+    """`valid` means "no finding reached --fail-on": the threshold is written beside it (an extra key)."""
+    counts = counts_by_kind({("error", "SEQUENCE_GAP"): 1})
+    text = "".join(findings_json_chunks("run-1", True, counts, [finding()], fail_on="critical"))
+    doc = json.loads(text)
+    assert list(doc) == ["run_id", "valid", "fail_on", "counts", "findings"] and doc["fail_on"] == "critical"
+
+
+def test_the_banner_names_the_fail_on_severity_and_findings_outside_the_partition_table() -> None:
+    """A checkpoint's UNREADABLE_FILE names no partition: the verdict counts it, the partition table
+    cannot, and the report says so instead of a table of clean rows under a NOT VALID banner."""
+    rows = [finding("UNREADABLE_FILE", severity="warning", topic=None, partition=None)]
+    base = replace(
+        model(rows, partitions=(partition_summary(),)), fail_on="warning", findings_in_partitions=0
+    )
+    page = render_html(base)
+    assert "not valid at <code>--fail-on warning</code>" in page
+    assert "1 finding names no partition log" in page
+    assert "names no partition log" not in render_html(replace(base, findings_in_partitions=1))
+    assert "valid at <code>--fail-on error</code>" in render_html(replace(base, valid=True, fail_on="error"))
 
 
 def test_findings_json_puts_one_finding_per_line() -> None:
