@@ -9,6 +9,7 @@ the audit's verdict comes from its findings; these checks guard the tables the v
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -263,8 +264,12 @@ def run_gx_validations(tables: Mapping[str, DataFrame], out_dir: str) -> GxSumma
         raise ValueError(f"no Great Expectations suite for table(s) {unknown}; known: {sorted(SUITES)}")
     os.makedirs(out_dir, exist_ok=True)
     docs_dir = os.path.join(out_dir, DATA_DOCS_DIR)
-    # A re-run replaces the site rather than adding its pages to the previous run's.
+    # A re-run replaces the site rather than adding its pages to the previous run's, and an earlier
+    # run's results must not stand beside a suite this run could not run (its `result_file` is null).
     shutil.rmtree(docs_dir, ignore_errors=True)
+    for name in (*SUITES, SUMMARY_FILE.removesuffix(".json")):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(out_dir, f"{name}.json"))
 
     outcomes: list[SuiteOutcome] = []
     try:
@@ -412,9 +417,12 @@ def _finish(
 
 
 def _write_json(path: str, document: Any) -> None:
-    with open(path, "w", encoding="utf-8") as out:
+    """Written whole or not at all: to a temporary file beside it, then renamed."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
         json.dump(document, out, indent=2, sort_keys=True, default=str)
         out.write("\n")
+    os.replace(tmp, path)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -193,8 +193,12 @@ def test_gx_failing_to_start_is_reported_for_every_suite(
     def no_context(docs_dir: str) -> Any:
         raise ImportError("great_expectations is broken")
 
+    # An earlier run's passing results in the same folder: gone, not left beside this run's failure.
+    for name in SUITES:
+        (tmp_path / f"{name}.json").write_text('{"success": true}\n')
     monkeypatch.setattr(gx_checks, "_context", no_context)
     summary = run_gx_validations(clean_tables(spark), str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json") == ["summary.json"]
     assert summary.failed_suites == tuple(SUITES)
     assert {s.error for s in summary.suites} == {"ImportError: great_expectations is broken"}
     assert summary.data_docs_index is None and summary.data_docs_error is not None
