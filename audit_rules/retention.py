@@ -782,7 +782,12 @@ def acked_records(
         .when(matches, F.lit("ok"))
         # The cleaner removes whole batches below its checkpoint (a compacted topic's records are
         # replaced by later ones of their key): an acknowledged offset there may be gone without loss.
-        .when(~covered & compaction_may_have_removed(F.col("at") - 1), F.lit("ok"))
+        # Not at or past the log's end: the cleaner never passes the active segment, nor removes a
+        # record no later one of its key replaces (a compacted topic named by the profile alone).
+        .when(
+            ~covered & compaction_may_have_removed(F.col("at") - 1) & (F.col("at") < F.col("log_end_offset")),
+            F.lit("ok"),
+        )
         .when(~covered, F.lit("absent"))
         .otherwise(F.lit("other"))
     )

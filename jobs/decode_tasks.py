@@ -14,6 +14,7 @@ control type, ...) are computed with numpy over whole columns.
 from __future__ import annotations
 
 import csv
+import decimal
 import functools
 import itertools
 import json
@@ -1103,8 +1104,17 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
                 yield (value if isinstance(value, dict) else "not a JSON object"), *line.where
             return
         # Strict: a quote left open is an error (at the end of the file), not a field that takes in
-        # every row after it.
-        reader = csv.DictReader(lines.texts(), strict=True)
+        # every row after it. The header is the first line that is not blank (`ledger_columns` too):
+        # `csv` would take a blank first line for a header of no names.
+        texts = lines.texts()
+        for text in texts:
+            if text.strip():
+                fieldnames = next(csv.reader([text], skipinitialspace=True), [])
+                break
+        else:
+            return
+        reader = csv.DictReader(texts, fieldnames=fieldnames, strict=True, skipinitialspace=True)
+        skipped = lines.header_line  # the lines before the rows: `line_num` counts from the reader
         while True:
             try:
                 row = next(reader)
@@ -1115,7 +1125,7 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
                 start, end, _ = lines.span(None)
                 yield f"not CSV: {exc}", start, end - start
                 continue
-            start, end, invalid = lines.span(reader.line_num)
+            start, end, invalid = lines.span(reader.line_num + skipped)
             if invalid is not None:
                 yield f"not UTF-8 (byte {invalid})", start, end - start
             else:
@@ -1156,6 +1166,7 @@ class _Lines:
     def __init__(self, handle: Any) -> None:
         self.handle = handle
         self.pending: list[_Line] = []  # the lines `csv` read since the last `span`
+        self.header_line = 0  # the CSV header's line number, once read
 
     def __iter__(self) -> Iterator[_Line]:
         position = number = 0
@@ -1176,6 +1187,8 @@ class _Lines:
         """The lines' text, for `csv`; `span` then tells where the rows it has read lie."""
         for line in self:
             self.pending.append(line)
+            if not self.header_line and not line.blank:
+                self.header_line = line.number
             yield line.text
 
     def span(self, last: int | None) -> tuple[int, int, int | None]:
@@ -1184,7 +1197,7 @@ class _Lines:
         blank ones before the row left out (`csv` skips them) and the header's too, at the first call."""
         mine = [line for line in self.pending if last is None or line.number <= last]
         self.pending = [line for line in self.pending if last is not None and line.number > last]
-        while len(mine) > 1 and (mine[0].blank or mine[0].number == 1):
+        while len(mine) > 1 and (mine[0].blank or mine[0].number <= self.header_line):
             mine.pop(0)
         if not mine:
             return 0, 0, None
@@ -1196,7 +1209,10 @@ def _acks_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
     """The `acks` rows of a ledger (`position`: the row's number), or the `quarantine` rows of those
     that cannot be used (`position`, `length`: the row's bytes in a text ledger, its number in Parquet)."""
     ctx = _Provenance(unit)
-    for number, (row, at, length) in enumerate(_ledger_rows(unit.file)):
+    for count, (row, at, length) in enumerate(_ledger_rows(unit.file)):
+        # A Parquet ledger's rows are numbered by the reader (a row group it cannot read is one item
+        # of many rows); a text ledger's are the rows read.
+        number = at if length is None else count
         ack = row if isinstance(row, str) else _ack(row)
         if isinstance(ack, str):
             if table == "quarantine":
@@ -1207,11 +1223,33 @@ def _acks_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
             yield ctx.row(position=number, **ack)
 
 
+def _epoch_ms(value: Any) -> Any:
+    """A ledger's `timestamp` as epoch milliseconds where it is a point in time rather than a number: a
+    Parquet timestamp column (pandas' datetime64), or ISO 8601 text; a time with no zone is UTC, as
+    `--captured-at` takes it. Anything else is returned as it is, for the integer checks."""
+    import datetime as dt
+
+    if isinstance(value, str) and not _INTEGER_TEXT.fullmatch(value.strip()):
+        try:
+            value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return round(value.timestamp() * 1000)
+    return value
+
+
 def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
     """The acks columns of one ledger row, or why it cannot be used."""
     out: dict[str, Any] = {}
     for name in _ACKS_INTEGERS:
         value = row.get(name)
+        if name == "timestamp":
+            value = _epoch_ms(value)
+        if isinstance(value, decimal.Decimal) and value == value.to_integral_value():
+            value = int(value)  # a Parquet decimal(20, 0) offset
         if value is None:
             if name in ACKS_REQUIRED:
                 return f"no {name}"

@@ -142,3 +142,25 @@ def _audited(spark: SparkSession, log: LogBuilder, rows: list[dict[str, Any]]) -
         files=bronze.files.withColumn("mtime_ms", F.lit(log.clock + 1_000)),
     )
     return audit(bronze, load_profile("kafka-3.4")).findings.collect()
+
+
+def test_compaction_excuses_an_ack_below_the_log_end_but_not_past_it(spark: SparkSession) -> None:
+    """A topic the profile names as compacted: the cleaner may have removed the batch at 12-13 (between
+    two it kept), but it never passes the active segment, nor removes a record no later one of its key
+    replaces. Acknowledged offsets past the log's end (an acks=1 failover) are lost all the same."""
+    log = LogBuilder(start_offset=10)
+    log.data(8, 0, 0, 2)
+    log.next_offset += 2  # 12-13: cleaned away
+    log.data(8, 0, 4, 2)
+    acked = [(12, 8), (13, 8), (16, 8), (17, 8)]
+    acks = spark.createDataFrame([_ack(o, p, i) for i, (o, p) in enumerate(acked)], ACKS.schema)
+    bronze = replace(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10), acks=acks
+    )
+    profile = load_profile("kafka-3.4")
+    profile = replace(profile, compacted_topics=(*profile.compacted_topics, "orders"))
+    found = audit(bronze, profile).findings.collect()
+    missing = sorted(
+        (f["first_offset"], f["last_offset"]) for f in found if f["kind"] == "ACKED_RECORD_MISSING"
+    )
+    assert missing == [(16, 17)], [f["message"] for f in found]

@@ -95,3 +95,70 @@ def test_a_parquet_key_that_is_not_utf8_is_a_bad_row(tmp_path: Path) -> None:
     acks, bad = read(ledger)
     assert acks == [0, 2]
     assert bad == [(1, None, "acks row 1: key is not UTF-8 (its byte 1)")]
+
+
+def test_a_parquet_ledger_numbers_its_rows_past_a_row_group_it_cannot_read(tmp_path: Path) -> None:
+    """The first group unreadable: the second group's rows are rows 1000-1999, not 1-1000."""
+    ledger = tmp_path / "acks.parquet"
+    table = pa.Table.from_pylist([{"topic": "t", "partition": 0, "offset": o} for o in range(2000)])
+    pq.write_table(table, ledger, row_group_size=1000, compression="none")
+    data = bytearray(ledger.read_bytes())
+    first = pq.ParquetFile(ledger).metadata.row_group(0).column(2).data_page_offset
+    data[first : first + 16] = b"\xff" * 16
+    ledger.write_bytes(bytes(data))
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    rows = list(dt._acks_rows(unit, "acks"))
+    assert [(r["position"], r["offset"]) for r in rows] == [(o, o) for o in range(1000, 2000)]
+    assert read(ledger)[1][0][2].startswith("acks row 0: row group 0 (to row 999) cannot be read")
+
+
+def test_a_timestamp_as_a_point_in_time_and_a_decimal_offset_are_read_not_refused(tmp_path: Path) -> None:
+    """pandas' `to_parquet` writes a datetime64 column as a Parquet timestamp, a JDBC export a
+    decimal(20, 0): each row was refused whole, its offset unchecked. ISO 8601 text is read too; a time
+    with no zone is UTC. Text that is neither a number nor a time is still a bad row."""
+    import datetime as dt_
+    import decimal
+
+    when = dt_.datetime(2024, 1, 1, 0, 0, 1, 500000)
+    ms = 1_704_067_201_500
+    ledger = tmp_path / "acks.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "topic": ["t"] * 2,
+                "partition": [0, 0],
+                "offset": pa.array([decimal.Decimal(7), decimal.Decimal(8)], pa.decimal128(20, 0)),
+                "timestamp": pa.array([when, when.replace(tzinfo=dt_.UTC)], pa.timestamp("us")),
+            }
+        ),
+        ledger,
+    )
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    assert [(r["offset"], r["timestamp"]) for r in dt._acks_rows(unit, "acks")] == [(7, ms), (8, ms)]
+    text = tmp_path / "acks.jsonl"
+    text.write_text(
+        "\n".join(
+            [
+                ack(1, timestamp="2024-01-01T00:00:01.5Z"),
+                ack(2, timestamp="2024-01-01T01:00:01.5+01:00"),
+                ack(3, timestamp="2024-01-01 00:00:01.500"),
+                ack(4, timestamp="yesterday"),
+            ]
+        )
+        + "\n"
+    )
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(text), text.stat().st_size)
+    assert [(r["offset"], r["timestamp"]) for r in dt._acks_rows(unit, "acks")] == [(1, ms), (2, ms), (3, ms)]
+    assert read(text)[1][0][2] == "acks row 3: timestamp 'yesterday' is not an integer"
+
+
+def test_a_csv_ledger_after_blank_lines_with_spaces_after_its_commas_is_read(tmp_path: Path) -> None:
+    """`csv` took a blank first line for a header of no names (every row "no topic"), and `t, 0, 1`
+    for topic ` t`, which names no dumped partition. A bad row's bytes are still where they are."""
+    ledger = tmp_path / "acks.csv"
+    rows = ["\n", "  \n", "topic, partition, offset\n", "t, 0, 1\n", "t, 0, x\n", "t, 0, 3\n"]
+    ledger.write_text("".join(rows))
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    assert [(r["topic"], r["offset"]) for r in dt._acks_rows(unit, "acks")] == [("t", 1), ("t", 3)]
+    start = sum(len(r) for r in rows[:4])
+    assert read(ledger)[1] == [(start, len(rows[4]), "acks row 1: offset 'x' is not an integer")]
