@@ -214,10 +214,21 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
                 if unit is not None:
                     plan.units.extend(split_segment(unit, options.split_bytes))
     _apply_captured_at(options.captured_at, plan.inventory)
+    input_dumps = {dump_id for dump_id, _ in plan.pairs}
+    ledgers: dict[str, str] = {}
     for ledger in options.acks:
         path = _usable_path(ledger.path, directory_ok=False)
         check_ledger(path)
         dump_id = ledger.label or os.path.basename(path)
+        # A ledger's rows replace its label's (label, no replica) rows in every table, as a dump's do:
+        # under an input's dump id it would replace that dump's rows, or be merged with another ledger.
+        if dump_id in input_dumps or dump_id in ledgers:
+            other = "an input's dump id" if dump_id in input_dumps else f"the label of {ledgers[dump_id]}"
+            raise UsageError(
+                f"{ledger.path}: the ledger's label {dump_id!r} is also {other}; label it "
+                "(--acks LABEL=PATH) with a name of its own"
+            )
+        ledgers[dump_id] = ledger.path
         info = _stat(path)
         plan.pairs.add((dump_id, None))
         plan.inventory.append(_inventory_row(dump_id, None, None, None, info, "acks", None, None))

@@ -131,3 +131,25 @@ def test_a_segment_this_user_may_not_read_is_a_usage_error_naming_it(
     failure = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(segment))
     plan = plan_ingest(IngestOptions([LabeledPath("d", str(copy))], "unused"))
     assert str(segment) in {unit.file for unit in plan.units}
+
+
+def test_a_ledger_labelled_as_an_input_or_another_ledger_is_a_usage_error(tmp_path: Path) -> None:
+    """A ledger's rows replace its label's rows in every table, as a dump's do: labelled `d` beside an
+    input `d`, a later ingest of one would wipe the other's batches or acks."""
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    first, second = tmp_path / "a" / "acks.jsonl", tmp_path / "b" / "acks.jsonl"
+    for ledger in (first, second):
+        ledger.parent.mkdir()
+        ledger.write_text('{"topic": "foo", "partition": 0, "offset": 1}\n')
+    inputs = [LabeledPath("d", str(FOO_0))]
+    with pytest.raises(UsageError, match=r"acks\.jsonl: the ledger's label 'd' is also an input's dump id"):
+        plan_ingest(IngestOptions(inputs, "unused", acks=[LabeledPath("d", str(first))]))
+    with pytest.raises(UsageError, match=r"label 'acks\.jsonl' is also the label of .*a/acks\.jsonl"):
+        plan_ingest(
+            IngestOptions(inputs, "unused", acks=[LabeledPath(None, str(p)) for p in (first, second)])
+        )
+    plan = plan_ingest(IngestOptions(inputs, "unused", acks=[LabeledPath("day1", str(first))]))
+    assert ("day1", None) in plan.pairs
