@@ -292,6 +292,17 @@ def first_dumping_line(path: str) -> tuple[int, bytes] | None:
     return None
 
 
+def _utf16(path: str) -> bool:
+    """Whether a file starts with a UTF-16 byte order mark and `Dumping` in UTF-16."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(2 + 2 * len(_DUMP_LOG_FIRST_LINE))
+    except OSError:
+        return False
+    text = _DUMP_LOG_FIRST_LINE.decode()
+    return head in (b"\xff\xfe" + text.encode("utf-16-le"), b"\xfe\xff" + text.encode("utf-16-be"))
+
+
 def _dump_log_text(path: str) -> DumpLogText:
     try:
         first = first_dumping_line(path)
@@ -299,6 +310,11 @@ def _dump_log_text(path: str) -> DumpLogText:
     except OSError as exc:
         raise NotAKafkaArtifact.from_os_error(path, exc) from None
     if first is None:
+        if _utf16(path):
+            raise NotAKafkaArtifact(
+                f"{path}: UTF-16 text (Windows PowerShell's `>` writes it): save kafka-dump-log output as "
+                "UTF-8 (`... | Out-File -Encoding utf8 dump.txt`) and give that"
+            )
         raise NotAKafkaArtifact(
             f"{path}: not a directory, and not kafka-dump-log.sh output (no 'Dumping ' first line, "
             "after blank lines or captured stderr lines)"

@@ -448,6 +448,18 @@ def test_dump_log_text_captured_with_its_stderr_is_recognised_by_its_first_dumpi
         assert "not kafka-dump-log.sh output" in str(raised.value)
 
 
+def test_a_dump_log_text_saved_as_utf16_is_refused_saying_so(tmp_path: Path) -> None:
+    """Windows PowerShell 5's `>` writes UTF-16LE with a byte order mark: the refusal names the encoding
+    and how to save the text as UTF-8, rather than "not kafka-dump-log.sh output"."""
+    line = "Dumping C:\\kafka\\orders-0\\00000000000000000000.log\r\n"
+    for encoded in (b"\xff\xfe" + line.encode("utf-16-le"), b"\xfe\xff" + line.encode("utf-16-be")):
+        text = touch(tmp_path / "dump.txt", encoded)
+        with pytest.raises(
+            NotAKafkaArtifact, match=r"dump\.txt: UTF-16 text .*save kafka-dump-log output as UTF-8"
+        ):
+            discover([text])
+
+
 def test_a_text_dumped_inside_its_partition_directory_takes_the_partition_its_name_names(
     tmp_path: Path,
 ) -> None:
