@@ -105,6 +105,9 @@ KINDS: dict[str, Kind] = {
         # Addition beside the contract: offsets of a tiered log (KIP-405) below its local start that no
         # copied remote segment holds, between copied segments: the remote tier lost them.
         _k("REMOTE_SEGMENT_MISSING", S.CRITICAL, "loss", "KIP-405 remote log metadata"),
+        # Addition beside the contract: acknowledged offsets of a partition no dump holds, so that the
+        # ledger's acks there were not checked (a partition not dumped, or a topic misnamed).
+        _k("ACKS_NOT_CHECKED", S.WARNING, "consistency", "ack ledger partition in no dump"),
     )
 }
 

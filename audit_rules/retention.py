@@ -657,7 +657,10 @@ def acked_records(
 
     An ack without an offset (a negative one: the -1 of a Java `acks=0` callback or of a success the
     broker gave no offset for, librdkafka's -1001) names no record to look for: it is not judged (it
-    is no record below the log start either)."""
+    is no record below the log start either).
+
+    Acks of a partition no dump holds are judged by nothing: one ACKS_NOT_CHECKED (warning) per ledger
+    and partition says so, with the offsets' range and number."""
     acks = acks.where(F.col("offset") >= 0)
     newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(
         F.col("capture_time_ms").desc(), F.col("dump_id").desc()
@@ -982,7 +985,34 @@ def acked_records(
         related_offset=F.when(F.col("_outcome") != "absent", F.col("cover.base_offset")),
         missing_records="n",
     )
-    found = retention.unionByName(missing).unionByName(lost_remotely)
+    # Acks of a partition no dump holds are checked against nothing: said once per partition, since a
+    # ledger that matched no log (a partition not dumped, a topic misnamed) must not pass in silence.
+    unchecked = (
+        acks.join(targets.select("topic", "partition").distinct(), ["topic", "partition"], "left_anti")
+        .groupBy("dump_id", "topic", "partition")
+        .agg(
+            F.min("offset").alias("first"),
+            F.max("offset").alias("last"),
+            F.count_distinct("offset").alias("n"),
+        )
+        .withColumn("replica", F.lit(None).cast("string"))
+    )
+    not_checked = to_findings(
+        unchecked,
+        "ACKS_NOT_CHECKED",
+        fmt(
+            "%s acknowledged offset(s) from %s to %s name %s-%s, a partition no dump holds: they were not "
+            "checked (dump that partition from its replicas to check them, or correct the ledger's topic).",
+            "n",
+            "first",
+            "last",
+            "topic",
+            "partition",
+        ),
+        first_offset="first",
+        last_offset="last",
+    )
+    found = retention.unionByName(missing).unionByName(lost_remotely).unionByName(not_checked)
     if producers is not None and profile is not None:
         found = found.unionByName(_acked_producers(ranges, producers, logs, profile, judged_elsewhere))
     return found

@@ -164,3 +164,23 @@ def test_compaction_excuses_an_ack_below_the_log_end_but_not_past_it(spark: Spar
         (f["first_offset"], f["last_offset"]) for f in found if f["kind"] == "ACKED_RECORD_MISSING"
     )
     assert missing == [(16, 17)], [f["message"] for f in found]
+
+
+def test_acks_of_a_partition_no_dump_holds_are_said_to_be_unchecked(spark: SparkSession) -> None:
+    """A ledger's acks for orders-5 (no dump holds it: not dumped, or the topic misnamed) were dropped
+    by the join with the logs without a word. They are one ACKS_NOT_CHECKED warning per partition, with
+    how many offsets and their range; the dumped partition's acks are judged as before."""
+    log = LogBuilder(start_offset=0)
+    log.data(8, 0, 0, 2)
+    ledger = [_ack(0, 8, 0), _ack(1, 8, 1)]
+    ledger += [{**_ack(o, 8, 2 + i), "partition": 5} for i, o in enumerate((40, 41, 41, 97))]
+    acks = spark.createDataFrame(ledger, ACKS.schema)
+    bronze = replace(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), acks=acks)
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    assert [f["kind"] for f in found if f["severity"] != "info"] == ["ACKS_NOT_CHECKED"]
+    (unchecked,) = [f for f in found if f["kind"] == "ACKS_NOT_CHECKED"]
+    fields = ("dump_id", "replica", "topic", "partition", "first_offset", "last_offset", "severity")
+    assert tuple(unchecked[k] for k in fields) == ("ledger", None, "orders", 5, 40, 97, "warning")
+    assert unchecked["message"].startswith(
+        "3 acknowledged offset(s) from 40 to 97 name orders-5, a partition"
+    )
