@@ -8,6 +8,9 @@ to disk as needed, and one row of state in its task.
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -94,11 +97,28 @@ def replayed(
     # only those through Python (nondeterministic: it carries state from row to row, so Spark must
     # evaluate it once per row, where it stands).
     outputs = StructType([StructField(name, _parse_type(kind)) for name, kind in replay.OUTPUTS])
-    # (pyspark's stubs have no overload for a struct-returning UDF typed by its hints)
-    scan = F.arrow_udf(replay.replay_columns(copy_lookback, markers_refresh), outputs).asNondeterministic()  # type: ignore[call-overload]
+    body = replay.replay_columns(copy_lookback, markers_refresh)
+    if hasattr(F, "arrow_udf"):
+        # (pyspark's stubs have no overload for a struct-returning UDF typed by its hints)
+        scan = F.arrow_udf(body, outputs).asNondeterministic()  # type: ignore[call-overload]
+    else:
+        scan = _pandas_scan(body, outputs, [b.schema[c].dataType for c in replay.INPUTS])
     b = b.withColumn("_scan", scan(*[F.col(c) for c in replay.INPUTS]))
     scanned = [F.col("_scan")[name].alias(name) for name, _ in replay.OUTPUTS]
     return b.select(*[c for c in b.columns if c != "_scan"], *scanned)
+
+
+def _pandas_scan(body: Any, outputs: StructType, input_types: list[Any]) -> Any:
+    """The scan as a scalar pandas UDF (pyspark 4.0, Databricks Runtime 17.3: no `arrow_udf`)."""
+    from pyspark.sql.functions import PandasUDFType
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    arrow_types = [to_arrow_type(t) for t in input_types]
+    with warnings.catch_warnings():
+        # The function type named rather than read from type hints (the scan takes its columns as *args).
+        warnings.simplefilter("ignore", UserWarning)
+        udf = F.pandas_udf(replay.through_pandas(body, arrow_types), outputs, PandasUDFType.SCALAR)
+    return udf.asNondeterministic()
 
 
 def derived(b: DataFrame) -> DataFrame:

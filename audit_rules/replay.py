@@ -569,6 +569,22 @@ def replay_batches(
         )
 
 
+def through_pandas(scan: Callable[..., pa.Array], input_types: list[Any]) -> Callable[..., Any]:
+    """`scan` (a `replay_columns` body) as the body of a scalar pandas UDF, for pyspark before 4.1 (whose
+    `functions` has no `arrow_udf`: Databricks Runtime 17.3 runs Spark 4.0). Spark sends each input
+    column as a pandas Series: each is read back into Arrow at its column's type (`input_types`; an
+    integer column with nulls came as floats), and the struct goes back as a DataFrame whose integer
+    columns hold Python ints and None (as floats, an int64 past 2^53 would lose its last digits)."""
+
+    def via_pandas(*series: Any) -> Any:
+        arrays = [pa.array(s, type=t, from_pandas=True) for s, t in zip(series, input_types, strict=True)]
+        struct = scan(*arrays)
+        table = pa.Table.from_arrays(struct.flatten(), names=[name for name, _ in OUTPUTS])
+        return table.to_pandas(integer_object_nulls=True)
+
+    return via_pandas
+
+
 def replay_columns(lookback: int = COPY_LOOKBACK, markers_refresh: bool = True) -> Callable[..., pa.Array]:
     """The scan as the body of a scalar Arrow UDF over the INPUTS columns, returning a struct of OUTPUTS.
 

@@ -776,3 +776,41 @@ def test_a_marker_that_fenced_the_producer_left_it_no_time_before_2_4_1(
     assert [(f["kind"], f["dump_id"], f["producer_id"]) for f in found] == (
         [("UNKNOWN_PRODUCER_LOSS", "d2", 7)] if lost else []
     ), [f["message"] for f in found]
+
+
+@settings(
+    max_examples=2,
+    deadline=None,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
+@example(logs=_evicting_logs())
+@given(logs=audited_logs())
+def test_the_scan_through_pandas_gives_what_the_arrow_udf_gives(
+    spark: SparkSession, logs: tuple[int, list[LogHistory]]
+) -> None:
+    """pyspark before 4.1 (Databricks Runtime 17.3, Spark 4.0) has no `functions.arrow_udf`: the history's
+    scan then runs as a scalar pandas UDF (`replay.through_pandas`). Both give the same history and the
+    same findings, in Arrow batches of 4 rows (the scan's state crossing batches)."""
+    start, histories = logs
+    rows = [b for h in histories for b in h.batches]
+    bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), log_start_offset=start)
+    profile = _profile("kafka-3.4")
+    results = []
+    for hidden in (False, True):
+        with (
+            pytest.MonkeyPatch.context() as patch,
+            session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "4"}),
+        ):
+            if hidden:
+                patch.delattr(F, "arrow_udf")
+            out = audit(bronze, profile)
+            history = sorted(map(repr, out.history.collect()))
+            findings = sorted(map(repr, out.findings.collect()))
+        results.append((history, findings))
+    assert hasattr(F, "arrow_udf")
+    assert results[0][0] and results[0] == results[1]
