@@ -6,7 +6,11 @@
 # Every argument goes to `replay-audit` (jobs/run.py is the driver: spark-submit cannot run a console
 # script). spark-submit owns master, jars and the Delta settings here; jobs/spark_session.py takes
 # the session spark-submit made and changes none of it. Environment:
-#   SPARK_MASTER      master URL (default local[2])
+#   SPARK_MASTER      master URL (default local[2]). With a cluster's master (spark://, yarn, k8s://),
+#                     the settings for this machine below (loopback driver address, this repo's
+#                     interpreter on the workers, two shuffle partitions) are left out: install the
+#                     wheel (it carries a C extension) on every node, or ship a packed environment
+#                     with KRA_SUBMIT_ARGS="--archives env.tar.gz#env --conf spark.pyspark.python=./env/bin/python".
 #   KRA_SUBMIT_ARGS   extra spark-submit options, word-split (e.g. "--name x --conf k=v")
 #   KRA_PYTHON        the interpreter of driver and workers (default the repo's .venv/bin/python)
 #   KRA_CACHE, KRA_DELTA_VERSION, DEFAULT_ARTIFACT_REPOSITORY: as for local runs
@@ -45,21 +49,31 @@ print(_write_ivy_settings(ivy))
 )
 [[ ${#delta[@]} -eq 3 ]] || { echo "spark-submit.sh: could not read the Delta settings of jobs/spark_session.py" >&2; exit 2; }
 
+master="${SPARK_MASTER:-local[2]}"
+# Settings for a run on this machine only: executors elsewhere could reach no loopback driver, nor
+# run this repo's interpreter, and two shuffle partitions would leave a cluster's cores idle.
+this_machine=()
+if [[ "$master" == local* ]]; then
+    this_machine=(
+        --conf "spark.pyspark.python=$python"
+        --conf spark.sql.shuffle.partitions=2
+        --conf spark.driver.bindAddress=127.0.0.1
+        --conf spark.driver.host=127.0.0.1
+    )
+fi
+
 # shellcheck disable=SC2086  # KRA_SUBMIT_ARGS is word-split on purpose
 exec "$submit" \
-    --master "${SPARK_MASTER:-local[2]}" \
+    --master "$master" \
     --packages "${delta[0]}" \
     --conf "spark.jars.ivy=${delta[1]}" \
     --conf "spark.jars.ivySettings=${delta[2]}" \
     --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
     --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
-    --conf "spark.pyspark.python=$python" \
+    "${this_machine[@]}" \
     --conf "spark.pyspark.driver.python=$python" \
     --conf spark.ui.enabled=false \
     --conf spark.ui.showConsoleProgress=false \
-    --conf spark.sql.shuffle.partitions=2 \
-    --conf spark.driver.bindAddress=127.0.0.1 \
-    --conf spark.driver.host=127.0.0.1 \
     --conf spark.sql.session.timeZone=UTC \
     --conf spark.python.sql.dataFrameDebugging.enabled=false \
     ${KRA_SUBMIT_ARGS:-} \

@@ -111,6 +111,47 @@ def test_spark_submit_ingest_uses_the_submitted_session(tmp_path: Path) -> None:
     assert expected > 0
 
 
+@pytest.mark.parametrize("master", ["local[2]", "spark://10.0.0.5:7077", "yarn"])
+def test_spark_submit_sets_this_machines_settings_only_for_a_local_master(
+    tmp_path: Path, master: str
+) -> None:
+    """A loopback driver address, this repo's interpreter on the workers and two shuffle partitions
+    suit a run on this machine; under a cluster's master, executors elsewhere could reach no loopback
+    driver nor run that interpreter. The script's spark-submit is a stand-in that prints its arguments
+    (the real one is run by the test above)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    fake = bin_dir / "spark-submit"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    for script in (python, fake):
+        script.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in PLATFORM_ENV}
+    env.update(KRA_PYTHON=str(python), SPARK_MASTER=master)
+    proc = subprocess.run(
+        ["bash", str(SUBMIT), "audit", "--output", "out"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    args = proc.stdout.splitlines()
+    assert args[args.index("--master") + 1] == master
+    assert args[-4:] == [str(ROOT / "jobs" / "run.py"), "audit", "--output", "out"]
+    local = master.startswith("local")
+    for setting in (
+        "spark.driver.host=127.0.0.1",
+        "spark.driver.bindAddress=127.0.0.1",
+        "spark.sql.shuffle.partitions=2",
+        f"spark.pyspark.python={python}",
+    ):
+        assert (setting in args) == local, (setting, args)
+    assert "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in args
+    assert f"spark.pyspark.driver.python={python}" in args
+
+
 # ---------------------------------------------------------------------------------------------
 # Databricks Asset Bundle
 
