@@ -11,10 +11,10 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py kafka_log_decoder/_native.c
+$(STAMP): pyproject.toml setup.py kafka_log_decoder/_native.c conf/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e '.[local,dev]'
+	$(PY) -m pip install -q -e '.[local,dev]' -c conf/constraints.txt
 	touch $(STAMP)
 
 kafka-jars: setup
