@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export KRA_CACHE ?= $(HOME)/.cache/kafka-replay-audit
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test unit integration demo bench bench-ingest bench-audit lint kafka-jars broker clean
+.PHONY: setup test unit integration demo bench bench-ingest bench-audit lint kafka-jars broker clean wheel
 
 setup: $(STAMP)
 
@@ -16,6 +16,13 @@ $(STAMP): pyproject.toml setup.py kafka_log_decoder/_native.c conf/constraints.t
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e '.[local,dev]' -c conf/constraints.txt
 	touch $(STAMP)
+
+# The wheel of the Databricks bundle (databricks.yml): built by the cluster runtime's Python (DBR 17.3
+# LTS runs 3.12), since the wheel carries a C extension tagged for the Python that built it.
+CLUSTER_PYTHON ?= python3.12
+wheel:
+	rm -rf dist && $(CLUSTER_PYTHON) -m pip wheel -q --no-deps --wheel-dir dist .
+	ls dist/*.whl
 
 kafka-jars: setup
 	$(PY) -m kafka_harness.jars
