@@ -152,6 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command in ("ingest", "audit", "run"):
+        from jobs.ingest import spark_output
+
+        args.output = spark_output(args.output)
     if args.command == "dump":
         from kafka_log_decoder.dump import run_dump
         from kafka_log_decoder.errors import NotAKafkaArtifact

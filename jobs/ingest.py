@@ -789,6 +789,16 @@ def is_uri(path: str) -> bool:
     return re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", path) is not None
 
 
+def spark_output(output: str) -> str:
+    """The `--output` as Spark and this process both resolve it. On Databricks a path under `/dbfs/` is
+    the FUSE view of DBFS, while Spark reads a path without a scheme on DBFS itself (`/dbfs/x` would
+    be `dbfs:/dbfs/x`, a place the Python side never sees): it becomes `dbfs:/x`, and the URI's branch
+    (reports copied through Hadoop) serves it. `/Volumes/...` means one place to both and stays."""
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION") and re.match(r"/dbfs(/|$)", output):
+        return "dbfs:/" + output[len("/dbfs") :].lstrip("/")
+    return output
+
+
 def table_location(output: str, name: str) -> str:
     """Where the table `name` of an output lives: `<output>/<name>`, absolute when local."""
     if is_uri(output):

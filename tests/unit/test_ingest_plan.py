@@ -153,3 +153,18 @@ def test_a_ledger_labelled_as_an_input_or_another_ledger_is_a_usage_error(tmp_pa
         )
     plan = plan_ingest(IngestOptions(inputs, "unused", acks=[LabeledPath("day1", str(first))]))
     assert ("day1", None) in plan.pairs
+
+
+def test_a_dbfs_fuse_output_is_the_dbfs_uri_on_databricks_only(monkeypatch: Any) -> None:
+    """On Databricks, Spark reads `/dbfs/x` on DBFS itself (`dbfs:/dbfs/x`) while Python's `/dbfs/x` is
+    the FUSE view of `dbfs:/x`: the output is taken as `dbfs:/x`. `/Volumes` means one place to both;
+    elsewhere `/dbfs` is a local directory like any other."""
+    from jobs.ingest import spark_output
+
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    assert spark_output("/dbfs/audit/out") == "/dbfs/audit/out"
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "17.3")
+    assert spark_output("/dbfs/audit/out") == "dbfs:/audit/out"
+    assert spark_output("/dbfs") == "dbfs:/"
+    for unchanged in ("/Volumes/main/k/out", "/dbfsx/out", "dbfs:/audit", "out"):
+        assert spark_output(unchanged) == unchanged
