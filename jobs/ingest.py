@@ -272,6 +272,12 @@ def _claim(
 def _usable_path(raw: str, *, directory_ok: bool = True) -> str:
     path = os.path.abspath(raw)
     if not os.path.exists(path):
+        if is_uri(raw):
+            # Inputs are listed by the driver and read by the executors as files.
+            raise UsageError(
+                f"{raw}: an input is read as files by the driver and every executor: give a path they "
+                "all see (a shared mount, /Volumes/... or /dbfs/... on Databricks), not a URI"
+            )
         raise UsageError(f"{raw}: no such file or directory")
     if os.path.isdir(path):
         if not directory_ok:

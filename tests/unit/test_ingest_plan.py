@@ -168,3 +168,14 @@ def test_a_dbfs_fuse_output_is_the_dbfs_uri_on_databricks_only(monkeypatch: Any)
     assert spark_output("/dbfs") == "dbfs:/"
     for unchanged in ("/Volumes/main/k/out", "/dbfsx/out", "dbfs:/audit", "out"):
         assert spark_output(unchanged) == unchanged
+
+
+def test_an_input_given_as_a_uri_is_a_usage_error_that_says_paths_are_read_as_files() -> None:
+    """`--input s3://bucket/dump` was `<cwd>/s3:/bucket/dump: no such file or directory`."""
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    for uri in ("s3://bucket/dump", "dbfs:/dumps/broker-1"):
+        with pytest.raises(UsageError, match=rf"^{uri}: an input is read as files .* not a URI$"):
+            plan_ingest(IngestOptions([LabeledPath("d", uri)], "unused"))
