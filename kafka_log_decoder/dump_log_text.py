@@ -706,6 +706,11 @@ class _DumpLogTextParser:
         # Whether a line so far ended in a newline: then the text is read from a file, where only the
         # last line can lack one, and the tool ends every line it prints (println).
         self.newlines_seen = False
+        # Each dumped file's line, by its directory and name: a second `Dumping` of one file in one text
+        # (`--files a.log,a.log`, two runs' output concatenated) is not read again.
+        self.dumped: dict[tuple[str, ...], int] = {}
+        self.repeat = False
+        self.line_start = 0
         self.file: str | None = None
         self.snapshot_offset = -1
         self.batch: _Batch | None = None
@@ -737,6 +742,9 @@ class _DumpLogTextParser:
         elif self.newlines_seen and line.strip():
             self._cut_line(line, line_start, length - 1, out)  # its bytes: no newline
             return out
+        if self.repeat and not line.startswith("Dumping "):
+            return out
+        self.line_start = line_start
         if self.pending is not None:
             if not _STRUCTURAL.match(line) and (not self.pending.complete or self.pending.may_take(line)):
                 self.pending.extend(line)
@@ -816,7 +824,25 @@ class _DumpLogTextParser:
     def _dispatch(self, line: str, out: list[DumpLogItem]) -> None:
         if line.startswith("Dumping "):
             self._end_file(out)
-            self.file = line[len("Dumping ") :]
+            dumped = line[len("Dumping ") :]
+            key = tuple(part for part in re.split(r"[\\/]+", dumped) if part not in ("", "."))[-2:]
+            self.repeat = key in self.dumped
+            if self.repeat:
+                self.file = None
+                out.append(
+                    DecodeError(
+                        self.source,
+                        self.line_start,
+                        CorruptionKind.UNREADABLE_FILE,
+                        f"line {self.line_number}: {dumped} is dumped again (first at line "
+                        f"{self.dumped[key]}): this second copy is not read, as one log holding it twice "
+                        "would read every batch as a copy of another",
+                        _utf8_len(line) + 1,
+                    )
+                )
+                return
+            self.dumped[key] = self.line_number
+            self.file = dumped
             # The file's name after its last `/` or backslash (the tool run on Windows prints backslashes).
             stem = re.split(r"[\\/]", self.file)[-1].split(".", 1)[0]
             numeric = stem.isascii() and stem.isdigit() and int(stem) <= _INT64_MAX

@@ -548,6 +548,29 @@ def test_a_text_cut_inside_its_last_line_reads_none_of_that_line(tmp_path: Path)
     assert [type(i) for i in log_dump(V2_BATCH, whole)] == [BatchHeader, Record]
 
 
+def test_a_file_dumped_twice_in_one_text_is_read_once() -> None:
+    """`--files a.log,a.log`, or two runs' output concatenated: the second copy is one UNREADABLE_FILE
+    at its `Dumping` line, none of its lines read (else one log would hold every batch twice). The same
+    name in another partition's directory, or another file of the same base offset, is another file."""
+    record = record_line(0, " payload: v0")
+    section = ["Dumping /d/orders-3/00000000000000000000.log", "Log starting offset: 0", V2_BATCH, record]
+    other = ["Dumping /d/orders-4/00000000000000000000.log", V2_BATCH]
+    again = ["Dumping ./orders-3/00000000000000000000.log", V2_BATCH, record, "| stray"]
+    items = parse(*section, *other, *again, "Dumping /d/orders-3/00000000000000000000.index")
+    assert [
+        (type(i).__name__, getattr(i, "file", None)) for i in items if not isinstance(i, DecodeError)
+    ] == [
+        ("BatchHeader", "/d/orders-3/00000000000000000000.log"),
+        ("Record", "/d/orders-3/00000000000000000000.log"),
+        ("BatchHeader", "/d/orders-4/00000000000000000000.log"),
+    ]
+    (error,) = of_type(items, DecodeError)
+    assert (error.kind, error.file) == (CorruptionKind.UNREADABLE_FILE, "dump.txt")
+    assert error.message.startswith(
+        "line 7: ./orders-3/00000000000000000000.log is dumped again (first at line 1)"
+    )
+
+
 def test_snapshot_entry_without_a_batch_has_no_last_sequence_or_offset() -> None:
     (entry,) = parse(
         "Dumping p-0/00000000000000000120.snapshot",
