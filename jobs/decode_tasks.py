@@ -66,6 +66,9 @@ OFFSET_CHECKPOINT = "offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 ACKS_LEDGER = "acks"
+# A log directory's meta.properties: read on the driver for its broker id (discovery), and again here
+# only for its problems, which become quarantine rows (else a bad file left the replica unnamed unsaid).
+META_PROPERTIES = "meta.properties"
 
 # The tables each unit kind feeds, besides `quarantine` (which every kind feeds).
 TABLES_OF_KIND: dict[str, frozenset[str]] = {
@@ -78,6 +81,7 @@ TABLES_OF_KIND: dict[str, frozenset[str]] = {
     LEADER_EPOCH_CHECKPOINT: frozenset({"partition_state"}),
     PARTITION_METADATA: frozenset({"partition_state"}),
     ACKS_LEDGER: frozenset({"acks"}),
+    META_PROPERTIES: frozenset(),
 }
 
 # Tiered storage's (KIP-405) metadata topic: its records are the remote log metadata manager's events.
@@ -915,6 +919,8 @@ def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str,
         epoch_entries, errors = checkpoints.decode_leader_epoch_checkpoint(data, unit.file)
         positions = _entry_line_positions(data, errors)
         return [_leader_epoch_row(ctx, e, p) for e, p in zip(epoch_entries, positions, strict=False)], errors
+    if unit.kind == META_PROPERTIES:
+        return [], checkpoints.decode_meta_properties(data, unit.file)[1]
     if unit.kind == PARTITION_METADATA:
         metadata, errors = checkpoints.decode_partition_metadata(data, unit.file)
         if metadata is None:

@@ -339,8 +339,9 @@ def _files_of(item: Discovered, dump_id: str, replica: str | None) -> Iterator[_
         log_dir = item.path
         for _, checkpoint in sorted(item.checkpoint_files.items()):
             yield _file(dump_id, replica, None, None, checkpoint, dt.OFFSET_CHECKPOINT, log_dir, None)
+        if item.meta_properties is not None:
+            yield _file(dump_id, replica, None, None, item.meta_properties, dt.META_PROPERTIES, log_dir, None)
         for info, kind in (
-            (item.meta_properties, "meta.properties"),
             (item.clean_shutdown, "clean-shutdown"),
             (item.bootstrap_checkpoint, "bootstrap-checkpoint"),
         ):

@@ -179,3 +179,25 @@ def test_an_input_given_as_a_uri_is_a_usage_error_that_says_paths_are_read_as_fi
     for uri in ("s3://bucket/dump", "dbfs:/dumps/broker-1"):
         with pytest.raises(UsageError, match=rf"^{uri}: an input is read as files .* not a URI$"):
             plan_ingest(IngestOptions([LabeledPath("d", uri)], "unused"))
+
+
+def test_a_meta_properties_with_problems_becomes_quarantine_rows_naming_them(tmp_path: Path) -> None:
+    """Discovery reads meta.properties for the broker id; a file it cannot use left the replica unnamed
+    and said nothing. It is now a unit of the quarantine pass, whose rows name each problem's line."""
+    from jobs import decode_tasks as dt
+
+    logs = tmp_path / "logs"
+    shutil.copytree(FOO_0, logs / "foo-0")
+    (logs / "meta.properties").write_text("#comment\nbroker.id=three\n")
+    plan = plan_ingest(IngestOptions([LabeledPath("d", str(logs))], "unused"))
+    (unit,) = [u for u in plan.units if u.kind == dt.META_PROPERTIES]
+    assert unit.file == str(logs / "meta.properties") and not dt.feeds(unit, "batches")
+    rows = list(dt._small_file_rows(unit, "quarantine"))
+    assert {(r["kind"], r["file"]) for r in rows} == {("UNREADABLE_FILE", unit.file)}
+    assert any("broker.id" in r["message"] and r["position"] == len("#comment\n") for r in rows), rows
+    assert list(dt._small_file_rows(unit, "partition_state")) == []
+    # A good one has no problem to report.
+    (logs / "meta.properties").write_text("version=0\nbroker.id=3\n")
+    plan = plan_ingest(IngestOptions([LabeledPath("d", str(logs))], "unused"))
+    (unit,) = [u for u in plan.units if u.kind == dt.META_PROPERTIES]
+    assert list(dt._small_file_rows(unit, "quarantine")) == []
