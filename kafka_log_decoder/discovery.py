@@ -221,7 +221,7 @@ def discover(
     `next_offset`, when given, tells where a `.log.swap` segment ends, so that discovery can drop
     the originals it replaces exactly as the broker does. Without it, the swap's end is read as
     `LogSegment.readNextOffset` reads it: its last offset-index entry, then the batch headers of the
-    `.log.swap` from that entry's position (a few KiB; at most `_NEXT_OFFSET_MAX_BATCHES` headers).
+    `.log.swap` from that entry's position (a few KiB), else from its start.
     A path that is none of these raises `NotAKafkaArtifact`.
     """
     found: list[Discovered] = []
@@ -509,14 +509,16 @@ def _swap_next_offset(
     return base + 1 if found is None else max(base + 1, found)
 
 
-# At most this many batch headers are read on the driver for a swap's next offset.
-_NEXT_OFFSET_MAX_BATCHES = 100_000
+# A swap's batch headers are read in blocks of this many bytes (memory stays bounded whatever the size).
+_NEXT_OFFSET_BLOCK = 1 << 20
 
 
 def _next_offset_after(path: str, position: int) -> int | None:
     """The offset after the last whole batch from `position` to the end of the segment at `path`, read
     from the batches' headers alone (v2: base offset + last offset delta; v0/v1: the entry's offset),
-    or None; the walk stops at the first header that does not fit the file."""
+    or None; the walk stops at the first header that does not fit the file. The file is read forward in
+    blocks, each header taken from the block that holds it: every batch is walked, however many there
+    are (a cap would end the walk early and leave originals the swap replaces beside it, unsaid)."""
     found: int | None = None
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -524,8 +526,13 @@ def _next_offset_after(path: str, position: int) -> int | None:
         return None
     try:
         size = os.fstat(fd).st_size
-        for _ in range(_NEXT_OFFSET_MAX_BATCHES):
-            head = os.pread(fd, _NEXT_OFFSET_HEAD.size, position)
+        block, block_start = b"", position
+        while True:
+            at = position - block_start
+            if at + _NEXT_OFFSET_HEAD.size > len(block) and block_start + len(block) < size:
+                block_start, block = position, os.pread(fd, _NEXT_OFFSET_BLOCK, position)
+                at = 0
+            head = block[at : at + _NEXT_OFFSET_HEAD.size]
             # A v0 entry of no key and no value is 26 bytes: only a v2 batch needs all 27.
             if len(head) < 17 or (head[16] == 2 and len(head) < _NEXT_OFFSET_HEAD.size):
                 break

@@ -354,6 +354,24 @@ def test_without_next_offset_the_swap_is_read_from_an_index_entry_a_batch_reache
     assert all(f"[0, {reach})" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
 
 
+def test_a_swap_of_more_batches_than_a_walk_once_read_is_read_to_its_end(tmp_path: Path) -> None:
+    """A cleaned swap of 150,000 one-record batches, with no index entry: its headers are walked to its
+    last batch. The walk stopped after 100,000 headers and took [0, 100000) for the swap's range, so the
+    original at 120,000, which the swap replaces, stayed beside it (every batch read twice)."""
+    from tests.builders import V2Batch, build_v2
+
+    directory = swap_partition(tmp_path)
+    for base in (120_000, 160_000):
+        touch(directory / name(base, ".log"))
+    batch = build_v2(V2Batch(base_offset=0))
+    # The base offset is outside the batch's CRC: one batch at 150,000 offsets.
+    data = b"".join(struct.pack(">q", offset) + batch[8:] for offset in range(150_000))
+    (directory / name(0, ".log.swap")).write_bytes(data)
+    found = only(discover([directory]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0, 160_000]
+    assert all("[0, 150000)" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
+
+
 def test_an_unreadable_swap_replaces_only_its_own_base_whatever_its_index_says(tmp_path: Path) -> None:
     found = only(discover([swap_partition(tmp_path, swap_index_last=150)]), PartitionDir)
     assert [s.base_offset for s in found.segments] == [0, 100, 200]
