@@ -149,26 +149,28 @@ _TOOL_NOTES = re.compile(
 # status lines (`log4j:WARN ...`; `2024-05-01T10:00:00.123Z main ERROR Reconfiguration failed: ...`), and
 # SLF4J's notes (`SLF4J: ` before 2.0, `SLF4J(W): ` since).
 _LOG_LEVEL = r"(?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL)"
-# The ones no payload line is taken to start with: they also end a payload's continuation lines.
-_STDERR_STRUCTURAL = (
-    r"(?:OpenJDK|Java HotSpot\(TM\)) (?:64-Bit )?(?:Server|Client) VM warning: "
-    r"|\[\d+\.\d+s\]\[(?:error|warning|info|debug|trace)\s*\]"
-    rf"|\[\d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}},\d{{3}}\] {_LOG_LEVEL} "
-    rf"|\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?Z? \S+ {_LOG_LEVEL} "
-    r"|SLF4J(?:\([A-Z]\))?: "
-)
 CAPTURED_STDERR = re.compile(
-    rf"^(?:{_STDERR_STRUCTURAL}|(?:NOTE: )?Picked up (?:JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): "
-    rf"|WARNING: |log4j:(?:WARN|ERROR) |{_LOG_LEVEL} StatusLogger )"
+    r"^(?:(?:NOTE: )?Picked up (?:JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS): "
+    r"|(?:OpenJDK|Java HotSpot\(TM\)) (?:64-Bit )?(?:Server|Client) VM warning: "
+    r"|\[\d+\.\d+s\]\[(?:error|warning|info|debug|trace)\s*\]|WARNING: "
+    rf"|\[\d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}},\d{{3}}\] {_LOG_LEVEL} "
+    rf"|log4j:(?:WARN|ERROR) |\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?Z? \S+ {_LOG_LEVEL} "
+    rf"|{_LOG_LEVEL} StatusLogger |SLF4J(?:\([A-Z]\))?: )"
 )
 # A line that starts one of these is tool output in its own right, never the continuation of a
 # payload that contained a newline.
 _STRUCTURAL = re.compile(
     r"^(?:Dumping |\| |baseOffset: |offset: -?\d+ |Found \d+ invalid bytes |Log starting offset: "
     r"|Starting offset: |producerId: |timestamp: -?\d+ offset: |version: -?\d+ producerId: | payload: "
-    r"|Non-consecutive offsets in |Mismatches in :|Found timestamp mismatch in :"
-    r"|Found out of order timestamp in :|The following indexed offsets are not found in the log\.$"
-    rf"|{_STDERR_STRUCTURAL})"
+    r"|SLF4J(?:\([A-Z]\))?: |Non-consecutive offsets in |Mismatches in :)"
+)
+# Lines that end a payload printed shorter than its size (a decoder's output) unless they fit in what
+# the size leaves: the tool's summaries after its last file and stderr lines (2>&1). A payload holding
+# a log line (`[2024-05-01 10:00:00,123] INFO ...`) keeps it where the sizes say it is the payload's.
+_NOISE = re.compile(
+    r"^(?:Found timestamp mismatch in :|Found out of order timestamp in :"
+    r"|The following indexed offsets are not found in the log\.$)"
+    rf"|{CAPTURED_STDERR.pattern}"
 )
 
 
@@ -708,9 +710,9 @@ class _DumpLogTextParser:
         self.newlines_seen = False
         # Each dumped file's line, by its directory and name: a second `Dumping` of one file in one text
         # (`--files a.log,a.log`, two runs' output concatenated) is not read again.
-        self.dumped: dict[tuple[str, ...], int] = {}
+        self.dumped: dict[tuple[str, ...], tuple[int, str]] = {}
         self.repeat = False
-        self.line_start = 0
+        self.line_start = self.line_length = 0
         self.file: str | None = None
         self.snapshot_offset = -1
         self.batch: _Batch | None = None
@@ -726,7 +728,8 @@ class _DumpLogTextParser:
         # shallow legacy wrapper, whose line names only its last offset, starts.
         self.next_offset = -1
 
-    def feed(self, raw: str) -> list[DumpLogItem]:
+    def feed(self, raw: str, *, last: bool = False) -> list[DumpLogItem]:
+        """The rows one line completes; `last`: the text's last line (only it can be cut short)."""
         self.line_number += 1
         line_start = self.byte_offset
         length = _utf8_len(raw) + (0 if raw.endswith("\n") else 1)
@@ -739,16 +742,18 @@ class _DumpLogTextParser:
         out: list[DumpLogItem] = []
         if raw.endswith("\n"):
             self.newlines_seen = True
-        elif self.newlines_seen and line.strip():
+        elif last and self.newlines_seen and line.strip():
             self._cut_line(line, line_start, length - 1, out)  # its bytes: no newline
             return out
         if self.repeat and not line.startswith("Dumping "):
             return out
-        self.line_start = line_start
+        self.line_start, self.line_length = line_start, length
         if self.pending is not None:
-            if not _STRUCTURAL.match(line) and (not self.pending.complete or self.pending.may_take(line)):
-                self.pending.extend(line)
-                return out
+            if not _STRUCTURAL.match(line):
+                fits = not _NOISE.match(line) or self.pending.text.may_hold(line)
+                if (not self.pending.complete and fits) or self.pending.may_take(line):
+                    self.pending.extend(line)
+                    return out
             self._end_pending()
         if self.unreadable_batch is not None:
             if line.startswith("| ") or (self.in_skipped_content and not _STRUCTURAL.match(line)):
@@ -829,19 +834,24 @@ class _DumpLogTextParser:
             self.repeat = key in self.dumped
             if self.repeat:
                 self.file = None
-                out.append(
-                    DecodeError(
-                        self.source,
-                        self.line_start,
-                        CorruptionKind.UNREADABLE_FILE,
-                        f"line {self.line_number}: {dumped} is dumped again (first at line "
-                        f"{self.dumped[key]}): this second copy is not read, as one log holding it twice "
-                        "would read every batch as a copy of another",
-                        _utf8_len(line) + 1,
-                    )
+                first_line, first_path = self.dumped[key]
+                why = (
+                    f"{dumped} is dumped again (first at line {first_line})"
+                    if first_path == dumped
+                    else f"{dumped} is the same partition's file as {first_path} (line {first_line}), "
+                    "another broker's or directory's copy: one text is read as one replica's, so give each "
+                    "broker's text as an input of its own"
                 )
+                message = (
+                    f"line {self.line_number}: {why}; this second copy is not read, as one log holding it "
+                    "twice would read every batch as a copy of another"
+                )
+                error = DecodeError(
+                    self.source, self.line_start, CorruptionKind.UNREADABLE_FILE, message, self.line_length
+                )
+                out.append(error)
                 return
-            self.dumped[key] = self.line_number
+            self.dumped[key] = (self.line_number, dumped)
             self.file = dumped
             # The file's name after its last `/` or backslash (the tool run on Windows prints backslashes).
             stem = re.split(r"[\\/]", self.file)[-1].split(".", 1)[0]
@@ -1074,8 +1084,15 @@ def fields_in_text(item: DumpLogItem) -> dict[str, Any]:
 def parse_dump_log_text(lines: Iterable[str], *, source: str = DEFAULT_SOURCE) -> Iterator[DumpLogItem]:
     """Rows of `kafka-dump-log.sh` output, in text order; `source` names the text in DecodeErrors."""
     parser = _DumpLogTextParser(source)
+    # One line ahead: only the last line can be cut short (`splitlines` also ends lines at `\r`,
+    # `\x0b`, `\u2028` ... inside a payload, with no newline).
+    previous: str | None = None
     for line in lines:
-        yield from parser.feed(line)
+        if previous is not None:
+            yield from parser.feed(previous)
+        previous = line
+    if previous is not None:
+        yield from parser.feed(previous, last=True)
     yield from parser.finish()
 
 

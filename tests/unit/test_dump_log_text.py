@@ -548,6 +548,42 @@ def test_a_text_cut_inside_its_last_line_reads_none_of_that_line(tmp_path: Path)
     assert [type(i) for i in log_dump(V2_BATCH, whole)] == [BatchHeader, Record]
 
 
+def test_a_payload_holding_log_lines_keeps_them_where_its_size_says_they_are_its_own() -> None:
+    """A topic of application logs: the payload's second line looks like a log4j line (or a JVM warning),
+    and is still the payload's where the value's size holds it; only a line the size cannot hold ends
+    a payload printed short."""
+    for second in (
+        "[2024-05-01 10:00:00,123] INFO connected (com.acme.Client)",
+        "2024-05-01T10:00:00.123Z worker-1 ERROR lost",
+        "OpenJDK 64-Bit Server VM warning: x",
+        "Found timestamp mismatch in :x",
+    ):
+        payload = f"first log line\n{second}"
+        line = record_line(0, " payload: first log line", value_size=len(payload.encode()))
+        (record,) = of_type(log_dump(V2_BATCH, line, second), Record)
+        assert record.value == payload.encode()
+
+
+def test_lines_split_inside_a_payload_are_not_a_cut_text() -> None:
+    """`text.splitlines(keepends=True)` also ends a line at `\r`, `\x0b`, `\u2028` ... inside a payload,
+    with no newline after it: only the text's last line can have been cut short."""
+    payload = "a\rb\u2028c"
+    text = (
+        "\n".join(
+            [
+                "Dumping orders-3/00000000000000000000.log",
+                V2_BATCH,
+                record_line(0, f" payload: {payload}", value_size=len(payload.encode())),
+            ]
+        )
+        + "\n"
+    )
+    items = list(parse_dump_log_text(text.splitlines(keepends=True), source="dump.txt"))
+    assert not of_type(items, DecodeError)
+    (record,) = of_type(items, Record)
+    assert record.value is not None and record.value.startswith(b"a\nb")
+
+
 def test_a_file_dumped_twice_in_one_text_is_read_once() -> None:
     """`--files a.log,a.log`, or two runs' output concatenated: the second copy is one UNREADABLE_FILE
     at its `Dumping` line, none of its lines read (else one log would hold every batch twice). The same
@@ -555,8 +591,9 @@ def test_a_file_dumped_twice_in_one_text_is_read_once() -> None:
     record = record_line(0, " payload: v0")
     section = ["Dumping /d/orders-3/00000000000000000000.log", "Log starting offset: 0", V2_BATCH, record]
     other = ["Dumping /d/orders-4/00000000000000000000.log", V2_BATCH]
-    again = ["Dumping ./orders-3/00000000000000000000.log", V2_BATCH, record, "| stray"]
-    items = parse(*section, *other, *again, "Dumping /d/orders-3/00000000000000000000.index")
+    again = ["Dumping /d/orders-3/00000000000000000000.log", V2_BATCH, record, "| stray"]
+    elsewhere = ["Dumping /b2/orders-3/00000000000000000000.log", V2_BATCH]
+    items = parse(*section, *other, *again, *elsewhere, "Dumping /d/orders-3/00000000000000000000.index")
     assert [
         (type(i).__name__, getattr(i, "file", None)) for i in items if not isinstance(i, DecodeError)
     ] == [
@@ -564,10 +601,17 @@ def test_a_file_dumped_twice_in_one_text_is_read_once() -> None:
         ("Record", "/d/orders-3/00000000000000000000.log"),
         ("BatchHeader", "/d/orders-4/00000000000000000000.log"),
     ]
-    (error,) = of_type(items, DecodeError)
+    error, other_copy = of_type(items, DecodeError)
     assert (error.kind, error.file) == (CorruptionKind.UNREADABLE_FILE, "dump.txt")
+    line_7 = sum(len(line) + 1 for line in (*section, *other))
+    assert (error.position, error.length) == (line_7, len(again[0]) + 1)
     assert error.message.startswith(
-        "line 7: ./orders-3/00000000000000000000.log is dumped again (first at line 1)"
+        "line 7: /d/orders-3/00000000000000000000.log is dumped again (first at line 1)"
+    )
+    # Another broker's copy of the partition in the same text: said so, and not read either.
+    assert other_copy.message.startswith(
+        "line 11: /b2/orders-3/00000000000000000000.log is the same partition's file as "
+        "/d/orders-3/00000000000000000000.log (line 1), another broker's"
     )
 
 
