@@ -35,7 +35,7 @@ python="${KRA_PYTHON:-$root/.venv/bin/python}"
 submit="$(dirname "$python")/spark-submit"
 [[ -x "$submit" ]] || submit="spark-submit"
 # pip's spark-submit finds SPARK_HOME with this interpreter (else `python3` from PATH).
-export PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python"
+export PYSPARK_DRIVER_PYTHON="$python"
 
 # One line each: the Delta coordinate, spark.jars.ivy, spark.jars.ivySettings (written if missing).
 mapfile -t delta < <(
@@ -54,6 +54,8 @@ master="${SPARK_MASTER:-local[2]}"
 # run this repo's interpreter, and two shuffle partitions would leave a cluster's cores idle.
 this_machine=()
 if [[ "$master" == local* ]]; then
+    # The workers' interpreter: pyspark reads it from PYSPARK_PYTHON too, so a cluster's run gets neither.
+    export PYSPARK_PYTHON="$python"
     this_machine=(
         --conf "spark.pyspark.python=$python"
         --conf spark.sql.shuffle.partitions=2

@@ -124,10 +124,10 @@ def test_spark_submit_sets_this_machines_settings_only_for_a_local_master(
     python = bin_dir / "python"
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     fake = bin_dir / "spark-submit"
-    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.write_text('#!/bin/sh\necho "PYSPARK_PYTHON=${PYSPARK_PYTHON:-}"\nprintf "%s\\n" "$@"\n')
     for script in (python, fake):
         script.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in PLATFORM_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in (*PLATFORM_ENV, "PYSPARK_PYTHON")}
     env.update(KRA_PYTHON=str(python), SPARK_MASTER=master)
     proc = subprocess.run(
         ["bash", str(SUBMIT), "audit", "--output", "out"],
@@ -146,6 +146,8 @@ def test_spark_submit_sets_this_machines_settings_only_for_a_local_master(
         "spark.driver.bindAddress=127.0.0.1",
         "spark.sql.shuffle.partitions=2",
         f"spark.pyspark.python={python}",
+        # pyspark takes the workers' interpreter from the environment as well as from the setting.
+        f"PYSPARK_PYTHON={python}",
     ):
         assert (setting in args) == local, (setting, args)
     assert "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in args
