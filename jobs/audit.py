@@ -403,7 +403,8 @@ def _hadoop_jvm(spark: SparkSession, output: str) -> Any:
     if jvm is None:
         raise UsageError(
             f"{output}: the reports reach a URI through the JVM's Hadoop file system, which this "
-            "session (Spark Connect) does not expose: give a local, /dbfs or /Volumes path"
+            "session (Spark Connect) does not expose: give a /Volumes path (one place to Spark and to "
+            "this process)"
         )
     return jvm
 

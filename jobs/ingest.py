@@ -800,8 +800,11 @@ def spark_output(output: str) -> str:
     """The `--output` as Spark and this process both resolve it. On Databricks a path under `/dbfs/` is
     the FUSE view of DBFS, while Spark reads a path without a scheme on DBFS itself (`/dbfs/x` would
     be `dbfs:/dbfs/x`, a place the Python side never sees): it becomes `dbfs:/x`, and the URI's branch
-    (reports copied through Hadoop) serves it. `/Volumes/...` means one place to both and stays."""
-    if os.environ.get("DATABRICKS_RUNTIME_VERSION") and re.match(r"/dbfs(/|$)", output):
+    (reports copied through Hadoop) serves it. `/Volumes/...` means one place to both and stays. Not
+    under Spark Connect, whose session has no Hadoop file system to copy reports through: there only a
+    `/Volumes` path is one place to both (README)."""
+    connect = os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION") and not connect and re.match(r"/dbfs(/|$)", output):
         return "dbfs:/" + output[len("/dbfs") :].lstrip("/")
     return output
 

@@ -161,13 +161,17 @@ def test_a_dbfs_fuse_output_is_the_dbfs_uri_on_databricks_only(monkeypatch: Any)
     elsewhere `/dbfs` is a local directory like any other."""
     from jobs.ingest import spark_output
 
-    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    for name in ("DATABRICKS_RUNTIME_VERSION", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+        monkeypatch.delenv(name, raising=False)
     assert spark_output("/dbfs/audit/out") == "/dbfs/audit/out"
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "17.3")
     assert spark_output("/dbfs/audit/out") == "dbfs:/audit/out"
     assert spark_output("/dbfs") == "dbfs:/"
     for unchanged in ("/Volumes/main/k/out", "/dbfsx/out", "dbfs:/audit", "out"):
         assert spark_output(unchanged) == unchanged
+    # A Spark Connect session has no Hadoop file system to copy reports to a URI through.
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    assert spark_output("/dbfs/audit/out") == "/dbfs/audit/out"
 
 
 def test_an_input_given_as_a_uri_is_a_usage_error_that_says_paths_are_read_as_files() -> None:
