@@ -377,14 +377,21 @@ def run_dump(paths: list[str], *, records: bool, summary: bool, out: TextIO) -> 
     for path, kind in expand_paths(paths):
         file_summary = FileSummary(str(path))
         remote_log_metadata = path.parent.name.startswith(REMOTE_LOG_METADATA_DIR)
-        for item in iter_file_items(path, records=records, kind=kind):
-            if isinstance(item, DecodeError) and item.kind in FAILING_KINDS:
-                failing = True
-            if summary:
-                file_summary.add(item, records_mode=records)
-            else:
-                row = item_to_json(item, remote_log_metadata=remote_log_metadata)
-                out.write(json.dumps(row, separators=(",", ":")) + "\n")
+        try:
+            for item in iter_file_items(path, records=records, kind=kind):
+                if isinstance(item, DecodeError) and item.kind in FAILING_KINDS:
+                    failing = True
+                if summary:
+                    file_summary.add(item, records_mode=records)
+                else:
+                    row = item_to_json(item, remote_log_metadata=remote_log_metadata)
+                    out.write(json.dumps(row, separators=(",", ":")) + "\n")
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            # A file of a directory this user may not read (or gone since it was listed): unreadable
+            # input, exit 2 with one line naming it (contract §2), not a failed run.
+            raise NotAKafkaArtifact.from_os_error(str(path), exc) from None
         if summary:
             out.write(json.dumps(file_summary.to_json(), separators=(",", ":")) + "\n")
     return 1 if failing else 0

@@ -175,6 +175,26 @@ def test_an_unreadable_file_is_a_usage_error_saying_so(
         assert capsys.readouterr().err == f"replay-audit: {path}: cannot read: Permission denied\n"
 
 
+def test_an_unreadable_file_inside_a_directory_is_a_usage_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a segment of a partition directory given whole: exit 2 and one line naming the
+    segment, not a failed run (exit 3)."""
+    partition = tmp_path / "foo-0"
+    shutil.copytree(FOO_0, partition)
+    segment = partition / "00000000000000000000.log"
+    real_open = os.open
+
+    def denied(path: Any, flags: int, *args: Any) -> int:
+        if Path(path) == segment:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", denied)
+    assert main(["dump", str(partition)]) == 2
+    assert capsys.readouterr().err == f"replay-audit: {segment}: cannot read: Permission denied\n"
+
+
 def _dump_process(*args: str) -> subprocess.CompletedProcess[str]:
     """`replay-audit dump` as a process with a deadline: a reader blocked on a FIFO fails the test, not
     the suite."""
