@@ -274,6 +274,8 @@ def log_bounds(
             F.greatest(F.col("cleaner_offset"), F.coalesce(F.col("last_segment_offset"), F.lit(0))),
         ).alias("cleaned_to"),
         F.col("topic").isin(*COORDINATOR_TOPICS).alias("coordinator_written"),
+        # The base offset of the log's last segment (the active one): the cleaner never reaches it.
+        "last_segment_offset",
         "topic_id",
         "incarnation",
         # Tiered storage (KIP-405): the broker's log start offset (the log-start-offset checkpoint keeps
@@ -346,17 +348,27 @@ def _remote_tier_trace() -> Column:
     )
 
 
-def below_start_cause(lowest: Column | None = None) -> Column:
+def below_start_cause(lowest: Column | None = None, source: Column | None = None) -> Column:
     """Why a log's dump lacks offsets below its start (from `lowest`, when known), for a message: deleted by
-    retention or, on a log with a remote tier (`remote_log_start`), in remote storage."""
+    retention or, on a log with a remote tier (`remote_log_start`), in remote storage. With `source` (the
+    log's `log_start_source`), a start no log-start-offset checkpoint gave (the first dumped segment's
+    base, or the first batch's offset) says the offsets may only be missing from the dump."""
     remote = F.col("remote_log_start")
+    retention = F.lit("deleted by retention")
+    if source is not None:
+        retention = F.when(source == "checkpoint", retention).otherwise(
+            F.lit(
+                "deleted by retention, or not in this dump (no log-start-offset checkpoint was dumped: the "
+                "log start is the first offset the dump holds)"
+            )
+        )
     from_offset = fmt(
         "in remote storage from offset %s and deleted by retention below it (tiered storage, KIP-405: this "
         "dump holds only the local log)",
         remote,
     )
     return (
-        F.when(remote.isNull(), F.lit("deleted by retention"))
+        F.when(remote.isNull(), retention)
         .when(
             remote <= (lowest if lowest is not None else F.lit(0)),
             fmt(

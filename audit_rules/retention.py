@@ -784,11 +784,13 @@ def acked_records(
         .when(below, F.lit("remote_absent"))
         .when(matches, F.lit("ok"))
         # The cleaner removes whole batches below its checkpoint (a compacted topic's records are
-        # replaced by later ones of their key): an acknowledged offset there may be gone without loss.
-        # Not at or past the log's end: the cleaner never passes the active segment, nor removes a
-        # record no later one of its key replaces (a compacted topic named by the profile alone).
+        # replaced by later ones of their key, tombstones and aborted data in time): an acknowledged
+        # offset there may be gone without loss. Not in the active segment nor past the log's end: the
+        # cleaner never reaches the last segment (a compacted topic named by the profile alone too).
         .when(
-            ~covered & compaction_may_have_removed(F.col("at") - 1) & (F.col("at") < F.col("log_end_offset")),
+            ~covered
+            & compaction_may_have_removed(F.col("at") - 1)
+            & (F.col("at") < F.coalesce(F.col("last_segment_offset"), F.col("log_end_offset"))),
             F.lit("ok"),
         )
         .when(~covered, F.lit("absent"))
@@ -850,7 +852,9 @@ def acked_records(
     explained = ("retention", "remote", "remote_deleted", "remote_pending")
     retention = to_findings(
         # Where the log's older segments are (`below_start_cause`): read for these ranges only.
-        join_log(ranges.where(F.col("_outcome").isin(*explained)), logs, "remote_log_start"),
+        join_log(
+            ranges.where(F.col("_outcome").isin(*explained)), logs, "remote_log_start", "log_start_source"
+        ),
         "ACKED_RECORD_RETENTION",
         F.when(
             F.col("_outcome") == "remote",
@@ -907,7 +911,7 @@ def acked_records(
                 "first",
                 "last",
                 "log_start_offset",
-                below_start_cause(F.col("first")),
+                below_start_cause(F.col("first"), F.col("log_start_source")),
             )
         ),
         producer_id="ack_producer_id",
@@ -1169,7 +1173,11 @@ def _reach(logs: DataFrame, targets: DataFrame) -> DataFrame:
     `_reach`, the furthest end of the other replicas' target logs of its partition and incarnation
     whose dump was captured as late or later (null without one)."""
     mine = logs.join(targets.select("log_key"), "log_key", "left_semi").select(
-        "log_key", *PARTITION_OF_LOG, "log_end_offset", F.col("dump_time_ms").alias("_time")
+        "log_key",
+        *PARTITION_OF_LOG,
+        "log_end_offset",
+        "last_segment_offset",
+        F.col("dump_time_ms").alias("_time"),
     )
     theirs = mine.select(
         *PARTITION_OF_LOG,
@@ -1183,7 +1191,9 @@ def _reach(logs: DataFrame, targets: DataFrame) -> DataFrame:
         .groupBy("log_key")
         .agg(F.max("_o_end").alias("_reach"))
     )
-    return mine.join(further, "log_key", "left").select("log_key", "log_end_offset", "incarnation", "_reach")
+    return mine.join(further, "log_key", "left").select(
+        "log_key", "log_end_offset", "last_segment_offset", "incarnation", "_reach"
+    )
 
 
 def _without(rows: DataFrame, other: DataFrame, columns: tuple[str, ...]) -> DataFrame:

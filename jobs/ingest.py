@@ -161,6 +161,8 @@ class IngestPlan:
     inventory: list[dict[str, Any]] = field(default_factory=list)
     units: list[dt.WorkUnit] = field(default_factory=list)
     pairs: set[tuple[str, str | None]] = field(default_factory=set)
+    # The labels of the --acks ledgers: (label, no replica) pairs of `pairs` that are ledgers.
+    ledgers: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -229,6 +231,7 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
                 "(--acks LABEL=PATH) with a name of its own"
             )
         ledgers[dump_id] = ledger.path
+        plan.ledgers.add(dump_id)
         info = _stat(path)
         plan.pairs.add((dump_id, None))
         plan.inventory.append(_inventory_row(dump_id, None, None, None, info, "acks", None, None))
@@ -699,6 +702,35 @@ class DecodePass:
         return out
 
 
+def _check_ledger_labels(spark: SparkSession, output: str, labels: set[str]) -> None:
+    """A usage error where a ledger's label is the dump id of a bare partition directory an earlier run
+    ingested into `output` (no replica): the ledger's rows replace its label's rows in every table, so
+    that dump's batches would be wiped. One small read of `files`, only when ledgers are given."""
+    if not labels:
+        return
+    from pyspark.sql import functions as F
+
+    from jobs.audit import _is_delta
+
+    files = table_location(output, FILES.name)
+    if not _is_delta(spark, files):
+        return
+    taken = (
+        spark.read.format("delta")
+        .load(files)
+        .where(F.col("dump_id").isin(*sorted(labels)) & F.col("replica").isNull() & (F.col("kind") != "acks"))
+        .select("dump_id")
+        .distinct()
+        .collect()
+    )
+    if taken:
+        names = ", ".join(sorted(repr(r["dump_id"]) for r in taken))
+        raise UsageError(
+            f"{output}: the --acks label(s) {names} are dump ids this output already holds; an ingest "
+            "replaces its labels' rows in every table, so label the ledger with a name of its own"
+        )
+
+
 def run_ingest(
     spark: SparkSession,
     options: IngestOptions,
@@ -710,6 +742,7 @@ def run_ingest(
     if plan is None:
         plan = plan_ingest(options)
     _check_output(options.output)
+    _check_ledger_labels(spark, options.output, plan.ledgers)
     run_id = uuid.uuid4().hex
     written: dict[str, str] = {}
     predicate = replace_predicate(plan.pairs)

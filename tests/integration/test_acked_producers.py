@@ -144,26 +144,32 @@ def _audited(spark: SparkSession, log: LogBuilder, rows: list[dict[str, Any]]) -
     return audit(bronze, load_profile("kafka-3.4")).findings.collect()
 
 
-def test_compaction_excuses_an_ack_below_the_log_end_but_not_past_it(spark: SparkSession) -> None:
-    """A topic the profile names as compacted: the cleaner may have removed the batch at 12-13 (between
-    two it kept), but it never passes the active segment, nor removes a record no later one of its key
-    replaces. Acknowledged offsets past the log's end (an acks=1 failover) are lost all the same."""
+def test_compaction_excuses_an_ack_below_the_active_segment_only(spark: SparkSession) -> None:
+    """A topic the profile names as compacted, segments at 10 and 16 (the active one): the cleaner may
+    have removed the batch at 12-13 (between two it kept), but it never reaches the active segment. An
+    acknowledged offset missing there (18-19, below the log's end) is lost, as are those past the end
+    (22-23, an acks=1 failover's lost tail)."""
+    from pyspark.sql import functions as F
+
     log = LogBuilder(start_offset=10)
     log.data(8, 0, 0, 2)
     log.next_offset += 2  # 12-13: cleaned away
     log.data(8, 0, 4, 2)
-    acked = [(12, 8), (13, 8), (16, 8), (17, 8)]
+    log.data(8, 0, 6, 2)  # 16-17, the active segment's first batch
+    log.next_offset += 2  # 18-19: never cleaned, so lost
+    log.data(8, 0, 10, 2)
+    acked = [(12, 8), (13, 8), (18, 8), (19, 8), (22, 8), (23, 8)]
     acks = spark.createDataFrame([_ack(o, p, i) for i, (o, p) in enumerate(acked)], ACKS.schema)
-    bronze = replace(
-        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10), acks=acks
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
+    active = bronze.files.withColumns(
+        {"file": F.regexp_replace("file", "10\\.log$", "16.log"), "base_offset": F.lit(16).cast("long")}
     )
+    bronze = replace(bronze, files=bronze.files.unionByName(active), acks=acks)
     profile = load_profile("kafka-3.4")
     profile = replace(profile, compacted_topics=(*profile.compacted_topics, "orders"))
     found = audit(bronze, profile).findings.collect()
-    missing = sorted(
-        (f["first_offset"], f["last_offset"]) for f in found if f["kind"] == "ACKED_RECORD_MISSING"
-    )
-    assert missing == [(16, 17)], [f["message"] for f in found]
+    missing = [(f["first_offset"], f["last_offset"]) for f in found if f["kind"] == "ACKED_RECORD_MISSING"]
+    assert sorted(missing) == [(18, 19), (22, 23)], [f["message"] for f in found]
 
 
 def test_acks_of_a_partition_no_dump_holds_are_said_to_be_unchecked(spark: SparkSession) -> None:
@@ -184,3 +190,38 @@ def test_acks_of_a_partition_no_dump_holds_are_said_to_be_unchecked(spark: Spark
     assert unchecked["message"].startswith(
         "3 acknowledged offset(s) from 40 to 97 name orders-5, a partition"
     )
+
+
+def test_an_ack_below_a_log_start_no_checkpoint_gave_may_only_be_missing_from_the_dump(
+    spark: SparkSession,
+) -> None:
+    """Below a log start taken from the dump's first segment (no log-start-offset checkpoint dumped:
+    a `kafka-dump-log.sh` text of the later segments, say), an acknowledged offset may only be missing
+    from the dump, and the message says so; below a checkpointed log start it was deleted by retention."""
+    from schemas.tables import PARTITION_STATE
+
+    log = LogBuilder(start_offset=10)
+    log.data(8, 0, 0, 2)
+    acks = spark.createDataFrame([_ack(4, 8, 0)], ACKS.schema)
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    checkpoint = {
+        **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition")},
+        "file": "/x/log-start-offset-checkpoint",
+        "position": 4,
+        "state": "log_start_offset",
+        "offset": 10,
+        "leader_epoch": None,
+        "topic_id": None,
+    }
+    messages = []
+    for state in ([], [checkpoint]):
+        bronze = replace(
+            Bronze.from_batches(batches, log_start_offset=10),
+            acks=acks,
+            partition_state=spark.createDataFrame(state, PARTITION_STATE.schema),
+        )
+        found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+        (retained,) = [f["message"] for f in found if f["kind"] == "ACKED_RECORD_RETENTION"]
+        messages.append(retained)
+    assert "deleted by retention, or not in this dump (no log-start-offset checkpoint" in messages[0]
+    assert messages[1].endswith("lie below the log start offset 10: deleted by retention, not lost.")

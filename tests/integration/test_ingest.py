@@ -622,3 +622,27 @@ def test_kraft_snapshots_dumped_as_text_give_no_batch_rows_as_their_files_give_n
         from_text = rows_of((r for r in batches if r["dump_id"] == "text"), segment)
         assert from_dir and without(from_text, "base_timestamp") == without(from_dir, "base_timestamp")
     assert not [r for r in read(out, "quarantine") if r["dump_id"] == "text"]
+
+
+def test_a_ledger_labelled_as_a_dump_an_earlier_run_wrote_is_a_usage_error(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Day 1 ingests a partition directory as dump `d`; day 2 a ledger labelled `d`. A ledger's rows
+    replace its label's rows in every table, so day 2 would wipe dump d's batches: a usage error, the
+    output untouched. Labelled apart, the ledger is added beside the dump."""
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    out = tmp_path / "out"
+    ingest(spark, out, f"d={SMALL / 'foo-0'}")
+    before = contents(out)
+    assert [r for r in before["batches"] if r["dump_id"] == "d"]
+    ledger = tmp_path / "acks.jsonl"
+    ledger.write_text('{"topic": "foo", "partition": 0, "offset": 1}\n')
+    with pytest.raises(UsageError, match=r"--acks label\(s\) 'd' are dump ids this output already holds"):
+        ingest(spark, out, acks=[f"d={ledger}"])
+    assert contents(out) == before
+    ingest(spark, out, acks=[f"day2={ledger}"])
+    after = contents(out)
+    assert after["batches"] == before["batches"] and [r["dump_id"] for r in after["acks"]] == ["day2"]
