@@ -790,7 +790,13 @@ def acked_records(
         .when(
             ~covered
             & compaction_may_have_removed(F.col("at") - 1)
-            & (F.col("at") < F.coalesce(F.col("last_segment_offset"), F.col("log_end_offset"))),
+            # (a cleaner checkpoint above the last dumped segment says that one was not the active one)
+            & (
+                F.col("at")
+                < F.coalesce(
+                    F.greatest(F.col("cleaned_to"), F.col("last_segment_offset")), F.col("log_end_offset")
+                )
+            ),
             F.lit("ok"),
         )
         .when(~covered, F.lit("absent"))

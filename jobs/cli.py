@@ -153,9 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command in ("ingest", "audit", "run"):
-        from jobs.ingest import spark_output
+        from jobs.ingest import UsageError, spark_output
 
-        args.output = spark_output(args.output)
+        try:
+            args.output = spark_output(args.output)
+        except UsageError as exc:
+            print(f"replay-audit: {exc}", file=sys.stderr)
+            return 2
     if args.command == "dump":
         from kafka_log_decoder.dump import run_dump
         from kafka_log_decoder.errors import NotAKafkaArtifact

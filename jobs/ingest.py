@@ -702,11 +702,14 @@ class DecodePass:
         return out
 
 
-def _check_ledger_labels(spark: SparkSession, output: str, labels: set[str]) -> None:
-    """A usage error where a ledger's label is the dump id of a bare partition directory an earlier run
-    ingested into `output` (no replica): the ledger's rows replace its label's rows in every table, so
-    that dump's batches would be wiped. One small read of `files`, only when ledgers are given."""
-    if not labels:
+def _check_labels(spark: SparkSession, output: str, plan: IngestPlan) -> None:
+    """A usage error where this run's rows would replace another kind of input's rows an earlier run
+    wrote into `output` under the same dump id and no replica (the replaced pairs of every table): a
+    ledger labelled as a bare partition directory's or text's dump (its batches would be wiped), or
+    such an input labelled as an earlier ledger (its acks would be). One small read of `files`, only
+    where the output holds tables and this run replaces a pair with no replica."""
+    inputs = {d for d, replica in plan.pairs if replica is None} - plan.ledgers
+    if not plan.ledgers and not inputs:
         return
     from pyspark.sql import functions as F
 
@@ -715,19 +718,33 @@ def _check_ledger_labels(spark: SparkSession, output: str, labels: set[str]) -> 
     files = table_location(output, FILES.name)
     if not _is_delta(spark, files):
         return
-    taken = (
-        spark.read.format("delta")
-        .load(files)
-        .where(F.col("dump_id").isin(*sorted(labels)) & F.col("replica").isNull() & (F.col("kind") != "acks"))
-        .select("dump_id")
-        .distinct()
-        .collect()
-    )
-    if taken:
-        names = ", ".join(sorted(repr(r["dump_id"]) for r in taken))
+    try:
+        rows = (
+            spark.read.format("delta")
+            .load(files)
+            .where(F.col("dump_id").isin(*sorted(plan.ledgers | inputs)) & F.col("replica").isNull())
+            .groupBy("dump_id")
+            .agg(F.max(F.col("kind") == "acks").alias("acks"), F.max(F.col("kind") != "acks").alias("dump"))
+            .collect()
+        )
+    except Exception as exc:  # no table after all (a URI under Spark Connect is not checked first)
+        if "PATH_NOT_FOUND" in str(exc) or "is not a Delta table" in str(exc):
+            return
+        raise
+    held = {r["dump_id"]: (bool(r["acks"]), bool(r["dump"])) for r in rows}
+    wiped = sorted(d for d in plan.ledgers if held.get(d, (False, False))[1])
+    wiped_acks = sorted(d for d in inputs if held.get(d, (False, False))[0])
+    if wiped:
+        names = ", ".join(map(repr, wiped))
         raise UsageError(
             f"{output}: the --acks label(s) {names} are dump ids this output already holds; an ingest "
             "replaces its labels' rows in every table, so label the ledger with a name of its own"
+        )
+    if wiped_acks:
+        names = ", ".join(map(repr, wiped_acks))
+        raise UsageError(
+            f"{output}: the input label(s) {names} are an earlier --acks ledger's label in this output; "
+            "an ingest replaces its labels' rows in every table, so label the input with a name of its own"
         )
 
 
@@ -742,7 +759,7 @@ def run_ingest(
     if plan is None:
         plan = plan_ingest(options)
     _check_output(options.output)
-    _check_ledger_labels(spark, options.output, plan.ledgers)
+    _check_labels(spark, options.output, plan)
     run_id = uuid.uuid4().hex
     written: dict[str, str] = {}
     predicate = replace_predicate(plan.pairs)
@@ -834,10 +851,15 @@ def spark_output(output: str) -> str:
     the FUSE view of DBFS, while Spark reads a path without a scheme on DBFS itself (`/dbfs/x` would
     be `dbfs:/dbfs/x`, a place the Python side never sees): it becomes `dbfs:/x`, and the URI's branch
     (reports copied through Hadoop) serves it. `/Volumes/...` means one place to both and stays. Not
-    under Spark Connect, whose session has no Hadoop file system to copy reports through: there only a
-    `/Volumes` path is one place to both (README)."""
+    under Spark Connect, whose session has no Hadoop file system to copy reports through: there a
+    `/dbfs` output is a usage error, and only a `/Volumes` path is one place to both (README)."""
     connect = os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_CONNECT_MODE_ENABLED")
-    if os.environ.get("DATABRICKS_RUNTIME_VERSION") and not connect and re.match(r"/dbfs(/|$)", output):
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION") and re.match(r"/dbfs(/|$)", output):
+        if connect:
+            raise UsageError(
+                f"{output}: under Spark Connect a /dbfs path is two places (Spark's dbfs:/dbfs/..., this "
+                "process's dbfs:/...), and reports cannot reach a dbfs:/ URI: give a /Volumes path"
+            )
         return "dbfs:/" + output[len("/dbfs") :].lstrip("/")
     return output
 

@@ -526,11 +526,14 @@ def _next_offset_after(path: str, position: int) -> int | None:
         return None
     try:
         size = os.fstat(fd).st_size
-        block, block_start = b"", position
+        block, block_start, length = b"", position, 0
         while True:
             at = position - block_start
             if at + _NEXT_OFFSET_HEAD.size > len(block) and block_start + len(block) < size:
-                block_start, block = position, os.pread(fd, _NEXT_OFFSET_BLOCK, position)
+                # After a batch of more than a sixteenth of a block, the next header alone: a swap of
+                # large batches is not read whole.
+                want = _NEXT_OFFSET_HEAD.size if length > _NEXT_OFFSET_BLOCK // 16 else _NEXT_OFFSET_BLOCK
+                block_start, block = position, os.pread(fd, want, position)
                 at = 0
             head = block[at : at + _NEXT_OFFSET_HEAD.size]
             # A v0 entry of no key and no value is 26 bytes: only a v2 batch needs all 27.

@@ -371,27 +371,35 @@ class FileSummary:
         }
 
 
+def _read_items(path: Path, *, records: bool, kind: str) -> Iterator[Any]:
+    """`iter_file_items`, where an OSError of the reading (a file of a directory this user may not read,
+    or gone since it was listed) is unreadable input: exit 2 with one line naming it (contract §2). An
+    error writing the output is not caught here: it is no fault of the input."""
+    items = iter_file_items(path, records=records, kind=kind)
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except OSError as exc:
+            raise NotAKafkaArtifact.from_os_error(str(path), exc) from None
+        yield item
+
+
 def run_dump(paths: list[str], *, records: bool, summary: bool, out: TextIO) -> int:
     """Write the JSON lines; the exit status of audit-contract §2 (1 when an error-severity kind was seen)."""
     failing = False
     for path, kind in expand_paths(paths):
         file_summary = FileSummary(str(path))
         remote_log_metadata = path.parent.name.startswith(REMOTE_LOG_METADATA_DIR)
-        try:
-            for item in iter_file_items(path, records=records, kind=kind):
-                if isinstance(item, DecodeError) and item.kind in FAILING_KINDS:
-                    failing = True
-                if summary:
-                    file_summary.add(item, records_mode=records)
-                else:
-                    row = item_to_json(item, remote_log_metadata=remote_log_metadata)
-                    out.write(json.dumps(row, separators=(",", ":")) + "\n")
-        except OSError as exc:
-            if isinstance(exc, BrokenPipeError):
-                raise
-            # A file of a directory this user may not read (or gone since it was listed): unreadable
-            # input, exit 2 with one line naming it (contract §2), not a failed run.
-            raise NotAKafkaArtifact.from_os_error(str(path), exc) from None
+        for item in _read_items(path, records=records, kind=kind):
+            if isinstance(item, DecodeError) and item.kind in FAILING_KINDS:
+                failing = True
+            if summary:
+                file_summary.add(item, records_mode=records)
+            else:
+                row = item_to_json(item, remote_log_metadata=remote_log_metadata)
+                out.write(json.dumps(row, separators=(",", ":")) + "\n")
         if summary:
             out.write(json.dumps(file_summary.to_json(), separators=(",", ":")) + "\n")
     return 1 if failing else 0

@@ -830,14 +830,15 @@ class _DumpLogTextParser:
         if line.startswith("Dumping "):
             self._end_file(out)
             dumped = line[len("Dumping ") :]
-            key = tuple(part for part in re.split(r"[\\/]+", dumped) if part not in ("", "."))[-2:]
+            key = _path_parts(dumped)[-2:]
             self.repeat = key in self.dumped
             if self.repeat:
                 self.file = None
                 first_line, first_path = self.dumped[key]
+                same = _path_parts(first_path) == _path_parts(dumped)
                 why = (
                     f"{dumped} is dumped again (first at line {first_line})"
-                    if first_path == dumped
+                    if same
                     else f"{dumped} is the same partition's file as {first_path} (line {first_line}), "
                     "another broker's or directory's copy: one text is read as one replica's, so give each "
                     "broker's text as an input of its own"
@@ -1056,6 +1057,11 @@ class _DumpLogTextParser:
         self.end_of_batches = 0
 
 
+def _path_parts(dumped: str) -> tuple[str, ...]:
+    """A dumped path's parts, split at `/` and `\\`, `.` parts left out (discovery's `dumped_parts`)."""
+    return tuple(part for part in re.split(r"[\\/]+", dumped) if part not in ("", "."))
+
+
 def _control(fields: _Fields) -> tuple[str, int | None] | None:
     """The control type (and coordinator epoch) a record line prints, if any."""
     if fields.has("endTxnMarker"):
@@ -1084,13 +1090,25 @@ def fields_in_text(item: DumpLogItem) -> dict[str, Any]:
 def parse_dump_log_text(lines: Iterable[str], *, source: str = DEFAULT_SOURCE) -> Iterator[DumpLogItem]:
     """Rows of `kafka-dump-log.sh` output, in text order; `source` names the text in DecodeErrors."""
     parser = _DumpLogTextParser(source)
-    # One line ahead: only the last line can be cut short (`splitlines` also ends lines at `\r`,
-    # `\x0b`, `\u2028` ... inside a payload, with no newline).
+    # `splitlines` also ends lines at `\r`, `\x0b`, `\u2028` ... inside a payload, with no newline: once
+    # lines end in newlines, a piece without one is joined to the next (the text's bytes as they were),
+    # and only a last piece without one can have been cut short. One line ahead, to know the last.
     previous: str | None = None
+    joined, newlines = "", False
     for line in lines:
+        if joined or (newlines and not line.endswith("\n")):
+            joined += line
+            if not line.endswith("\n"):
+                continue
+            line, joined = joined, ""
+        newlines = newlines or line.endswith("\n")
         if previous is not None:
             yield from parser.feed(previous)
         previous = line
+    if joined:
+        if previous is not None:
+            yield from parser.feed(previous)
+        previous = joined
     if previous is not None:
         yield from parser.feed(previous, last=True)
     yield from parser.finish()

@@ -646,3 +646,9 @@ def test_a_ledger_labelled_as_a_dump_an_earlier_run_wrote_is_a_usage_error(
     ingest(spark, out, acks=[f"day2={ledger}"])
     after = contents(out)
     assert after["batches"] == before["batches"] and [r["dump_id"] for r in after["acks"]] == ["day2"]
+    # The other way: an input labelled as the earlier ledger would wipe its acks. The ledger itself may
+    # come again under its label.
+    with pytest.raises(UsageError, match=r"input label\(s\) 'day2' are an earlier --acks ledger's label"):
+        ingest(spark, out, f"day2={SMALL / 'foo-0'}")
+    ingest(spark, out, acks=[f"day2={ledger}"])
+    assert contents(out) == after

@@ -372,6 +372,22 @@ def test_a_swap_of_more_batches_than_a_walk_once_read_is_read_to_its_end(tmp_pat
     assert all("[0, 150000)" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
 
 
+def test_a_swap_of_batches_larger_than_the_walks_block_ends_where_its_last_batch_does(
+    tmp_path: Path,
+) -> None:
+    """Batches of 1.5 MiB (past the 1 MiB block the walk reads) and small ones after them: the walk
+    reads the next header alone after a large batch, and still finds the end [0, 105)."""
+    from tests.builders import V2Batch, build_v2, segment
+
+    directory = swap_partition(tmp_path)
+    large = [build_v2(V2Batch(base_offset=o, records=((None, bytes(1_500_000)),))) for o in (0, 1, 2)]
+    small = [build_v2(V2Batch(base_offset=o)) for o in range(3, 105)]
+    (directory / name(0, ".log.swap")).write_bytes(segment(*large, *small))
+    found = only(discover([directory]), PartitionDir)
+    assert [s.base_offset for s in found.segments] == [0, 200]
+    assert all("[0, 105)" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
+
+
 def test_an_unreadable_swap_replaces_only_its_own_base_whatever_its_index_says(tmp_path: Path) -> None:
     found = only(discover([swap_partition(tmp_path, swap_index_last=150)]), PartitionDir)
     assert [s.base_offset for s in found.segments] == [0, 100, 200]

@@ -195,6 +195,18 @@ def test_an_unreadable_file_inside_a_directory_is_a_usage_error_naming_it(
     assert capsys.readouterr().err == f"replay-audit: {segment}: cannot read: Permission denied\n"
 
 
+def test_a_failed_write_of_the_output_is_no_fault_of_the_input(capsys: pytest.CaptureFixture[str]) -> None:
+    """A full disk under `dump > out.jsonl` is the job failing (exit 3), not an unreadable input (2)."""
+    from kafka_log_decoder.dump import run_dump
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(OSError, match="No space left"):
+        run_dump([str(FOO_0)], records=False, summary=False, out=Full())
+
+
 def _dump_process(*args: str) -> subprocess.CompletedProcess[str]:
     """`replay-audit dump` as a process with a deadline: a reader blocked on a FIFO fails the test, not
     the suite."""

@@ -581,7 +581,7 @@ def test_lines_split_inside_a_payload_are_not_a_cut_text() -> None:
     items = list(parse_dump_log_text(text.splitlines(keepends=True), source="dump.txt"))
     assert not of_type(items, DecodeError)
     (record,) = of_type(items, Record)
-    assert record.value is not None and record.value.startswith(b"a\nb")
+    assert record.value == payload.encode()
 
 
 def test_a_file_dumped_twice_in_one_text_is_read_once() -> None:
@@ -591,7 +591,7 @@ def test_a_file_dumped_twice_in_one_text_is_read_once() -> None:
     record = record_line(0, " payload: v0")
     section = ["Dumping /d/orders-3/00000000000000000000.log", "Log starting offset: 0", V2_BATCH, record]
     other = ["Dumping /d/orders-4/00000000000000000000.log", V2_BATCH]
-    again = ["Dumping /d/orders-3/00000000000000000000.log", V2_BATCH, record, "| stray"]
+    again = ["Dumping /d/./orders-3//00000000000000000000.log", V2_BATCH, record, "| stray"]
     elsewhere = ["Dumping /b2/orders-3/00000000000000000000.log", V2_BATCH]
     items = parse(*section, *other, *again, *elsewhere, "Dumping /d/orders-3/00000000000000000000.index")
     assert [
@@ -606,7 +606,7 @@ def test_a_file_dumped_twice_in_one_text_is_read_once() -> None:
     line_7 = sum(len(line) + 1 for line in (*section, *other))
     assert (error.position, error.length) == (line_7, len(again[0]) + 1)
     assert error.message.startswith(
-        "line 7: /d/orders-3/00000000000000000000.log is dumped again (first at line 1)"
+        "line 7: /d/./orders-3//00000000000000000000.log is dumped again (first at line 1)"
     )
     # Another broker's copy of the partition in the same text: said so, and not read either.
     assert other_copy.message.startswith(

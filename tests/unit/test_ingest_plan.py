@@ -159,7 +159,9 @@ def test_a_dbfs_fuse_output_is_the_dbfs_uri_on_databricks_only(monkeypatch: Any)
     """On Databricks, Spark reads `/dbfs/x` on DBFS itself (`dbfs:/dbfs/x`) while Python's `/dbfs/x` is
     the FUSE view of `dbfs:/x`: the output is taken as `dbfs:/x`. `/Volumes` means one place to both;
     elsewhere `/dbfs` is a local directory like any other."""
-    from jobs.ingest import spark_output
+    import pytest
+
+    from jobs.ingest import UsageError, spark_output
 
     for name in ("DATABRICKS_RUNTIME_VERSION", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
         monkeypatch.delenv(name, raising=False)
@@ -169,9 +171,11 @@ def test_a_dbfs_fuse_output_is_the_dbfs_uri_on_databricks_only(monkeypatch: Any)
     assert spark_output("/dbfs") == "dbfs:/"
     for unchanged in ("/Volumes/main/k/out", "/dbfsx/out", "dbfs:/audit", "out"):
         assert spark_output(unchanged) == unchanged
-    # A Spark Connect session has no Hadoop file system to copy reports to a URI through.
+    # Under Spark Connect a /dbfs path is two places, and reports cannot reach a dbfs:/ URI.
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
-    assert spark_output("/dbfs/audit/out") == "/dbfs/audit/out"
+    with pytest.raises(UsageError, match=r"^/dbfs/audit/out: under Spark Connect .* give a /Volumes path$"):
+        spark_output("/dbfs/audit/out")
+    assert spark_output("/Volumes/main/k/out") == "/Volumes/main/k/out"
 
 
 def test_an_input_given_as_a_uri_is_a_usage_error_that_says_paths_are_read_as_files() -> None:
