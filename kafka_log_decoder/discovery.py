@@ -42,7 +42,7 @@ from kafka_log_decoder.constants import (
     TMP_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
 )
-from kafka_log_decoder.dump_log_text import CAPTURED_STDERR
+from kafka_log_decoder.dump_log_text import CAPTURED_STDERR, dumped_parts
 from kafka_log_decoder.errors import DecodeError, NotAKafkaArtifact
 
 __all__ = [
@@ -333,12 +333,6 @@ def _dump_log_text(path: str) -> DumpLogText:
                 "segment by its path inside its partition directory"
             )
     return DumpLogText(path, _file_info(path, file_stat), partition, dumped)
-
-
-def dumped_parts(dumped: str) -> list[str]:
-    """A dumped file's path as a `Dumping` line prints it, in its parts: split at `/` and at `\\` (the
-    tool run on Windows), `.` parts left out."""
-    return [part for part in re.split(r"[\\/]+", dumped) if part not in ("", ".")]
 
 
 def dumped_partition(dumped: str) -> tuple[str, int] | None:

@@ -830,12 +830,12 @@ class _DumpLogTextParser:
         if line.startswith("Dumping "):
             self._end_file(out)
             dumped = line[len("Dumping ") :]
-            key = _path_parts(dumped)[-2:]
+            key = tuple(dumped_parts(dumped)[-2:])
             self.repeat = key in self.dumped
             if self.repeat:
                 self.file = None
                 first_line, first_path = self.dumped[key]
-                same = _path_parts(first_path) == _path_parts(dumped)
+                same = dumped_parts(first_path) == dumped_parts(dumped)
                 why = (
                     f"{dumped} is dumped again (first at line {first_line})"
                     if same
@@ -1057,9 +1057,10 @@ class _DumpLogTextParser:
         self.end_of_batches = 0
 
 
-def _path_parts(dumped: str) -> tuple[str, ...]:
-    """A dumped path's parts, split at `/` and `\\`, `.` parts left out (discovery's `dumped_parts`)."""
-    return tuple(part for part in re.split(r"[\\/]+", dumped) if part not in ("", "."))
+def dumped_parts(dumped: str) -> list[str]:
+    """A dumped file's path as a `Dumping` line prints it, in its parts: split at `/` and at `\\` (the
+    tool run on Windows), `.` parts left out."""
+    return [part for part in re.split(r"[\\/]+", dumped) if part not in ("", ".")]
 
 
 def _control(fields: _Fields) -> tuple[str, int | None] | None:
