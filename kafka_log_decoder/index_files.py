@@ -84,7 +84,9 @@ def _txn_index_entry(
 ) -> TxnIndexEntry | DecodeError:
     version, producer_id, first_offset, last_offset, last_stable_offset = fields
     # TransactionIndex refuses newer entry versions: their layout is unknown, so the entry is not trusted.
-    if version != TXN_INDEX_CURRENT_VERSION:
+    # The version is the field's first byte, signed (`AbortedTxn.version()` is `buffer.get`, though the
+    # field is written with `putShort`), and only one above the current version is refused.
+    if version > TXN_INDEX_CURRENT_VERSION:
         return DecodeError(
             file,
             position,
@@ -108,9 +110,10 @@ _OFFSET_INDEX: _Layout[IndexEntry] = _Layout(
 _TIME_INDEX: _Layout[TimeIndexEntry] = _Layout(
     TIME_INDEX_FILE_SUFFIX, struct.Struct(">qi"), True, _time_index_entry
 )
-# AbortedTxn: version int16, producerId, firstOffset, lastOffset, lastStableOffset (absolute offsets).
+# AbortedTxn: version int16 (read by its first byte), producerId, firstOffset, lastOffset,
+# lastStableOffset (absolute offsets).
 _TXN_INDEX: _Layout[TxnIndexEntry] = _Layout(
-    TXN_INDEX_FILE_SUFFIX, struct.Struct(">hqqqq"), False, _txn_index_entry
+    TXN_INDEX_FILE_SUFFIX, struct.Struct(">bxqqqq"), False, _txn_index_entry
 )
 
 assert _OFFSET_INDEX.entry.size == OFFSET_INDEX_ENTRY_SIZE

@@ -220,11 +220,21 @@ def test_txn_index_partial_tail_entry_is_an_error_at_its_position() -> None:
 
 
 def test_txn_index_entry_of_an_unknown_version_is_reported_not_trusted() -> None:
-    data = txn_index_bytes((0, 2001, 40, 47, 48), (1, 2002, 50, 51, 52))
+    # The version short 0x0100: its first byte, the one AbortedTxn.version() reads, is 1.
+    data = txn_index_bytes((0, 2001, 40, 47, 48), (0x0100, 2002, 50, 51, 52))
     entries, errors = decode_txn_index(data, TXN_INDEX)
     assert [e.producer_id for e in entries] == [2001]
     assert [(e.kind, e.position) for e in errors] == [(CorruptionKind.INDEX_MISMATCH, 34)]
     assert "version 1" in errors[0].message
+
+
+def test_txn_index_version_is_the_first_byte_as_the_broker_reads_it() -> None:
+    # AbortedTxn.version() is buffer.get(0): a short of 1 (bytes 00 01) is version 0 to the broker,
+    # which reads the entry; a first byte 0xff is version -1, not above the current one, read too.
+    data = txn_index_bytes((1, 2001, 40, 47, 48), (-256, 2002, 50, 51, 52))
+    entries, errors = decode_txn_index(data, TXN_INDEX)
+    assert errors == []
+    assert [(e.version, e.producer_id) for e in entries] == [(0, 2001), (-1, 2002)]
 
 
 def test_txn_index_does_not_need_an_offset_in_its_name() -> None:
