@@ -162,7 +162,18 @@ def run_id_of(bronze: Bronze, profile: Profile) -> str:
         ).alias("h")
     ).first()
     files_hash = row["h"] if row is not None else ""
-    digest = hashlib.sha256(json.dumps([files_hash, asdict(profile)], sort_keys=True, default=str).encode())
+    # The same files ingested with --records are another input (records feed rules of their own): the
+    # logs that have records are part of it. None (a headers-only ingest) adds nothing, as before.
+    recorded = (
+        sorted(
+            f"{r[0]}|{r[1]}"
+            for r in bronze.records.select("dump_id", F.coalesce("replica", F.lit(""))).distinct().collect()
+        )
+        if bronze.records is not None
+        else []
+    )
+    identity: list[Any] = [files_hash, asdict(profile)] + ([recorded] if recorded else [])
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:32]
 
 

@@ -79,6 +79,17 @@ def test_rerunning_the_audit_gives_the_same_rows_and_report(sample_run: tuple[Pa
     assert [r["run_id"] for r in run_after] == [r["run_id"] for r in run_before]
 
 
+def test_the_same_files_ingested_without_records_are_another_run_id(
+    sample_run: tuple[Path, int], tmp_path: Path
+) -> None:
+    # Contract §3 (same input, same ids): records feed rules of their own, so headers-only is another input.
+    out, _ = sample_run
+    headers = tmp_path / "out"
+    assert main(["run", "--input", f"sample={SAMPLE}", "--acks", str(ACKS), "--output", str(headers)]) == 0
+    assert rows(headers, "records") == []
+    assert [r["run_id"] for r in rows(headers, "runs")] != [r["run_id"] for r in rows(out, "runs")]
+
+
 def test_fail_on_info_turns_the_epoch_bumps_into_exit_1(sample_run: tuple[Path, int]) -> None:
     out, _ = sample_run
     assert (out / "report" / "gx" / "summary.json").is_file()  # the fixture's run validated
