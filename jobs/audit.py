@@ -8,6 +8,7 @@ the audited files' fingerprints and the profile, so re-running replaces its row 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -22,7 +23,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from audit_rules.kinds import Severity
 from audit_rules.pipeline import AuditOutput, Bronze, audit, local_checkpoint, release, started
 from audit_rules.profile import Profile
-from jobs.ingest import WRITE_SESSION_CONF, UsageError, is_uri, session_conf, table_location, write_table
+from jobs.ingest import (
+    WRITE_SESSION_CONF,
+    UsageError,
+    hadoop_path,
+    is_delta,
+    is_uri,
+    session_conf,
+    table_location,
+    write_table,
+)
 from jobs.spark_session import concurrently
 from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
 
@@ -61,7 +71,7 @@ def read_bronze(spark: SparkSession, output: str) -> Bronze:
     paths: dict[str, str] = {}
     for name in (*BRONZE_REQUIRED, *BRONZE_OPTIONAL):
         path = table_location(output, name)
-        if not _is_delta(spark, path):
+        if not is_delta(spark, path):
             if name in BRONZE_OPTIONAL:
                 continue
             raise UsageError(f"{output}: no Delta table {name!r}: run `replay-audit ingest` first")
@@ -77,6 +87,39 @@ def read_bronze(spark: SparkSession, output: str) -> Bronze:
     # JVM's warm-up, which the plain reads paid later, inside the history's and the run id's phases.
     concurrently(spark, [functools.partial(read, name) for name in paths])
     return Bronze(**{name: frames[name] for name in paths})
+
+
+def _check_complete(bronze: Bronze, output: str) -> None:
+    """A usage error where a table holds a dump the inventory does not list: an ingest of it stopped
+    before its end (or is running). `files` is written last, and an ingest first takes its pairs out of
+    it, so the other tables may hold half of that ingest's rows (batches without their quarantine rows,
+    whose corruption findings would be missing). One small job over the tables' partition columns."""
+    from pyspark.sql import functions as F
+
+    pair = [F.col("dump_id"), F.coalesce("replica", F.lit("")).alias("replica")]
+    tables = [(f.name, getattr(bronze, f.name)) for f in dataclasses.fields(bronze) if f.name != "files"]
+    held = functools.reduce(
+        lambda a, b: a.unionByName(b),
+        [df.select(F.lit(name).alias("table"), *pair).distinct() for name, df in tables if df is not None],
+    )
+    missing = (
+        held.join(bronze.files.select(*pair).distinct(), ["dump_id", "replica"], "left_anti")
+        .groupBy("dump_id", "replica")
+        .agg(F.array_sort(F.collect_set("table")).alias("tables"))
+        .orderBy("dump_id", "replica")
+        .collect()
+    )
+    if missing:
+        named = "; ".join(
+            f"dump {r['dump_id']!r}"
+            + (f" replica {r['replica']}" if r["replica"] else "")
+            + f" ({', '.join(r['tables'])})"
+            for r in missing
+        )
+        raise UsageError(
+            f"{output}: rows of an ingest that did not finish (not in its inventory, `files`): {named}; "
+            "re-run `replay-audit ingest` on that input, or ingest into a new output"
+        )
 
 
 def _without_records(bronze: Bronze) -> bool:
@@ -126,17 +169,6 @@ def _live_files(jvm: Any, snapshot: Any) -> Any:
     if listed is not None and listed.isDefined():
         return listed.get().toList()
     return jvm.scala.jdk.javaapi.CollectionConverters.asScala(snapshot.allFiles().collectAsList()).toList()
-
-
-def _is_delta(spark: SparkSession, path: str) -> bool:
-    """Whether `path` holds a Delta table (its `_delta_log`): a URI asked of the session's Hadoop file
-    system (without one, Spark Connect, taken as there: a missing table fails at read time)."""
-    if not is_uri(path):
-        return os.path.isdir(os.path.join(path, "_delta_log"))
-    if getattr(spark, "_jvm", None) is None:
-        return True
-    log, fs = _hadoop_path(spark, path.rstrip("/") + "/_delta_log")
-    return bool(fs.exists(log))
 
 
 def run_id_of(bronze: Bronze, profile: Profile) -> str:
@@ -197,6 +229,7 @@ def run_audit(
     if is_uri(output):
         _hadoop_jvm(spark, output)  # reports need it: asked before any work
     bronze = read_bronze(spark, output)
+    _check_complete(bronze, output)
     if profile.app_sequence is not None and _without_records(bronze):
         # Contract §1: the extractor implies --records; `run` turns it on, a separate ingest may not have.
         raise UsageError(
@@ -381,7 +414,7 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
         fs_path = jvm.org.apache.hadoop.fs.Path
         partial = fs_path(target + ".partial")
         try:
-            dest, fs = _hadoop_path(spark, target)
+            dest, fs = hadoop_path(spark, target)
             # Copied beside the old reports first, which then give way whole (rebuilt on every audit).
             fs.delete(partial, True)
             fs.mkdirs(partial)
@@ -399,12 +432,6 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
         return target
 
     return local, publish
-
-
-def _hadoop_path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
-    """`uri` as a Hadoop Path, and the session's Hadoop file system that holds it (a classic session)."""
-    path = spark._jvm.org.apache.hadoop.fs.Path(uri)  # type: ignore[union-attr]
-    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
 
 
 def _hadoop_jvm(spark: SparkSession, output: str) -> Any:

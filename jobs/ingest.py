@@ -14,8 +14,9 @@ same input replaces those partitions with identical rows; a new dump only adds p
 killed between two table writes is repaired by the next run, which rewrites every table. Compared
 with a MERGE on the natural key this needs no join against the existing table (its cost does not
 grow with the table), and rows that disappeared from a re-dumped input (a quarantine row of a file
-since repaired) are removed instead of lingering. The inventory (`files`) is written last, so a
-dump listed there has all its tables written.
+since repaired) are removed instead of lingering. The inventory (`files`) is written last, and
+a run first takes its pairs out of it, so a dump listed there has all its tables written (the audit
+refuses rows of a dump it does not list: an ingest that stopped halfway).
 """
 
 from __future__ import annotations
@@ -713,10 +714,8 @@ def _check_labels(spark: SparkSession, output: str, plan: IngestPlan) -> None:
         return
     from pyspark.sql import functions as F
 
-    from jobs.audit import _is_delta
-
     files = table_location(output, FILES.name)
-    if not _is_delta(spark, files):
+    if not is_delta(spark, files):
         return
     try:
         rows = (
@@ -763,6 +762,10 @@ def run_ingest(
     run_id = uuid.uuid4().hex
     written: dict[str, str] = {}
     predicate = replace_predicate(plan.pairs)
+    # The inventory is written last and tells the audit a dump's tables are whole: its pairs leave it
+    # first, so a run that stops halfway leaves no earlier run's listing beside its half-written rows.
+    if is_delta(spark, table_location(options.output, FILES.name)):
+        write_table(spark.createDataFrame([], FILES.schema), FILES, options.output, predicate, run_id)
 
     passes: dict[str, DecodePass] = {}
 
@@ -869,6 +872,23 @@ def table_location(output: str, name: str) -> str:
     if is_uri(output):
         return output.rstrip("/") + "/" + name
     return os.path.join(os.path.abspath(output), name)
+
+
+def is_delta(spark: SparkSession, path: str) -> bool:
+    """Whether `path` holds a Delta table (its `_delta_log`): a URI asked of the session's Hadoop file
+    system (without one, Spark Connect, taken as there: a missing table fails at read time)."""
+    if not is_uri(path):
+        return os.path.isdir(os.path.join(path, "_delta_log"))
+    if getattr(spark, "_jvm", None) is None:
+        return True
+    log, fs = hadoop_path(spark, path.rstrip("/") + "/_delta_log")
+    return bool(fs.exists(log))
+
+
+def hadoop_path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    """`uri` as a Hadoop Path, and the session's Hadoop file system that holds it (a classic session)."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(uri)  # type: ignore[union-attr]
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
 
 
 def _check_output(output: str) -> None:

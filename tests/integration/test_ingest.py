@@ -361,6 +361,28 @@ def test_a_run_killed_halfway_then_rerun_ends_as_an_uninterrupted_run(spark: Any
     assert contents(interrupted) == contents(uninterrupted)
 
 
+def test_an_audit_of_an_ingest_killed_halfway_is_refused_until_it_is_rerun(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The dump's batches are new and its quarantine, snapshots and inventory are the earlier run's: an
+    # audit would judge the new batches without the new quarantine's corruption.
+    ingest(spark, tmp_path, f"a={REAL / 'induswargods-kraft'}")
+
+    def kill(table: str) -> None:
+        if table == "batches":
+            raise Killed(table)
+
+    with pytest.raises(Killed):
+        ingest(spark, tmp_path, f"a={SMALL}", after_write=kill)
+    capsys.readouterr()
+    assert cli_main(["audit", "--output", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "did not finish" in err[0] and "dump 'a'" in err[0] and "batches" in err[0]
+    assert not (tmp_path / "findings").exists()
+    ingest(spark, tmp_path, f"a={SMALL}")
+    assert cli_main(["audit", "--output", str(tmp_path)]) in (0, 1)
+
+
 # ---------------------------------------------------------------------------------------------
 # Corrupt inputs become quarantine rows; the job succeeds
 
