@@ -43,7 +43,7 @@ from kafka_log_decoder.constants import (
     TXN_INDEX_ENTRY_SIZE,
     int_bounds,
 )
-from kafka_log_decoder.errors import CorruptionKind, DecodeError
+from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.index_check import IndexCheck, batch_holds_offset
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
@@ -333,50 +333,74 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
     ):
         check = IndexCheck.of(unit.file, unit.index_file, unit.start, unit.end)
     marks = WalkMarks()
-    for run in segment_runs(unit, start, records=decode_records):
-        if check is not None:
-            check.see(run)
-        if isinstance(run, BatchRun):
-            corrupt = corrupt or batch_run_has_errors(run)
-            if table == "batches":
-                batch = batch_run_to_arrow(run, ctx, schema, unit.start, unit.end)
-                if batch.num_rows:
-                    yield from marks.add(batch)
-                del batch
-            elif table == "records":
-                # No name holds a batch of the run's values once it is yielded.
-                yield from (
-                    b for b in record_runs_to_arrow(run, ctx, schema, unit.start, unit.end) if b.num_rows
-                )
-            elif table == "remote_log_metadata":
-                rows = [
-                    _remote_log_metadata_row(ctx, run.file, position, offset, value)
-                    for record_batch in record_runs_to_arrow(run, ctx, _records_arrow(), unit.start, unit.end)
-                    for position, offset, value in zip(
-                        *(record_batch.column(c).to_pylist() for c in ("batch_position", "offset", "value")),
-                        strict=True,
+    try:
+        for run in segment_runs(unit, start, records=decode_records):
+            if check is not None:
+                check.see(run)
+            if isinstance(run, BatchRun):
+                corrupt = corrupt or batch_run_has_errors(run)
+                if table == "batches":
+                    batch = batch_run_to_arrow(run, ctx, schema, unit.start, unit.end)
+                    if batch.num_rows:
+                        yield from marks.add(batch)
+                    del batch
+                elif table == "records":
+                    # No name holds a batch of the run's values once it is yielded.
+                    yield from (
+                        b for b in record_runs_to_arrow(run, ctx, schema, unit.start, unit.end) if b.num_rows
                     )
-                ]
-                if rows:
-                    yield _rows_to_batch(rows, schema)
-            elif table == "quarantine":
-                rows = [_error_row(ctx, e) for e in batch_run_errors(run) if _in_range(e.position, unit)]
-                if rows:
-                    yield _rows_to_batch(rows, schema)
-        else:
-            corrupt = corrupt or any(isinstance(item, DecodeError) for item in run)
-            if table == "remote_log_metadata":
-                rows = [
-                    _remote_log_metadata_row(ctx, r.file, r.batch_position, r.offset, r.value)
-                    for r in run
-                    if isinstance(r, Record) and _in_range(r.batch_position, unit)
-                ]
+                elif table == "remote_log_metadata":
+                    rows = [
+                        _remote_log_metadata_row(ctx, run.file, position, offset, value)
+                        for record_batch in record_runs_to_arrow(
+                            run, ctx, _records_arrow(), unit.start, unit.end
+                        )
+                        for position, offset, value in zip(
+                            *(
+                                record_batch.column(c).to_pylist()
+                                for c in ("batch_position", "offset", "value")
+                            ),
+                            strict=True,
+                        )
+                    ]
+                    if rows:
+                        yield _rows_to_batch(rows, schema)
+                elif table == "quarantine":
+                    rows = [_error_row(ctx, e) for e in batch_run_errors(run) if _in_range(e.position, unit)]
+                    if rows:
+                        yield _rows_to_batch(rows, schema)
             else:
-                rows = [r for r in _item_rows(run, ctx, table) if _in_range(_row_position(r), unit)]
-            for batch in _rows_to_batches(rows, schema):
-                yield from marks.add(batch) if table == "batches" else (batch,)
-        # Nothing of this run is held while the next one decompresses (`segment.MAX_RUN_DECOMPRESSED_BYTES`).
-        del run
+                corrupt = corrupt or any(isinstance(item, DecodeError) for item in run)
+                if table == "remote_log_metadata":
+                    rows = [
+                        _remote_log_metadata_row(ctx, r.file, r.batch_position, r.offset, r.value)
+                        for r in run
+                        if isinstance(r, Record) and _in_range(r.batch_position, unit)
+                    ]
+                else:
+                    rows = [r for r in _item_rows(run, ctx, table) if _in_range(_row_position(r), unit)]
+                for batch in _rows_to_batches(rows, schema):
+                    yield from marks.add(batch) if table == "batches" else (batch,)
+            # Nothing of this run is held while the next one decompresses
+            # (`segment.MAX_RUN_DECOMPRESSED_BYTES`).
+            del run
+    except (NotAKafkaArtifact, OSError) as exc:
+        # Gone or unreadable since discovery listed it (a live directory's segment deleted by retention):
+        # evidence that cannot be read, a quarantine row, not a failed pass.
+        yield from marks.finish()
+        if table == "quarantine":
+            error = DecodeError(
+                unit.file,
+                unit.start,
+                CorruptionKind.UNREADABLE_FILE,
+                f"cannot read since it was listed: {exc}",
+            )
+            yield _rows_to_batch([_error_row(ctx, error)], schema)
+        return True
+    except Exception:
+        # A decoder bug ends the pass (`decode_unit_safely`): the rows it gave are kept, the held one too.
+        yield from marks.finish()
+        raise
     yield from marks.finish()
     if check is not None:
         errors = check.errors()

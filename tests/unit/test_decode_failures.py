@@ -158,3 +158,34 @@ def test_a_failing_quarantine_pass_is_still_its_own_row(
     assert [r["message"] for r in quarantine] == [
         "decoder failed in the quarantine pass: RuntimeError: a bug; in the batches pass: RuntimeError: a bug"
     ]
+
+
+def test_a_segment_gone_since_it_was_listed_is_a_quarantine_row_not_a_failed_pass(tmp_path: Path) -> None:
+    """Retention deletes a live directory's head segment between discovery and decode: its batches pass
+    gives nothing and asks the quarantine pass, which writes one UNREADABLE_FILE row; no pass fails."""
+    unit = log_unit(tmp_path, segment(build_v2(V2Batch(base_offset=0))))
+    Path(unit.file).unlink()
+    assert drain(unit, "batches") == ([], True)
+    quarantine, corrupt = drain(unit, "quarantine")
+    assert corrupt is True
+    assert [(r["kind"], r["file"], r["position"]) for r in quarantine] == [("UNREADABLE_FILE", unit.file, 0)]
+    assert "cannot read since it was listed" in quarantine[0]["message"]
+
+
+def test_a_pass_that_fails_mid_walk_keeps_every_row_it_gave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk holds back its latest Arrow batch (to mark the walk's last batch); a decoder bug after it
+    must not lose it: the pass fails with the rows it gave, all of them."""
+    batches = [V2Batch(base_offset=i) for i in range(3)]
+    unit = log_unit(tmp_path, segment(*[build_v2(b) for b in batches]))
+    real = dt.segment_runs
+
+    def failing_after_the_runs(*args: Any, **kwargs: Any) -> Any:
+        yield from real(*args, **kwargs)
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(dt, "segment_runs", failing_after_the_runs)
+    rows, failure = drain(unit, "batches")
+    assert failure == dt.PassFailed("batches", "RuntimeError: a bug")
+    assert [r["base_offset"] for r in rows] == [0, 1, 2]
