@@ -499,7 +499,7 @@ def split_segment(unit: dt.WorkUnit, split_bytes: int) -> list[dt.WorkUnit]:
     if unit.kind != dt.LOG or unit.size <= split_bytes:
         return [unit]
     index_path = unit.index_file
-    if index_path is None or not os.path.isfile(index_path):
+    if index_path is None or not os.path.isfile(index_path) or _starts_legacy(unit.file):
         return [unit]
     from kafka_log_decoder.constants import OFFSET_INDEX_ENTRY_SIZE
     from kafka_log_decoder.index_files import read_offset_index
@@ -536,6 +536,22 @@ def split_segment(unit: dt.WorkUnit, split_bytes: int) -> list[dt.WorkUnit]:
             )
         )
     return units
+
+
+def _starts_legacy(path: str) -> bool:
+    """Whether a `.log` starts with a magic 0 or 1 entry (a segment written before 0.11's v2 format). A
+    range can start only at a v2 batch (`decode_tasks.resolve_start` checks its header and CRC), so each
+    range of such a segment would decode it from byte 0 again: it is one unit. The magic byte is at
+    position 16 in every format (`LOG_OVERHEAD` + CRC or partition leader epoch). One byte read."""
+    from kafka_log_decoder.constants import MAGIC_OFFSET
+
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(MAGIC_OFFSET)
+            magic = handle.read(1)
+    except OSError:
+        return False
+    return len(magic) == 1 and magic[0] < 2
 
 
 _Unit = tuple[int, "dt.WorkUnit"]  # a unit and its index in `IngestPlan.units`

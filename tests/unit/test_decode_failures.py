@@ -189,3 +189,42 @@ def test_a_pass_that_fails_mid_walk_keeps_every_row_it_gave(
     rows, failure = drain(unit, "batches")
     assert failure == dt.PassFailed("batches", "RuntimeError: a bug")
     assert [r["base_offset"] for r in rows] == [0, 1, 2]
+
+
+def test_a_legacy_segment_is_one_unit_since_a_range_can_start_only_at_a_v2_batch(tmp_path: Path) -> None:
+    """Every range of a magic 0/1 segment would fall back to byte 0 (`resolve_start` takes only a v2
+    batch as a start) and decode the segment again: a 1 GiB segment in 8 ranges read 4.5 GiB. It is
+    not split; a v2 segment with the same index is."""
+    from jobs.ingest import split_segment
+
+    def written(name: str, entries: list[bytes]) -> dt.WorkUnit:
+        path = tmp_path / name / "00000000000000000000.log"
+        path.parent.mkdir()
+        path.write_bytes(b"".join(entries))
+        positions = [sum(len(e) for e in entries[:i]) for i in range(len(entries))]
+        index = b"".join(struct.pack(">ii", i, p) for i, p in enumerate(positions) if i and i % 4 == 0)
+        path.with_suffix(".index").write_bytes(index)
+        return dt.WorkUnit(
+            dt.LOG,
+            "d",
+            None,
+            name,
+            0,
+            str(path),
+            path.stat().st_size,
+            index_file=str(path.with_suffix(".index")),
+        )
+
+    def legacy(offset: int) -> bytes:
+        builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 30)
+        builder.append(0, timestamp=1_500_000_000_000, key=b"k", value=b"v" * 100)
+        raw = bytearray(builder.build())
+        struct.pack_into(">q", raw, 0, offset)
+        return bytes(raw)
+
+    old = written("old-0", [legacy(i) for i in range(40)])
+    new = written(
+        "new-0", [build_v2(V2Batch(base_offset=i, records=[(b"k", b"v" * 100)])) for i in range(40)]
+    )
+    assert len(split_segment(old, 1024)) == 1
+    assert len(split_segment(new, 1024)) > 3
