@@ -244,6 +244,9 @@ class _Window:
         view.release()
         if got < want:
             del new[got:]
+            # The file is shorter than when it was opened (truncated meanwhile: a follower's log, or a
+            # copy still being written over): it ends here now, or the walk would wait for bytes forever.
+            self.size = pos + got
         self.spare, self.buf = self.buf, new
         self.start = pos
 

@@ -400,3 +400,34 @@ def test_an_unreadable_legacy_entry_whose_length_runs_over_a_valid_batch_ends_at
     (error,) = errors(items)
     assert (error.kind, error.position, error.length) == (CorruptionKind.UNREADABLE_BATCH, 227, 469 - 227)
     assert error.message.startswith("unreadable legacy v0 entry: ")
+
+
+def test_a_segment_truncated_while_it_is_read_ends_in_a_truncated_tail(tmp_path: Path) -> None:
+    """A follower truncates its log (or a copy is written over) while a walk reads it: the walk read
+    the size once, and waited for the missing bytes forever. It ends at the new size, with the cut
+    batch a TRUNCATED_TAIL. In a child process with a deadline, so a regression fails the test."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "00000000000000000000.log"
+    first = build_v2(V2Batch(base_offset=0))
+    second = build_v2(V2Batch(base_offset=1, records=((None, b"x" * 5000),)))
+    path.write_bytes(first + second)
+    program = (
+        "import os, sys\n"
+        "from kafka_log_decoder.segment import iter_segment_runs\n"
+        "runs = iter_segment_runs(sys.argv[1], chunk_size=1000)\n"
+        "next(runs)\n"
+        f"os.truncate(sys.argv[1], {len(first) + 2000})\n"
+        "for run in runs:\n"
+        "    for item in run if isinstance(run, list) else []:\n"
+        "        print(item.kind.value, item.position, item.length)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program, str(path)], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the walk did not end within 60 s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["TRUNCATED_TAIL", str(len(first)), "2000"]
