@@ -571,6 +571,11 @@ def batch_run_to_arrow(
     position = _np(run, "position") + run.file_offset
     attributes = _np(run, "attributes")
     control = _np(run, "control_type").astype(np.int32)
+    coordinator_epoch = _np(run, "coordinator_epoch").astype(np.int32)
+    # A compressed control batch's type and coordinator epoch come from its first record, read in Python
+    # (`BatchRun.control`): the walker never decompresses, so its columns say "unknown" there.
+    for i, (control_type, epoch) in run.control.items():
+        control[i], coordinator_epoch[i] = control_type, epoch
     base_timestamp = _column(run, "base_timestamp", pa.int64())
     is_control = control != native.NOT_CONTROL
     control_index = np.where((control >= 0) & (control <= _MAX_CONTROL), control, _MAX_CONTROL + 1)
@@ -599,7 +604,7 @@ def batch_run_to_arrow(
         _column(run, "size_bytes", pa.int32()),
         pa.array(_np(run, "base_timestamp"), pa.int64(), mask=(attributes & DELETE_HORIZON_FLAG_MASK) == 0),
         _CONTROL_TYPE.take(pa.array(control_index, mask=~is_control)),
-        pa.array(_np(run, "coordinator_epoch"), pa.int32(), mask=~is_end_txn),
+        pa.array(coordinator_epoch, pa.int32(), mask=~is_end_txn),
         pa.nulls(n, pa.int8()),  # walk_mark: the unit's walk sets it (`WalkMarks`)
     ]
     batch = pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -17,7 +17,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from jobs import decode_tasks as dt
 from jobs.ingest import split_segment
 from kafka_log_decoder import native
-from kafka_log_decoder.constants import ATTRIBUTES_OFFSET, MAGIC_OFFSET
+from kafka_log_decoder.constants import ATTRIBUTES_OFFSET, MAGIC_OFFSET, RECORDS_OFFSET
 from kafka_log_decoder.errors import DecodeError
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
@@ -544,3 +544,36 @@ def test_a_failed_batch_whose_length_runs_over_the_next_batches_does_not_hide_th
     assert len(units) > 3
     for table in (BATCHES.name, QUARANTINE.name):
         assert rows(units, table) == rows([whole], table), table
+
+
+def test_a_compressed_marker_has_its_control_type_in_the_batches_rows_as_in_the_row_api(
+    tmp_path: Path,
+) -> None:
+    """The walker never decompresses, so a gzip control batch's type and coordinator epoch come from
+    its first record, read in Python: the Arrow rows said UNKNOWN where `read_log_segment` said COMMIT.
+    kafka-python builds the marker's record (a COMMIT key and value; it leaves so small a batch
+    uncompressed); its records are then gzipped and the codec and control bits set."""
+    import gzip
+
+    plain = build_v2(
+        V2Batch(
+            base_offset=3,
+            records=[(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 9))],
+            producer_id=5,
+            producer_epoch=0,
+            transactional=True,
+        )
+    )
+    marker = bytearray(plain[:RECORDS_OFFSET] + gzip.compress(plain[RECORDS_OFFSET:]))
+    struct.pack_into(">i", marker, 8, len(marker) - 12)  # batchLength: after baseOffset and itself
+    attributes = struct.unpack_from(">h", marker, ATTRIBUTES_OFFSET)[0]
+    struct.pack_into(">h", marker, ATTRIBUTES_OFFSET, attributes | 0x20 | 1)  # control, gzip
+    unit = unit_of(tmp_path, segment(*batches(1), with_valid_crc(marker)))
+    (header,) = [h for h in read_log_segment(unit.file) if isinstance(h, BatchHeader) and h.is_control]
+    assert (header.compression, header.control_type, header.coordinator_epoch) == ("gzip", "COMMIT", 9)
+    stream = dt.decode_unit_safely(unit, BATCHES.name, SCHEMAS[BATCHES.name], records=False)
+    rows = [r for batch in stream for r in batch.to_pylist()]
+    assert [(r["base_offset"], r["is_control"], r["control_type"], r["coordinator_epoch"]) for r in rows] == [
+        (0, False, None, None),
+        (3, True, "COMMIT", 9),
+    ]
