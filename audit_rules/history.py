@@ -184,6 +184,7 @@ def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> D
         *LOG_KEY,
         "log_key",
         "log_start_offset",
+        "first_kept_offset",
         "compacted",
         "cleaned_to",
         "coordinator_written",

@@ -241,13 +241,20 @@ def log_bounds(
         & (F.col("batches").isNotNull() | F.col("first_segment_offset").isNotNull())
     )
     start = F.greatest(F.col("checkpoint_log_start"), F.col("first_segment_offset"))
+    log_start = F.coalesce(start, F.col("first_batch_offset"), F.lit(0)).cast("long")
     return logs.select(
         *LOG_KEY,
         "capture_time_ms",
         # A dump's time: the newest capture time of its replicas (`capture_time_ms`, each replica's own,
         # is a lower bound of when it was copied; the earlier-dump rule orders a replica's dumps by it).
         F.max("capture_time_ms").over(Window.partitionBy("dump_id")).alias("dump_time_ms"),
-        F.coalesce(start, F.col("first_batch_offset"), F.lit(0)).cast("long").alias("log_start_offset"),
+        log_start.alias("log_start_offset"),
+        # The lowest offset the broker had not deleted: the first segment's base where the log start lies
+        # inside that segment. DeleteRecords (Kafka Streams purges its repartition topics so) and a
+        # follower taking its leader's start move the log start only; the broker deletes a segment once
+        # the next one starts at or below it (`UnifiedLog.deleteLogStartOffsetBreachedSegments`), so the
+        # records between are still on disk, and one missing there was not deleted by retention.
+        F.least(log_start, F.coalesce(F.col("first_segment_offset"), log_start)).alias("first_kept_offset"),
         F.when(
             F.col("checkpoint_log_start").isNotNull()
             & (F.col("checkpoint_log_start") >= F.coalesce(F.col("first_segment_offset"), F.lit(-1))),
@@ -379,6 +386,20 @@ def below_start_cause(lowest: Column | None = None, source: Column | None = None
         )
         .otherwise(from_offset)
     )
+
+
+def below_kept(offset: str = "first_kept_offset") -> Column:
+    """For a message: "below the log start offset L", or, where the log start lies inside the first
+    segment (`first_kept_offset` in `log_bounds`), below that segment's base, with why."""
+    return F.when(
+        F.col(offset) < F.col("log_start_offset"),
+        fmt(
+            "below offset %s, the first segment's base (the log start offset %s lies inside that segment, "
+            "moved by DeleteRecords or a leader's start: the records between are still on disk)",
+            offset,
+            "log_start_offset",
+        ),
+    ).otherwise(fmt("below the log start offset %s", "log_start_offset"))
 
 
 def join_log(df: DataFrame, logs: DataFrame, *columns: str | Column) -> DataFrame:

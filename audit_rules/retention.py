@@ -110,6 +110,7 @@ def snapshot_producers(
         absent,
         logs,
         "log_start_offset",
+        "first_kept_offset",
         "log_end_offset",
         "remote_log_start",
         "compacted",
@@ -127,8 +128,10 @@ def snapshot_producers(
     # batches (`ProducerStateEntry.maybeUpdateProducerEpoch`: after every Transactions V2 commit or abort,
     # KIP-890, and a coordinator's fencing abort), so only its snapshot's offset bounds what it wrote.
     has_offset = F.col("last_offset") >= 0
-    below_start = F.when(has_offset, F.col("last_offset") < F.col("log_start_offset")).otherwise(
-        F.col("snapshot_offset") <= F.col("log_start_offset")
+    # Below the first offset not deleted (`first_kept_offset`): the log start, or the first segment's
+    # base where the log start lies inside it (its records still on disk).
+    below_start = F.when(has_offset, F.col("last_offset") < F.col("first_kept_offset")).otherwise(
+        F.col("snapshot_offset") <= F.col("first_kept_offset")
     )
     retained = to_findings(
         absent.where(below_start),
@@ -172,7 +175,7 @@ def snapshot_producers(
         has_offset
         & ~behind
         & (
-            (F.col("last_offset") >= F.col("log_start_offset"))
+            (F.col("last_offset") >= F.col("first_kept_offset"))
             & ~(
                 # The cleaner never passes the log end: past it, the log lost the batch.
                 ~past_end
@@ -191,7 +194,7 @@ def snapshot_producers(
     # from offset 0 that no cleaner has touched; otherwise retention or the cleaner may have taken it.
     lost_unknown = (
         ~has_offset
-        & (F.col("log_start_offset") == 0)
+        & (F.col("first_kept_offset") == 0)
         & (F.col("snapshot_offset") > 0)
         & ~compaction_may_have_removed(F.lit(-1))
     )
@@ -255,6 +258,7 @@ def previous_dumps(logs: DataFrame) -> DataFrame:
         *LOG_KEY,
         "incarnation",
         "log_start_offset",
+        "first_kept_offset",
         "log_end_offset",
         "remote_log_start",
         "compacted",
@@ -374,7 +378,7 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
         ).where(F.coalesce(F.col("_listed_last") < F.col("retained_last_offset"), F.lit(True)))
     common = _producer_at("retained_last_offset")
     retention = to_findings(
-        gone.where(F.col("retained_last_offset") < F.col("log_start_offset")),
+        gone.where(F.col("retained_last_offset") < F.col("first_kept_offset")),
         "UNKNOWN_PRODUCER_RETENTION",
         fmt(
             "Producer %s, last seen at offset %s in dump %s, is absent from this dump because the log "
@@ -421,7 +425,7 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
     behind = (F.col("retained_last_offset") >= F.col("log_end_offset")) & F.col("held_elsewhere")
     loss = to_findings(
         gone.where(
-            (F.col("retained_last_offset") >= F.col("log_start_offset"))
+            (F.col("retained_last_offset") >= F.col("first_kept_offset"))
             & ~(compaction_may_have_removed(F.col("retained_last_offset")) & forgotten)
             & ~behind
         ),
@@ -429,11 +433,11 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
         F.concat(
             fmt(
                 "Producer %s wrote up to offset %s in dump %s, but this dump holds none of its batches "
-                "although its log starts at %s: the producer's data was lost or rewritten",
+                "although its log holds offsets from %s: the producer's data was lost or rewritten",
                 "producer_id",
                 "retained_last_offset",
                 "previous_dump_id",
-                "log_start_offset",
+                "first_kept_offset",
             ),
             # All of it above the earlier dump's high watermark: not yet committed when it was dumped.
             F.when(
@@ -611,7 +615,7 @@ def _gone_segment() -> Column:
 
 # What an acknowledged offset is judged against: its log, where the log starts, and whether the cleaner
 # may have removed batches there.
-_ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "compacted", "cleaned_to")
+_ACK_TARGET = ("log_key", *LOG_KEY, "log_start_offset", "first_kept_offset", "compacted", "cleaned_to")
 
 
 def acked_records(
@@ -713,6 +717,7 @@ def acked_records(
         "topic",
         "partition",
         F.lit(None).cast("long").alias("log_start_offset"),
+        F.lit(None).cast("long").alias("first_kept_offset"),
         F.lit(None).cast("boolean").alias("compacted"),
         F.lit(None).cast("long").alias("cleaned_to"),
         F.col("base_offset").alias("at"),
@@ -768,7 +773,9 @@ def acked_records(
             | (F.col("ack_sequence") == seq_at)
         )
     )
-    below = F.col("at") < F.col("log_start_offset")
+    # Below the first offset not deleted (`first_kept_offset`): an ack between it and a log start that
+    # DeleteRecords moved inside the first segment names a record still on disk.
+    below = F.col("at") < F.col("first_kept_offset")
     outcome = (
         # Below the local start: deleted by retention, or (tiered storage) judged by the remote tier.
         F.when(below & F.col("remote_complete").isNull(), F.lit("retention"))
@@ -843,6 +850,7 @@ def acked_records(
         F.max("at").alias("last"),
         (F.max("at") - F.min("at") + 1).alias("n"),
         F.first("log_start_offset").alias("log_start_offset"),
+        F.first("first_kept_offset").alias("first_kept_offset"),
         F.min_by("cover", "at").alias("cover"),
         F.min("copied.start_offset").alias("copied_from"),
         F.max("copied.end_offset").alias("copied_to"),
@@ -955,14 +963,30 @@ def acked_records(
         "ACKED_RECORD_MISSING",
         F.when(
             F.col("_outcome") == "absent",
-            fmt(
-                "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they are at or "
-                "above the log start offset %s: acknowledged data was lost.",
-                "n",
-                "first",
-                "last",
-                "_who",
-                "log_start_offset",
+            F.when(
+                F.col("first") < F.col("log_start_offset"),
+                fmt(
+                    "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they lie in "
+                    "its first segment, from offset %s, still on disk below the log start offset %s (moved "
+                    "there by DeleteRecords or a leader's start, which delete no record): acknowledged data "
+                    "was lost.",
+                    "n",
+                    "first",
+                    "last",
+                    "_who",
+                    "first_kept_offset",
+                    "log_start_offset",
+                ),
+            ).otherwise(
+                fmt(
+                    "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they are at "
+                    "or above the log start offset %s: acknowledged data was lost.",
+                    "n",
+                    "first",
+                    "last",
+                    "_who",
+                    "log_start_offset",
+                )
             ),
         )
         .when(

@@ -25,6 +25,7 @@ from audit_rules.history import (
     who_restarts,
 )
 from audit_rules.logs import (
+    below_kept,
     below_start_cause,
     compaction_evidence,
     compaction_may_have_removed,
@@ -86,7 +87,7 @@ def history_start(
     # bounds them too.)
     needed = F.col("_needed")
     cleaned = compaction_may_have_removed(F.col("log_start_offset"))
-    below = F.greatest(F.least(F.col("log_start_offset"), F.col("base_offset")), F.lit(0))
+    below = F.greatest(F.least(F.col("first_kept_offset"), F.col("base_offset")), F.lit(0))
     retained = below >= needed
     compaction = ~retained & cleaned & compaction_room(F.col("base_offset"), needed)
     room = F.when(cleaned, F.col("base_offset")).otherwise(below)
@@ -132,7 +133,7 @@ def history_start(
         "HISTORY_START_MISSING",
         F.concat(
             F.when(
-                (F.col("log_start_offset") <= 0) & ~cleaned,
+                (F.col("first_kept_offset") <= 0) & ~cleaned,
                 fmt(
                     "Producer %s epoch %s first appears at offset %s with sequence %s, but the log is "
                     "complete from offset 0: %s record(s) of that epoch before it are missing.",
@@ -156,11 +157,7 @@ def history_start(
                     F.when(
                         cleaned,
                         F.concat(F.lit("by retention or the cleaner: "), compaction_evidence()),
-                    ).otherwise(
-                        F.concat(
-                            fmt("below the log start offset %s: ", "log_start_offset"), below_start_cause()
-                        )
-                    ),
+                    ).otherwise(F.concat(below_kept(), F.lit(": "), below_start_cause())),
                     needed - room,
                 )
             ),

@@ -445,3 +445,28 @@ def test_a_bad_ledger_row_is_one_finding_at_its_bytes_or_its_row_number(spark: A
             f"{parquet}: acks row 0: offset 'x' is not an integer",
         ]
     )
+
+
+def test_a_log_start_inside_the_first_segment_excuses_nothing_below_it_that_is_on_disk(
+    spark: Any, tmp_path: Path
+) -> None:
+    """DeleteRecords (or a follower taking its leader's start) moves the log start offset and deletes no
+    record: the broker deletes a segment only once the next starts at or below the log start. Producer 9
+    starts at sequence 4 at offset 6, and the log start is 6. In `kept-0` the first segment starts at 2:
+    only offsets 0-1 were deleted, so at least two of its four earlier records are missing. In `cut-0`
+    retention deleted offsets 0-5 with their segment: nothing is lost."""
+    first = batches_of(3, 0, [b"a", b"b", b"c", b"d"], start_offset=2, start_seq=0)
+    late = batches_of(9, 0, [b"x", b"y"], start_offset=6, start_seq=4)
+    dump = tmp_path / "dump"
+    for name, base, batches in (("kept-0", 2, first + late), ("cut-0", 6, late)):
+        (dump / name).mkdir(parents=True)
+        (dump / name / f"{base:020d}.log").write_bytes(segment(*[build_v2(b) for b in batches]))
+    (dump / "log-start-offset-checkpoint").write_text("0\n2\nkept 0 6\ncut 0 6\n")
+    found = audited(spark, {"d": dump}, tmp_path / "out")
+    starts = sorted((f["topic"], f["kind"], f["producer_id"], f["missing_records"]) for f in found)
+    assert starts == [
+        ("cut", "HISTORY_TRUNCATED_BY_RETENTION", 9, None),
+        ("kept", "HISTORY_START_MISSING", 9, 2),
+    ]
+    (missing,) = [f for f in found if f["topic"] == "kept"]
+    assert "below offset 2, the first segment's base" in missing["message"], missing["message"]
