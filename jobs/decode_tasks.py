@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -298,23 +298,36 @@ class _Provenance:
     def columns(self, n: int, file: str | None = None) -> list[pa.Array]:
         u = self.unit
         return [
-            pa.repeat(pa.scalar(u.dump_id, pa.string()), n),
-            pa.repeat(pa.scalar(u.replica, pa.string()), n),
-            pa.repeat(pa.scalar(u.topic, pa.string()), n),
+            pa.repeat(pa.scalar(as_text(u.dump_id), pa.string()), n),
+            pa.repeat(pa.scalar(as_text(u.replica), pa.string()), n),
+            pa.repeat(pa.scalar(as_text(u.topic), pa.string()), n),
             pa.repeat(pa.scalar(u.partition, pa.int32()), n),
-            pa.repeat(pa.scalar(file or u.file, pa.string()), n),
+            pa.repeat(pa.scalar(as_text(file or u.file), pa.string()), n),
         ]
 
     def row(self, file: str | None = None, **values: Any) -> dict[str, Any]:
         u = self.unit
         return {
-            "dump_id": u.dump_id,
-            "replica": u.replica,
-            "topic": u.topic,
+            "dump_id": as_text(u.dump_id),
+            "replica": as_text(u.replica),
+            "topic": as_text(u.topic),
             "partition": u.partition,
-            "file": file or u.file,
+            "file": as_text(file or u.file),
             **values,
         }
+
+
+@overload
+def as_text(name: str) -> str: ...
+@overload
+def as_text(name: str | None) -> str | None: ...
+def as_text(name: str | None) -> str | None:
+    """A name from the file system as a table can hold it: bytes of a path that are not UTF-8 (which
+    Python keeps as lone surrogates, and Arrow refuses) written as `\\xNN`. The file is still opened by
+    its real name (`WorkUnit.file`); every row of it, in every table, names it the same way."""
+    if name is None or name.isascii():
+        return name
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -826,7 +839,9 @@ def _remote_log_metadata_row(
 
 
 def _error_row(ctx: _Provenance, e: DecodeError) -> dict[str, Any]:
-    return ctx.row(file=e.file, position=e.position, length=e.length, kind=e.kind.value, message=e.message)
+    return ctx.row(
+        file=e.file, position=e.position, length=e.length, kind=e.kind.value, message=as_text(e.message)
+    )
 
 
 def _snapshot_row(ctx: _Provenance, s: SnapshotEntry, number: int) -> dict[str, Any]:

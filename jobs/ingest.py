@@ -437,7 +437,7 @@ def _excluded(
         except OSError:
             continue
         row = _inventory_row(dump_id, replica, topic, partition, info, "other", log_dir, None)
-        row.update(is_live=False, excluded_reason=reason)
+        row.update(is_live=False, excluded_reason=dt.as_text(reason))
         if os.path.isdir(path):
             row.update(kind="directory", fingerprint=None)
         yield row, None
@@ -461,13 +461,13 @@ def _inventory_row(
     base_offset: int | None,
 ) -> dict[str, Any]:
     return {
-        "dump_id": dump_id,
-        "replica": replica,
-        "topic": topic,
+        "dump_id": dt.as_text(dump_id),
+        "replica": dt.as_text(replica),
+        "topic": dt.as_text(topic),
         "partition": partition,
-        "file": info.path,
+        "file": dt.as_text(info.path),
         "kind": kind,
-        "log_dir": log_dir,
+        "log_dir": dt.as_text(log_dir),
         "base_offset": base_offset,
         "size_bytes": info.size,
         "mtime_ms": info.mtime_ms,
@@ -737,7 +737,10 @@ def _check_labels(spark: SparkSession, output: str, plan: IngestPlan) -> None:
         rows = (
             spark.read.format("delta")
             .load(files)
-            .where(F.col("dump_id").isin(*sorted(plan.ledgers | inputs)) & F.col("replica").isNull())
+            .where(
+                F.col("dump_id").isin(*sorted(dt.as_text(d) for d in plan.ledgers | inputs))
+                & F.col("replica").isNull()
+            )
             .groupBy("dump_id")
             .agg(F.max(F.col("kind") == "acks").alias("acks"), F.max(F.col("kind") != "acks").alias("dump"))
             .collect()
@@ -747,8 +750,8 @@ def _check_labels(spark: SparkSession, output: str, plan: IngestPlan) -> None:
             return
         raise
     held = {r["dump_id"]: (bool(r["acks"]), bool(r["dump"])) for r in rows}
-    wiped = sorted(d for d in plan.ledgers if held.get(d, (False, False))[1])
-    wiped_acks = sorted(d for d in inputs if held.get(d, (False, False))[0])
+    wiped = sorted(d for d in plan.ledgers if held.get(dt.as_text(d), (False, False))[1])
+    wiped_acks = sorted(d for d in inputs if held.get(dt.as_text(d), (False, False))[0])
     if wiped:
         names = ", ".join(map(repr, wiped))
         raise UsageError(
@@ -1016,7 +1019,9 @@ def replace_predicate(pairs: Iterable[tuple[str, str | None]]) -> str:
 
 
 def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    # The rows name a dump or replica as a table can hold it (`decode_tasks.as_text`): so does the predicate.
+    text = dt.as_text(value)
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def write_table(

@@ -209,3 +209,33 @@ def test_a_meta_properties_with_problems_becomes_quarantine_rows_naming_them(tmp
     plan = plan_ingest(IngestOptions([LabeledPath("d", str(logs))], "unused"))
     (unit,) = [u for u in plan.units if u.kind == dt.META_PROPERTIES]
     assert list(dt._small_file_rows(unit, "quarantine")) == []
+
+
+def test_names_not_utf8_reach_the_tables_escaped_and_their_files_are_still_read(tmp_path: Path) -> None:
+    r"""A dump copied under a Latin-1 name (`dump\xe9/`), holding a stray `notes\xff.txt` beside a
+    segment: the inventory and the decoded rows could not become Arrow (lone surrogates), and the
+    ingest failed at its very end, after the data tables were written. The names are written as
+    `\xNN`; the files are opened by their real names."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from jobs import decode_tasks as dt
+    from jobs.ingest import _arrow_table
+    from schemas.tables import BATCHES, FILES
+
+    root = os.fsdecode(bytes(tmp_path) + b"/dump\xe9")
+    shutil.copytree(FOO_0, os.path.join(root, "foo-0"))
+    Path(root, "foo-0", os.fsdecode(b"notes\xff.txt")).write_text("x")
+    plan = plan_ingest(IngestOptions([LabeledPath("d", root)], "unused"))
+    files = _arrow_table(plan.inventory, FILES).to_pylist()
+    escaped = str(tmp_path) + "/dump\\xe9/foo-0/"
+    assert any(r["file"] == escaped + "notes\\xff.txt" and not r["is_live"] for r in files)
+    logs = [u for u in plan.units if u.kind == dt.LOG]
+    assert logs and all(os.path.isfile(u.file) for u in logs)
+    rows = [
+        r
+        for unit in logs
+        for batch in dt.decode_unit_safely(unit, BATCHES.name, to_arrow_schema(BATCHES.schema), records=False)
+        for r in batch.to_pylist()
+    ]
+    assert rows and all(r["file"].startswith(escaped) for r in rows)
+    assert {r["file"] for r in rows} <= {r["file"] for r in files if r["is_live"]}
