@@ -13,6 +13,10 @@ DAY_MS = 86_400_000
 # How often the broker removes expired producers (`LogManager.ProducerIdExpirationCheckIntervalMs`,
 # fixed at 10 minutes before 2.8's producer.id.expiration.check.interval.ms).
 EXPIRY_CHECK_INTERVAL_MS = 600_000
+# `ProducerStateManager.LATE_TRANSACTION_BUFFER_MS`: the broker counts a transaction as late (KIP-664's
+# PartitionsWithLateTransactionsCount) once it is open this much longer than transaction.max.timeout.ms,
+# leaving the coordinator's periodic abort and its markers time to land.
+LATE_TRANSACTION_BUFFER_MS = 300_000
 # Broker lines whose unknown-producer handling differs (§5.5): before 1.0, 1.0 to 2.4, 2.5 to 3.3,
 # 3.4 and later.
 BROKER_LINES = ("0.11", "1.0", "2.5", "3.4")
@@ -91,6 +95,12 @@ class Profile:
             raise ValueError(f"profile {self.name}: timeouts must be positive")
         if self.delete_retention_ms < 0:
             raise ValueError(f"profile {self.name}: delete_retention_ms must be >= 0")
+
+    @property
+    def late_transaction_ms(self) -> int:
+        """How long a transaction stays open before it is hanging: transaction.max.timeout.ms plus the
+        broker's own late-transaction buffer (`ProducerStateManager.hasLateTransaction`)."""
+        return self.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
 
     @property
     def accepts_unknown_producer(self) -> bool:

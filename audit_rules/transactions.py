@@ -80,7 +80,7 @@ def hanging_transactions(
     age = F.greatest(
         F.col("_newest_marker") - F.col("_marker_after"), F.col("max_timestamp") - F.col("f.max_timestamp")
     )
-    hanging = txns.where(age > profile.transaction_max_timeout_ms)
+    hanging = txns.where(age > profile.late_transaction_ms)
     note = F.lit("")
     if failed is not None:
         hanging, note = _failed_marker_after(hanging, failed)
@@ -90,8 +90,9 @@ def hanging_transactions(
         F.concat(
             fmt(
                 "Producer %s epoch %s opened a transaction at offset %s that has no COMMIT or ABORT marker, "
-                "at least %s ms before the partition's last timestamp (transaction.max.timeout.ms = %s): "
-                "read_committed consumers are stuck at offset %s.",
+                "at least %s ms before the partition's last timestamp (transaction.max.timeout.ms = %s, and "
+                "the broker's 5-minute late-transaction buffer): read_committed consumers are stuck at "
+                "offset %s.",
                 "producer_id",
                 "f.producer_epoch",
                 "f.base_offset",
@@ -172,7 +173,7 @@ def hanging_transactions_in_snapshots(
     open_txn = j.where(
         F.coalesce(F.col("_last_marker") <= first, F.lit(True))
         & F.coalesce(F.col("_last_txn_data") < first, F.lit(True))
-        & ((F.col("_now") - F.col("timestamp")) > profile.transaction_max_timeout_ms)
+        & ((F.col("_now") - F.col("timestamp")) > profile.late_transaction_ms)
     )
     where = F.when(
         first < F.col("log_start_offset"),
@@ -183,9 +184,9 @@ def hanging_transactions_in_snapshots(
         "HANGING_TRANSACTION",
         fmt(
             "The producer snapshot at offset %s holds producer %s epoch %s with a transaction open since "
-            "offset %s, idle %s ms before the partition's last timestamp (transaction.max.timeout.ms = %s), "
-            "and no marker closes it; its data is %s (log start %s): read_committed consumers are stuck at "
-            "offset %s.",
+            "offset %s, idle %s ms before the partition's last timestamp (transaction.max.timeout.ms = %s, "
+            "and the broker's 5-minute late-transaction buffer), and no marker closes it; its data is %s "
+            "(log start %s): read_committed consumers are stuck at offset %s.",
             "snapshot_offset",
             "producer_id",
             "producer_epoch",
@@ -265,8 +266,15 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         .groupBy("log_key", "producer_id", "_txn")
         .agg(F.min("base_offset").alias("txn_first_offset"))
     )
-    aborts = marked.where(F.col("is_control") & (F.col("control_type") == "ABORT")).join(
-        firsts, ["log_key", "producer_id", "_txn"], "left"
+    # The pid's marker before each marker: every marker closes the pid's transaction
+    # (`ProducerStateEntry.update` clears `currentTxnFirstOffset`), so an aborted transaction starts after
+    # it, whatever retention or the cleaner took since.
+    previous = Window.partitionBy("log_key", "producer_id").orderBy("base_offset")
+    aborts = (
+        marked.where(F.col("is_control"))
+        .withColumn("_previous_marker", F.lag("base_offset").over(previous))
+        .where(F.col("control_type") == "ABORT")
+        .join(firsts, ["log_key", "producer_id", "_txn"], "left")
     )
     # Only segments whose .txnindex was dumped can be checked, and those whose .index was dumped
     # without one: the broker creates a .txnindex with its first entry (`TransactionIndex` opens its
@@ -276,10 +284,19 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
     # (`LogSegment.changeFileSuffixes` renames them one by one), and two dumps of one directory share
     # their paths. Not the active segment's missing .txnindex: a copy of a live directory may list it
     # before the broker appends the first entry its last ABORT needs.
+    # And only in a dump that holds some .txnindex: a copy of `*.log` and `*.index` alone left every one
+    # out, which says nothing of what the broker wrote.
     keyed = with_log_key(files)
     active = keyed.where(F.col("kind") == "log").groupBy("log_key").agg(F.max("base_offset").alias("_active"))
+    copied = (
+        keyed.where(F.col("kind") == "txnindex")
+        .select("dump_id", F.coalesce("replica", F.lit("")).alias("_replica"))
+        .distinct()
+    )
     indexed = (
         keyed.where(F.col("kind").isin("txnindex", "index"))
+        .withColumn("_replica", F.coalesce("replica", F.lit("")))
+        .join(copied, ["dump_id", "_replica"], "left_semi")
         .groupBy("log_key", "base_offset", _segment(F.col("file")).alias("_segment"))
         .agg(F.max(F.when(F.col("kind") == "txnindex", F.col("file"))).alias("_index_file"))
         .join(active, "log_key", "left")
@@ -299,19 +316,27 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         "producer_id",
         F.col("first_offset").alias("entry_first_offset"),
         F.col("last_offset").alias("base_offset"),
+        F.col("last_stable_offset").alias("entry_last_stable_offset"),
         "dump_id",
         "replica",
         "topic",
         "partition",
     )
     marker = ["log_key", "_segment", "producer_id", "base_offset"]
-    paired = aborts.join(entries.select(*marker, "entry_first_offset"), marker, "left")
+    paired = aborts.join(
+        entries.select(*marker, "entry_first_offset", "entry_last_stable_offset"), marker, "left"
+    )
     entry_first = F.col("entry_first_offset")
     gone_before = (entry_first < F.col("log_start_offset")) | compaction_may_have_removed(entry_first - 1)
     agrees = F.coalesce(
-        (entry_first == F.col("txn_first_offset"))
-        | (entry_first < F.col("txn_first_offset")) & gone_before
-        | F.col("txn_first_offset").isNull() & ((entry_first == F.col("base_offset")) | gone_before),
+        (
+            (entry_first == F.col("txn_first_offset"))
+            | (entry_first < F.col("txn_first_offset")) & gone_before
+            | F.col("txn_first_offset").isNull() & ((entry_first == F.col("base_offset")) | gone_before)
+        )
+        # Not from the pid's previous marker or before: read_committed consumers would drop the records
+        # of its committed transactions there as aborted (they filter from the entry's first offset).
+        & F.coalesce(entry_first > F.col("_previous_marker"), F.lit(True)),
         F.lit(False),
     )
     # A marker closing retained data with no entry at all, or an entry from another first offset.
@@ -338,15 +363,26 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
                 index_name,
             ),
         ).otherwise(
-            fmt(
-                "The ABORT marker of producer %s at offset %s closes a transaction from offset %s, but %s "
-                "lists it from offset %s: read_committed consumers of this segment would filter other "
-                "offsets than the aborted ones.",
-                "producer_id",
-                "base_offset",
-                F.coalesce(F.col("txn_first_offset").cast("string"), F.lit("(no retained batch)")),
-                index_name,
-                "entry_first_offset",
+            F.concat(
+                fmt(
+                    "The ABORT marker of producer %s at offset %s closes a transaction from offset %s, but "
+                    "%s lists it from offset %s: read_committed consumers of this segment would filter "
+                    "other offsets than the aborted ones",
+                    "producer_id",
+                    "base_offset",
+                    F.coalesce(F.col("txn_first_offset").cast("string"), F.lit("(no retained batch)")),
+                    index_name,
+                    "entry_first_offset",
+                ),
+                F.when(
+                    entry_first <= F.col("_previous_marker"),
+                    fmt(
+                        " (from the producer's previous marker, at offset %s, or before it: every marker "
+                        "closes the producer's transaction, so its committed records there would be dropped)",
+                        "_previous_marker",
+                    ),
+                ).otherwise(F.lit("")),
+                F.lit("."),
             )
         ),
         producer_id="producer_id",
@@ -373,4 +409,30 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         last_offset="base_offset",
         rule=F.lit("TransactionIndex: one AbortedTxn per ABORT marker"),
     )
-    return a.unionByName(b)
+    # The entry's last stable offset is at most the marker's next offset (the first offset of another
+    # producer's open transaction, else the marker's + 1: `ProducerStateManager.lastStableOffset`). A
+    # fetch stops collecting aborted transactions at the first entry whose last stable offset reaches its
+    # upper bound (`TransactionIndex.collectAbortedTxns`), so one past it hides the later segments' ones.
+    lso = F.col("entry_last_stable_offset")
+    ahead = paired.where(entry_first.isNotNull() & agrees & (lso > F.col("base_offset") + 1))
+    c = to_findings(
+        ahead,
+        "INDEX_MISMATCH",
+        fmt(
+            "%s lists the aborted transaction of producer %s closed at offset %s with last stable offset %s, "
+            "past the marker's next offset: a read_committed fetch ending below %s stops looking for "
+            "aborted transactions at this entry and misses those indexed in later segments.",
+            index_name,
+            "producer_id",
+            "base_offset",
+            lso,
+            lso,
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="entry_first_offset",
+        last_offset="base_offset",
+        related_offset="base_offset",
+        rule=F.lit("TransactionIndex: lastStableOffset <= the marker's offset + 1"),
+    )
+    return a.unionByName(b).unionByName(c)

@@ -61,7 +61,13 @@ def test_an_open_transaction_is_hanging_only_by_one_clock(spark: SparkSession) -
     fast.data(15, 0, 0, transactional=True, timestamp=T0)
     fast.marker(15, 0, "COMMIT", timestamp=T0 + MINUTE)
 
-    rows = [row for log in (app, data, markers, stop, fast) for row in log.rows]
+    # in-buffer: producer 16's transaction is open 17 minutes at the log's end, past the timeout but
+    # within the broker's 5-minute late-transaction buffer, where the coordinator's abort may still land.
+    buffer = LogBuilder(topic="in-buffer", file="/d/in-buffer-0/0.log")
+    buffer.data(16, 0, 0, transactional=True, timestamp=T0)
+    buffer.data(17, 0, 0, timestamp=T0 + 17 * MINUTE)
+
+    rows = [row for log in (app, data, markers, stop, fast, buffer) for row in log.rows]
     found = audit(Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), load_profile("kafka-3.4"))
     hanging = sorted(
         (f["topic"], f["producer_id"], f["first_offset"])

@@ -1,0 +1,138 @@
+"""`.txnindex` entries against the ABORT markers (`transactions.txn_index_consistency`): what a broker
+writes (`ProducerStateManager.lastStableOffset`, `ProducerStateEntry.update`) and what read_committed
+consumers do with it (`TransactionIndex.collectAbortedTxns`, the fetcher's aborted-producer set)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from audit_rules.pipeline import Bronze, audit
+from jobs.profiles import load_profile
+from schemas.tables import BATCHES, FILES, TXN_INDEX
+from tests.strategies import LogBuilder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+
+def _transactions(topic: str, dump_id: str) -> LogBuilder:
+    """Producer 7 commits a transaction (0, marker 1), then aborts one (2, marker 3); producer 8 aborts
+    one (4, marker 5); a plain batch at 6."""
+    log = LogBuilder(topic=topic, dump_id=dump_id, file=f"/{dump_id}/{topic}-0/00000000000000000000.log")
+    log.data(7, 0, 0, transactional=True)
+    log.marker(7, 0, "COMMIT")
+    log.data(7, 0, 1, transactional=True)
+    log.marker(7, 0, "ABORT")
+    log.data(8, 0, 0, transactional=True)
+    log.marker(8, 0, "ABORT")
+    log.plain()
+    return log
+
+
+def _file(log: LogBuilder, kind: str, base_offset: int) -> dict[str, Any]:
+    first = log.rows[0]
+    directory = first["file"].rsplit("/", 1)[0]
+    suffix = {"log": "log", "index": "index", "txnindex": "txnindex"}[kind]
+    return {
+        "dump_id": first["dump_id"],
+        "replica": first["replica"],
+        "topic": first["topic"],
+        "partition": first["partition"],
+        "file": f"{directory}/{base_offset:020d}.{suffix}",
+        "kind": kind,
+        "log_dir": None,
+        "base_offset": base_offset,
+        "size_bytes": 1,
+        "mtime_ms": 1,
+        "fingerprint": None,
+        "is_live": True,
+        "excluded_reason": None,
+        "captured_at_ms": None,
+    }
+
+
+def _entry(log: LogBuilder, producer_id: int, first: int, last: int, lso: int, at: int) -> dict[str, Any]:
+    row = log.rows[0]
+    return {
+        "dump_id": row["dump_id"],
+        "replica": row["replica"],
+        "topic": row["topic"],
+        "partition": row["partition"],
+        "file": row["file"].replace(".log", ".txnindex"),
+        "position": at * 34,
+        "version": 0,
+        "producer_id": producer_id,
+        "first_offset": first,
+        "last_offset": last,
+        "last_stable_offset": lso,
+    }
+
+
+def _index_mismatches(
+    spark: SparkSession, logs: list[LogBuilder], files: list[dict[str, Any]], entries: list[dict[str, Any]]
+) -> list[tuple[Any, ...]]:
+    empty = Bronze.from_batches(spark.createDataFrame([], BATCHES.schema))
+    bronze = replace(
+        empty,
+        batches=spark.createDataFrame([r for log in logs for r in log.rows], BATCHES.schema),
+        files=spark.createDataFrame(files, FILES.schema),
+        txn_index=spark.createDataFrame(entries, TXN_INDEX.schema),
+    )
+    found = audit(bronze, load_profile()).findings.collect()
+    assert {f["kind"] for f in found} <= {"INDEX_MISMATCH"}, [f["message"] for f in found]
+    return sorted((f["topic"], f["producer_id"], f["related_offset"], f["rule"], f["message"]) for f in found)
+
+
+def test_entries_from_a_previous_marker_or_past_the_next_offset_are_mismatches(spark: SparkSession) -> None:
+    """`wide`: producer 7's entry starts at 0, at its committed transaction (below its COMMIT at 1), and
+    the log start is 0 (nothing gone): read_committed consumers would drop the committed record. `lso`:
+    producer 8's entry gives last stable offset 9, past its marker's next offset 6: a fetch ending below
+    9 stops collecting aborted transactions there. `good`: the entries the broker writes."""
+    found = []
+    files, entries, logs = [], [], []
+    for topic, wide, lso in (("good", False, False), ("wide", True, False), ("lso", False, True)):
+        log = _transactions(topic, "d")
+        logs.append(log)
+        files += [_file(log, "log", 0), _file(log, "index", 0), _file(log, "txnindex", 0)]
+        entries += [
+            _entry(log, 7, 0 if wide else 2, 3, 4, 0),
+            _entry(log, 8, 4, 5, 9 if lso else 6, 1),
+        ]
+    found = _index_mismatches(spark, logs, files, entries)
+    assert [(t, p, o) for t, p, o, _, _ in found] == [("lso", 8, 5), ("wide", 7, 3)]
+    lso, wide = found
+    assert "last stable offset 9" in lso[4] and lso[3].startswith("TransactionIndex: lastStableOffset")
+    assert "previous marker, at offset 1" in wide[4], wide[4]
+
+
+def test_a_dump_copied_without_any_txnindex_is_not_judged_by_the_missing_files(spark: SparkSession) -> None:
+    """`cp *.log *.index` leaves every `.txnindex` out: the ABORT markers of the older segment have no
+    entry to find, which says nothing of what the broker wrote. A dump holding some `.txnindex` is
+    judged: there the older segment's missing file is a mismatch per ABORT."""
+    logs, files = [], []
+    for dump_id, with_some in (("copied", False), ("whole", True)):
+        log = _transactions("orders", dump_id)
+        active = LogBuilder(
+            topic="orders",
+            dump_id=dump_id,
+            start_offset=7,
+            file=f"/{dump_id}/orders-0/00000000000000000007.log",
+        )
+        active.plain()
+        logs += [log, active]
+        files += [
+            _file(log, "log", 0),
+            _file(log, "index", 0),
+            _file(active, "log", 7),
+            _file(active, "index", 7),
+        ]
+        if with_some:
+            files.append(_file(active, "txnindex", 7))
+    found = _index_mismatches(spark, logs, files, [])
+    assert {(f[1], f[2]) for f in found} == {(7, 3), (8, 5)}
+    assert len(found) == 2
