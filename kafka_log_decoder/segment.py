@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka_log_decoder import native
-from kafka_log_decoder.codecs import CodecError, decompress
+from kafka_log_decoder.codecs import MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kafka_log_decoder.constants import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -55,6 +55,12 @@ _ZERO_SCAN_SIZE = 1 << 20
 # again). With the one payload that passed the bound, a run holds less than this plus
 # `codecs.MAX_DECOMPRESSED_BYTES`, whatever the segment; 32:1 compressed windows stay one run.
 MAX_RUN_DECOMPRESSED_BYTES = 64 << 20
+# Record columns (`native.decode_records`) take 68 bytes a record however small the record (7 bytes at
+# least): a few KB of zstd can hold tens of millions of empty records, whose columns would take
+# gigabytes. A batch claiming more records than fit `codecs.MAX_DECOMPRESSED_BYTES` of columns is not
+# decoded (its header still is), and a run counts its columns against its budget as its payloads.
+RECORD_COLUMN_BYTES = 68
+MAX_BATCH_RECORDS = MAX_DECOMPRESSED_BYTES // RECORD_COLUMN_BYTES
 
 LogItem = BatchHeader | Record | DecodeError
 
@@ -373,6 +379,9 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
         if codec == 0 or counts[i] == 0 or not (records or is_control):
             continue
         # Compressed: decompress here (the walker never does) for records, or a control type.
+        if records and not is_control and counts[i] > MAX_BATCH_RECORDS:
+            error(i, f"{counts[i]} records: more than the {MAX_BATCH_RECORDS} decoded from one batch")
+            continue
         start = c["position"][i]
         try:
             plain = decompress(COMPRESSION_NAMES[codec], buffer[start + RECORDS_OFFSET : start + sizes[i]])
@@ -394,7 +403,7 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             run.control[i] = _control_from_records(plain, columns)
         else:
             run.records.append(RecordRun(plain, columns, i))
-            held += len(plain)
+            held += len(plain) + sum(memoryview(v).nbytes for v in columns.values())
     return run
 
 

@@ -431,3 +431,26 @@ def test_a_segment_truncated_while_it_is_read_ends_in_a_truncated_tail(tmp_path:
         pytest.fail("the walk did not end within 60 s")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["TRUNCATED_TAIL", str(len(first)), "2000"]
+
+
+def test_a_batch_claiming_more_records_than_columns_can_hold_is_not_decoded(tmp_path: Path) -> None:
+    """Twenty KB of zstd can hold tens of millions of empty records (7 bytes each), whose record columns
+    take 68 bytes each: gigabytes. Such a batch's header is read, its records are not: one error."""
+    import cramjam
+
+    from kafka_log_decoder import native
+    from kafka_log_decoder.segment import BatchRun
+
+    count = 4_000_000  # 272 MB of columns
+    # A record: length 6, attributes 0, timestamp delta 0, offset delta 0, null key, null value, no header.
+    plain = b"\x0c\x00\x00\x00\x01\x01\x00" * count
+    payload = bytes(cramjam.zstd.compress(plain))
+    tail = struct.pack(">hiqqqhii", 4, count - 1, 0, 0, 7, 0, 0, count) + payload
+    body = struct.pack(">ibI", 0, 2, native.crc32c(tail)) + tail
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(struct.pack(">qi", 0, len(body)) + body)
+    runs = list(iter_segment_runs(path, records=True))
+    (run,) = [r for r in runs if isinstance(r, BatchRun)]
+    assert run.n == 1 and sum(len(r.columns["offset"]) for r in run.records) == 0
+    errors = [e.message for e in run.errors.get(0, [])]
+    assert len(errors) == 1 and f"{count} records: more than" in errors[0], errors
