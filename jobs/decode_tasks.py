@@ -479,12 +479,16 @@ def _with_marks(batch: pa.RecordBatch, marks: np.ndarray) -> pa.RecordBatch:
 def segment_runs(unit: WorkUnit, start: int, *, records: bool) -> Iterator[BatchRun | list[Any]]:
     """The decoder's stream over the unit's range, exactly as a decode of the whole file would see it.
 
-    Decoding stops at the first batch starting at or after `unit.end`. When a corrupt region runs
+    Decoding stops at the first batch starting at or after `unit.end` (a whole file's: its listed
+    size). When a corrupt region runs
     past `unit.end`, the decoder (bounded by `end`) cannot see the next valid batch; that region is
     decoded again without the bound so its error is the one the whole-file decode reports.
     """
     end = unit.end
-    for run in iter_segment_runs(unit.file, records=records, start_position=start, end_position=end):
+    # A whole file is read to the size discovery listed: batches a live broker appended since are not
+    # the inventory's file, and every pass (batches, records, quarantine) reads the same ones.
+    bound = unit.size if end is None else end
+    for run in iter_segment_runs(unit.file, records=records, start_position=start, end_position=bound):
         if end is not None and isinstance(run, list) and run and _runs_past_end(run[-1], end, unit.size):
             *head, last = run
             if head:
