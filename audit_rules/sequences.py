@@ -25,11 +25,11 @@ from audit_rules.history import (
     who_restarts,
 )
 from audit_rules.logs import (
-    below_kept,
     below_start_cause,
     compaction_evidence,
     compaction_may_have_removed,
     compaction_room,
+    kept_start,
 )
 from audit_rules.profile import Profile
 
@@ -157,7 +157,7 @@ def history_start(
                     F.when(
                         cleaned,
                         F.concat(F.lit("by retention or the cleaner: "), compaction_evidence()),
-                    ).otherwise(F.concat(below_kept(), F.lit(": "), below_start_cause())),
+                    ).otherwise(F.concat(F.lit("below "), kept_start(), F.lit(": "), below_start_cause())),
                     needed - room,
                 )
             ),
@@ -299,7 +299,10 @@ def sequence_gaps(
     Where unreadable segment bytes lie between the two batches (`unreadable`:
     `consistency.unreadable_regions`), the message names the first region: the records may be in it,
     and nothing tells them from lost ones, so the finding stays."""
-    jumps = history.where(F.col("transition") == "GAP").alias("j")
+    # Only a batch past the stream's highest sequence yet (`jump`) skips sequences no batch before it
+    # held: after a late batch, the one that goes on from the highest in order skips what the jump past
+    # it skipped already, and counting it again would report one hole twice.
+    jumps = history.where((F.col("transition") == "GAP") & F.col("jump")).alias("j")
     holes = holes.alias("h")
     overlap = (
         F.least(F.col("h.hole_end"), F.col("j.base_sequence_unwrapped") - 1)

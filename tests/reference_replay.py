@@ -307,9 +307,12 @@ class _Replay:
             )
         else:
             highest = max(s.last for s in stream)
-            self.pending_gaps.append(
-                _PendingGap(batch, previous, expected, current.base, stream, expired, highest)
-            )
+            # Past the highest sequence yet only: a batch that goes on in order from the highest, after
+            # a late one, skips nothing the jump past it did not.
+            if current.base > highest + 1:
+                self.pending_gaps.append(
+                    _PendingGap(batch, previous, expected, current.base, stream, expired, highest)
+                )
 
     def _evicted(self, kept_last: int, current: _StreamBatch) -> bool:
         """Before 2.4 the broker forgot a producer once the log start offset passed its last offset
@@ -616,7 +619,7 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
         if after:
             ages.append(max(after) - min(after))
         age = max(ages, default=0)
-        if age > profile.transaction_max_timeout_ms:
+        if age > profile.late_transaction_ms:
             out.append(
                 _finding(
                     "HANGING_TRANSACTION",

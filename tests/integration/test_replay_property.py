@@ -518,6 +518,22 @@ def test_a_snapshot_after_a_marker_names_the_marker_only_in_0_11(
     )
 
 
+def test_a_hole_after_a_late_batch_is_one_gap_counted_by_the_jump_past_it(spark: SparkSession) -> None:
+    """Sequences 0-9, 20-29, 10-14, 30-39: only 15-19 are missing. The batch 30-39 goes on in order from
+    the highest sequence yet (29); it was a second SEQUENCE_GAP of the same five. The reference agrees."""
+    log = LogBuilder()
+    for base, records in ((0, 10), (20, 10), (10, 5), (30, 10)):
+        log.data(7, 0, base, records)
+    profile = load_profile()
+    found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
+    gaps = [(f["first_offset"], f["missing_records"]) for f in found.collect() if f["kind"] == "SEQUENCE_GAP"]
+    assert gaps == [(10, 5)]
+    reference = reference_findings(log.rows, profile=profile, log_start_offset=0, compacted=False)
+    assert [
+        (f["first_offset"], f["missing_records"]) for f in reference if f["kind"] == "SEQUENCE_GAP"
+    ] == gaps
+
+
 @pytest.mark.parametrize("profile_name", ["kafka-1.0", "kafka-2.4", "kafka-3.4"])
 def test_a_broker_that_forgot_the_producer_starts_its_cache_again(
     spark: SparkSession, profile_name: str
