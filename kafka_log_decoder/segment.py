@@ -55,6 +55,9 @@ _ZERO_SCAN_SIZE = 1 << 20
 # again). With the one payload that passed the bound, a run holds less than this plus
 # `codecs.MAX_DECOMPRESSED_BYTES`, whatever the segment; 32:1 compressed windows stay one run.
 MAX_RUN_DECOMPRESSED_BYTES = 64 << 20
+# The resync scans of one walk CRC at most this many times the file, plus this many bytes.
+RESYNC_BUDGET_FILES = 4
+RESYNC_BUDGET_BYTES = 256 << 20
 # Record columns (`native.decode_records`) take 68 bytes a record however small the record (7 bytes at
 # least): a few KB of zstd can hold tens of millions of empty records, whose columns would take
 # gigabytes. A batch claiming more records than fit `codecs.MAX_DECOMPRESSED_BYTES` of columns is not
@@ -220,6 +223,11 @@ class _Window:
     def __init__(self, fd: int, size: int, chunk_size: int) -> None:
         self.fd = fd
         self.size = size
+        # Bytes the resync scans may CRC in this walk (`_resync`): a few times the file. A healthy
+        # file's resyncs check a handful of candidates; crafted bytes can make every 61st position a
+        # candidate whose length claims the rest of the file, which made the scan quadratic (8 MiB:
+        # 32 s; a 1 GiB segment days). Spent, a resync finds no further batch.
+        self.resync_budget = RESYNC_BUDGET_FILES * size + RESYNC_BUDGET_BYTES
         self.chunk_size = chunk_size
         self.buf = bytearray()
         self.spare: bytearray | None = None
@@ -631,7 +639,8 @@ def _zero_until_end(window: _Window, pos: int) -> bool:
 
 
 def _resync(window: _Window, bad: int, end: int) -> int | None:
-    """The next position after `bad` (and before `end`) where a whole v2 batch with a valid CRC starts."""
+    """The next position after `bad` (and before `end`) where a whole v2 batch with a valid CRC starts;
+    None also once the walk's resync budget (`_Window.resync_budget`) is spent."""
     scan_from = bad + 1
     while scan_from < end:
         chunk = os.pread(window.fd, min(_ZERO_SCAN_SIZE, window.size - scan_from) + MAGIC_OFFSET, scan_from)
@@ -643,8 +652,12 @@ def _resync(window: _Window, bad: int, end: int) -> int | None:
             candidate = scan_from + j - MAGIC_OFFSET
             if candidate >= end:
                 return None
-            if candidate > bad and valid_batch_at(window.fd, window.size, candidate):
-                return candidate
+            if candidate > bad:
+                try:
+                    if valid_batch_at(window.fd, window.size, candidate, budget=window):
+                        return candidate
+                except _BudgetSpent:
+                    return None
             at = j + 1
         scan_from += _ZERO_SCAN_SIZE
     return None
@@ -657,7 +670,11 @@ _V2_PRODUCER_AND_COUNT = struct.Struct(">qhii")
 _CRC_CHUNK_SIZE = 1 << 20
 
 
-def valid_batch_at(fd: int, size: int, pos: int) -> bool:
+class _BudgetSpent(Exception):
+    """A resync's CRC budget is spent (`_Window.resync_budget`)."""
+
+
+def valid_batch_at(fd: int, size: int, pos: int, *, budget: _Window | None = None) -> bool:
     """Whether a whole v2 batch with a valid CRC starts at `pos` of the open file of `size` bytes: where
     a resync lands, and where a split range may start (`jobs.decode_tasks`), so both find the same ones.
 
@@ -680,6 +697,10 @@ def valid_batch_at(fd: int, size: int, pos: int) -> bool:
         or not MIN_BATCH_LENGTH <= length <= min(MAX_SANE_BATCH_LENGTH, size - pos - LOG_OVERHEAD)
     ):
         return False
+    if budget is not None:
+        if budget.resync_budget < length:
+            raise _BudgetSpent
+        budget.resync_budget -= length
     crc = native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
     at, batch_end = pos + RECORDS_OFFSET, pos + LOG_OVERHEAD + length
     while at < batch_end:

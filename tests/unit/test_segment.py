@@ -454,3 +454,40 @@ def test_a_batch_claiming_more_records_than_columns_can_hold_is_not_decoded(tmp_
     assert run.n == 1 and sum(len(r.columns["offset"]) for r in run.records) == 0
     errors = [e.message for e in run.errors.get(0, [])]
     assert len(errors) == 1 and f"{count} records: more than" in errors[0], errors
+
+
+def test_crafted_headers_that_each_claim_the_rest_of_the_file_do_not_make_the_scan_quadratic(
+    tmp_path: Path,
+) -> None:
+    """Every 61 bytes a v2 header whose length claims the rest of the file and whose CRC fails: each
+    was a resync candidate whose CRC covered the rest of the file (8 MiB: 32 s, a 1 GiB segment days).
+    The walk's resync budget bounds them: 16 MiB is one batch whose CRC failed, read in a child process
+    with a deadline so that a regression fails the test instead of stalling the suite."""
+    import subprocess
+    import sys
+
+    count = (16 << 20) // 61
+    size = count * 61
+    header = struct.Struct(">qiibIhiqqqhii")
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(
+        b"".join(
+            header.pack(0, size - i * 61 - 12, 0, 2, 0xDEADBEEF, 0, 0, -1, -1, -1, -1, -1, 0)
+            for i in range(count)
+        )
+    )
+    program = (
+        "import sys\n"
+        "from kafka_log_decoder.segment import read_log_segment\n"
+        "for item in read_log_segment(sys.argv[1]):\n"
+        "    print(type(item).__name__, getattr(item, 'kind', ''), getattr(item, 'position', ''))\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", program, str(path)], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the walk did not end within 60 s")
+    assert done.returncode == 0, done.stderr
+    # The first header's batch, its CRC failed over the whole file: no valid batch starts inside it.
+    assert done.stdout.splitlines() == ["BatchHeader  0", "DecodeError CRC_MISMATCH 0"]
