@@ -388,18 +388,18 @@ def below_start_cause(lowest: Column | None = None, source: Column | None = None
     )
 
 
-def below_kept(offset: str = "first_kept_offset") -> Column:
-    """For a message: "below the log start offset L", or, where the log start lies inside the first
-    segment (`first_kept_offset` in `log_bounds`), below that segment's base, with why."""
+def kept_start(offset: str = "first_kept_offset") -> Column:
+    """For a message: "the log start offset L", or, where the log start lies inside the first segment
+    (`first_kept_offset` in `log_bounds`), that segment's base, with why."""
     return F.when(
         F.col(offset) < F.col("log_start_offset"),
         fmt(
-            "below offset %s, the first segment's base (the log start offset %s lies inside that segment, "
+            "offset %s, the first segment's base (the log start offset %s lies inside that segment, "
             "moved by DeleteRecords or a leader's start: the records between are still on disk)",
             offset,
             "log_start_offset",
         ),
-    ).otherwise(fmt("below the log start offset %s", "log_start_offset"))
+    ).otherwise(fmt("the log start offset %s", "log_start_offset"))
 
 
 def join_log(df: DataFrame, logs: DataFrame, *columns: str | Column) -> DataFrame:

@@ -20,6 +20,7 @@ from audit_rules.logs import (
     below_start_cause,
     compaction_may_have_removed,
     join_log,
+    kept_start,
     with_log_key,
 )
 from audit_rules.profile import EXPIRY_CHECK_INTERVAL_MS, AppSequenceSpec, Profile
@@ -97,8 +98,15 @@ def snapshot_producers(
     (`truncateAndReload`, §4.3), so this replica lost its tail after the snapshot was written (a broker
     that crashed and has not recovered yet, or a copy of the log taken before the snapshot). Where the
     log of another replica, dumped as late or later, holds the producer that far (with `gone`: several
-    logs), the replica is behind, not loss, as in `producers_across_dumps`."""
-    absent = entries.join(producers, ["log_key", "producer_id"], "left_anti")
+    logs), the replica is behind, not loss, as in `producers_across_dumps`.
+
+    A producer whose first retained batch lies after the entry's last offset lost that batch too, where
+    the offset is one the broker had not deleted: UNKNOWN_PRODUCER_LOSS as well (a snapshot is the state
+    of the log below its offset, §4.2; nothing else takes a batch from inside a log)."""
+    firsts = producers.select("log_key", "producer_id", F.col("retained_first_offset").alias("_first"))
+    absent = entries.join(firsts, ["log_key", "producer_id"], "left").where(
+        F.col("_first").isNull() | ((F.col("last_offset") >= 0) & (F.col("_first") > F.col("last_offset")))
+    )
     if corrupt is not None:
         absent = absent.join(corrupt, ["log_key", "producer_id"], "left_anti")
     if gone is not None:
@@ -134,7 +142,7 @@ def snapshot_producers(
         F.col("snapshot_offset") <= F.col("first_kept_offset")
     )
     retained = to_findings(
-        absent.where(below_start),
+        absent.where(below_start & F.col("_first").isNull()),
         "PRODUCER_STATE_RETAINED",
         F.when(
             has_offset,
@@ -180,12 +188,16 @@ def snapshot_producers(
                 # The cleaner never passes the log end: past it, the log lost the batch.
                 ~past_end
                 & compaction_may_have_removed(F.col("last_offset"))
-                # A producer with a transaction open never expires, and the cleaner stops at the first
-                # open transaction's offset (the last stable offset): its batches stay.
-                & (F.col("current_txn_first_offset") < 0)
-                & F.coalesce(
-                    F.col("capture_time_ms") - F.col("timestamp") >= profile.producer_id_expiration_ms,
-                    F.lit(False),
+                # A batch no longer its producer's last (later ones are retained) the cleaner may take.
+                & (
+                    F.col("_first").isNotNull()
+                    # A producer with a transaction open never expires, and the cleaner stops at the
+                    # first open transaction's offset (the last stable offset): its batches stay.
+                    | (F.col("current_txn_first_offset") < 0)
+                    & F.coalesce(
+                        F.col("capture_time_ms") - F.col("timestamp") >= profile.producer_id_expiration_ms,
+                        F.lit(False),
+                    )
                 )
             )
         )
@@ -220,13 +232,15 @@ def snapshot_producers(
             has_offset,
             fmt(
                 "The producer snapshot at offset %s lists producer %s epoch %s with its last batch at offset "
-                "%s, at or above the log start offset %s, but the log holds no batch of that producer: its "
-                "data is lost.",
+                "%s, at or above %s, but the log holds %s: its data is lost.",
                 "snapshot_offset",
                 "producer_id",
                 "producer_epoch",
                 "last_offset",
-                "log_start_offset",
+                kept_start(),
+                F.when(F.col("_first").isNull(), F.lit("no batch of that producer")).otherwise(
+                    fmt("none of that producer's batches up to it (its first is at offset %s)", "_first")
+                ),
             ),
         )
         .otherwise(

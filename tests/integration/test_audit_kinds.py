@@ -470,3 +470,25 @@ def test_a_log_start_inside_the_first_segment_excuses_nothing_below_it_that_is_o
     ]
     (missing,) = [f for f in found if f["topic"] == "kept"]
     assert "below offset 2, the first segment's base" in missing["message"], missing["message"]
+
+
+def test_a_snapshot_producers_last_batch_missing_below_its_later_batches_is_lost(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Retention took offsets 0-9. The snapshot at 16 says producer 12 wrote sequences up to 7, its last
+    batch at offset 12; the log holds producer 3's batch there, and producer 12's only from 16 (8-9). Its
+    history alone starts mid-sequence where retention explains it (info): the snapshot says its batch at
+    12, which no one deleted, is gone."""
+    dump = tmp_path / "dump"
+    part = dump / "lost-0"
+    part.mkdir(parents=True)
+    log = batches_of(3, 0, [b"a", b"b", b"c", b"d", b"e", b"f"], start_offset=10, start_seq=0)
+    log += batches_of(12, 0, [b"x", b"y"], start_offset=16, start_seq=8)
+    (part / "00000000000000000010.log").write_bytes(segment(*[build_v2(b) for b in log]))
+    entries = [(3, 0, 5, 15, 0, T0, 0, -1), (12, 0, 7, 12, 0, T0, 0, -1)]
+    (part / "00000000000000000016.snapshot").write_bytes(producer_snapshot(entries))
+    found = audited(spark, {"d": dump}, tmp_path / "out")
+    assert kinds(found) == [("UNKNOWN_PRODUCER_LOSS", 12)]
+    (lost,) = above_info(found)
+    assert (lost["producer_id"], lost["related_offset"]) == (12, 16)
+    assert "none of that producer's batches up to it (its first is at offset 16)" in lost["message"]
