@@ -780,7 +780,7 @@ def run_ingest(
     _check_labels(spark, options.output, plan)
     run_id = uuid.uuid4().hex
     written: dict[str, str] = {}
-    predicate = replace_predicate(plan.pairs)
+    predicate = replace_predicate(plan.pairs, plan.ledgers)
     # The inventory is written last and tells the audit a dump's tables are whole: its pairs leave it
     # first, so a run that stops halfway leaves no earlier run's listing beside its half-written rows.
     if is_delta(spark, table_location(options.output, FILES.name)):
@@ -1009,13 +1009,23 @@ class _UnitReport:
 _UNIT_REPORT = _UnitReport()
 
 
-def replace_predicate(pairs: Iterable[tuple[str, str | None]]) -> str:
-    """`replaceWhere` of the (dump_id, replica) partitions this run writes."""
-    terms = []
-    for dump_id, replica in sorted(pairs, key=lambda p: (p[0], p[1] or "")):
+def replace_predicate(pairs: Iterable[tuple[str, str | None]], ledgers: Iterable[str] = ()) -> str:
+    """`replaceWhere` of the (dump_id, replica) partitions this run writes, and of those an earlier
+    ingest of the same input wrote for the same replica under its other form of id: an input's log
+    directories of one broker at several times are `<id>/<directory>` each (`_identify`), one alone is
+    `<id>`, so adding or removing one changes the ids, and the rows under the old ones would stay
+    beside the new (the same batches twice, as two dumps). Labels hold no `/`; a ledger's is exact."""
+    ledger_ids = set(ledgers)
+    terms = set()
+    for dump_id, replica in pairs:
         replica_term = "replica IS NULL" if replica is None else f"replica = {_sql_string(replica)}"
-        terms.append(f"(dump_id = {_sql_string(dump_id)} AND {replica_term})")
-    return " OR ".join(terms) if terms else "false"
+        if dump_id in ledger_ids:
+            terms.add(f"(dump_id = {_sql_string(dump_id)} AND {replica_term})")
+            continue
+        base = dump_id.split("/", 1)[0]
+        ids = f"(dump_id = {_sql_string(base)} OR startswith(dump_id, {_sql_string(base + '/')}))"
+        terms.add(f"({ids} AND {replica_term})")
+    return " OR ".join(sorted(terms)) if terms else "false"
 
 
 def _sql_string(value: str) -> str:

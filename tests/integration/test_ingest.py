@@ -361,6 +361,26 @@ def test_a_run_killed_halfway_then_rerun_ends_as_an_uninterrupted_run(spark: Any
     assert contents(interrupted) == contents(uninterrupted)
 
 
+def test_a_second_dump_of_one_broker_added_to_an_input_replaces_its_rows_under_the_old_id(
+    spark: Any, tmp_path: Path
+) -> None:
+    """One log directory under input `d` is dump `d`; with a second of the same broker beside it, the two
+    are `d/a` and `d/b` (one broker at two times). The rows of `d` were kept beside them: the same
+    batches twice, as two dumps. And back: one directory again replaces `d/a` and `d/b`."""
+    d = tmp_path / "in" / "d"
+    shutil.copytree(REAL / "induswargods-kraft", d / "a")
+    out = tmp_path / "out"
+    ingest(spark, out, d)
+    assert {r["dump_id"] for r in read(out, "batches")} == {"d"}
+    shutil.copytree(REAL / "induswargods-kraft", d / "b")
+    ingest(spark, out, d)
+    for table in ("files", "batches"):
+        assert {r["dump_id"] for r in read(out, table)} == {"d/a", "d/b"}, table
+    shutil.rmtree(d / "b")
+    ingest(spark, out, d)
+    assert {r["dump_id"] for r in read(out, "batches")} == {"d"}
+
+
 def test_an_audit_of_an_ingest_killed_halfway_is_refused_until_it_is_rerun(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
