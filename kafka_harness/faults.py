@@ -97,8 +97,6 @@ __all__ = [
 # The default profile of audit-contract §1 (Kafka >= 3.4): the expected findings assume it.
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
 TRANSACTION_MAX_TIMEOUT_MS = 900_000
-# ProducerStateManager.LATE_TRANSACTION_BUFFER_MS: a transaction is late this long past the timeout.
-LATE_TRANSACTION_BUFFER_MS = 300_000
 DUPLICATE_WINDOW_BATCHES = NUM_BATCHES_TO_RETAIN
 PROFILE = {
     "broker_line": "3.4",
@@ -850,8 +848,7 @@ def _gap(log: PartitionLog, before: LogBatch, after: LogBatch, missing: int) -> 
 
 def _hanging_transactions(log: PartitionLog) -> list[ExpectedFinding]:
     """HANGING_TRANSACTION for each producer whose transactional data after its last marker began more
-    than `transaction.max.timeout.ms` and the broker's 5-minute late buffer before the partition's last
-    timestamp (KIP-664), on one clock at a
+    than `transaction.max.timeout.ms` before the partition's last timestamp (KIP-664), on one clock at a
     time, the longer: the newest marker's less the earliest marker's after its first batch (the
     brokers'), and the newest data batch's less its first batch's (the producers')."""
     trusted = log.trusted()
@@ -879,7 +876,7 @@ def _hanging_transactions(log: PartitionLog) -> list[ExpectedFinding]:
     return [
         _finding(log, "HANGING_TRANSACTION", first.base_offset, pid)
         for pid, first in sorted(open_first.items())
-        if age(first) > TRANSACTION_MAX_TIMEOUT_MS + LATE_TRANSACTION_BUFFER_MS
+        if age(first) > TRANSACTION_MAX_TIMEOUT_MS
     ]
 
 

@@ -619,7 +619,7 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
         if after:
             ages.append(max(after) - min(after))
         age = max(ages, default=0)
-        if age > profile.late_transaction_ms:
+        if age > profile.transaction_max_timeout_ms:
             out.append(
                 _finding(
                     "HANGING_TRANSACTION",
