@@ -20,10 +20,12 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 
-def _transactions(topic: str, dump_id: str) -> LogBuilder:
-    """Producer 7 commits a transaction (0, marker 1), then aborts one (2, marker 3); producer 8 aborts
-    one (4, marker 5); a plain batch at 6."""
-    log = LogBuilder(topic=topic, dump_id=dump_id, file=f"/{dump_id}/{topic}-0/00000000000000000000.log")
+def _transactions(topic: str, dump_id: str, start: int = 0) -> LogBuilder:
+    """From `start` (retention deleted the offsets below): producer 7 commits a transaction (start,
+    marker +1), then aborts one (+2, marker +3); producer 8 aborts one (+4, marker +5); a plain batch."""
+    log = LogBuilder(
+        topic=topic, dump_id=dump_id, start_offset=start, file=f"/{dump_id}/{topic}-0/{start:020d}.log"
+    )
     log.data(7, 0, 0, transactional=True)
     log.marker(7, 0, "COMMIT")
     log.data(7, 0, 1, transactional=True)
@@ -89,25 +91,25 @@ def _index_mismatches(
 
 
 def test_entries_from_a_previous_marker_or_past_the_next_offset_are_mismatches(spark: SparkSession) -> None:
-    """`wide`: producer 7's entry starts at 0, at its committed transaction (below its COMMIT at 1), and
-    the log start is 0 (nothing gone): read_committed consumers would drop the committed record. `lso`:
-    producer 8's entry gives last stable offset 9, past its marker's next offset 6: a fetch ending below
-    9 stops collecting aborted transactions there. `good`: the entries the broker writes."""
-    found = []
+    """The logs start at 10 (retention deleted 0-9). `wide`: producer 7's entry starts at 5, below the
+    log start, where what was gone could excuse it; but its COMMIT at 11 lies between, and every marker
+    ends the producer's transaction: read_committed consumers would drop the committed record at 10.
+    `lso`: producer 8's entry gives last stable offset 19, past its marker's next offset 16: a fetch
+    ending below 19 stops collecting aborted transactions there. `good`: the entries the broker writes."""
     files, entries, logs = [], [], []
     for topic, wide, lso in (("good", False, False), ("wide", True, False), ("lso", False, True)):
-        log = _transactions(topic, "d")
+        log = _transactions(topic, "d", start=10)
         logs.append(log)
-        files += [_file(log, "log", 0), _file(log, "index", 0), _file(log, "txnindex", 0)]
+        files += [_file(log, "log", 10), _file(log, "index", 10), _file(log, "txnindex", 10)]
         entries += [
-            _entry(log, 7, 0 if wide else 2, 3, 4, 0),
-            _entry(log, 8, 4, 5, 9 if lso else 6, 1),
+            _entry(log, 7, 5 if wide else 12, 13, 14, 0),
+            _entry(log, 8, 14, 15, 19 if lso else 16, 1),
         ]
     found = _index_mismatches(spark, logs, files, entries)
-    assert [(t, p, o) for t, p, o, _, _ in found] == [("lso", 8, 5), ("wide", 7, 3)]
+    assert [(t, p, o) for t, p, o, _, _ in found] == [("lso", 8, 15), ("wide", 7, 13)]
     lso, wide = found
-    assert "last stable offset 9" in lso[4] and lso[3].startswith("TransactionIndex: lastStableOffset")
-    assert "previous marker, at offset 1" in wide[4], wide[4]
+    assert "last stable offset 19" in lso[4] and lso[3].startswith("TransactionIndex: lastStableOffset")
+    assert "previous marker, at offset 11" in wide[4], wide[4]
 
 
 def test_a_dump_copied_without_any_txnindex_is_not_judged_by_the_missing_files(spark: SparkSession) -> None:
