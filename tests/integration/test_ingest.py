@@ -344,19 +344,24 @@ class Killed(Exception):
     pass
 
 
-def test_a_run_killed_halfway_then_rerun_ends_as_an_uninterrupted_run(spark: Any, tmp_path: Path) -> None:
-    uninterrupted, interrupted = tmp_path / "uninterrupted", tmp_path / "interrupted"
-    ingest(spark, uninterrupted, f"a={SMALL}")
-    # An older state of the dump first (another input under the same label), then a run killed
-    # after its first table write: batches are new, every other table is stale or missing.
-    ingest(spark, interrupted, f"a={REAL / 'induswargods-kraft'}")
+def killed_after_batches(spark: Any, output: Path) -> None:
+    """Dump `a` ingested from one input, then from another by a run killed after its first table write."""
+    ingest(spark, output, f"a={REAL / 'induswargods-kraft'}")
 
     def kill(table: str) -> None:
         if table == "batches":
             raise Killed(table)
 
     with pytest.raises(Killed):
-        ingest(spark, interrupted, f"a={SMALL}", after_write=kill)
+        ingest(spark, output, f"a={SMALL}", after_write=kill)
+
+
+def test_a_run_killed_halfway_then_rerun_ends_as_an_uninterrupted_run(spark: Any, tmp_path: Path) -> None:
+    uninterrupted, interrupted = tmp_path / "uninterrupted", tmp_path / "interrupted"
+    ingest(spark, uninterrupted, f"a={SMALL}")
+    # An older state of the dump first (another input under the same label), then a run killed
+    # after its first table write: batches are new, every other table is stale or missing.
+    killed_after_batches(spark, interrupted)
     ingest(spark, interrupted, f"a={SMALL}")
     assert contents(interrupted) == contents(uninterrupted)
 
@@ -386,14 +391,7 @@ def test_an_audit_of_an_ingest_killed_halfway_is_refused_until_it_is_rerun(
 ) -> None:
     # The dump's batches are new and its quarantine, snapshots and inventory are the earlier run's: an
     # audit would judge the new batches without the new quarantine's corruption.
-    ingest(spark, tmp_path, f"a={REAL / 'induswargods-kraft'}")
-
-    def kill(table: str) -> None:
-        if table == "batches":
-            raise Killed(table)
-
-    with pytest.raises(Killed):
-        ingest(spark, tmp_path, f"a={SMALL}", after_write=kill)
+    killed_after_batches(spark, tmp_path)
     capsys.readouterr()
     assert cli_main(["audit", "--output", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
