@@ -164,6 +164,9 @@ class IngestPlan:
     pairs: set[tuple[str, str | None]] = field(default_factory=set)
     # The labels of the --acks ledgers: (label, no replica) pairs of `pairs` that are ledgers.
     ledgers: set[str] = field(default_factory=set)
+    # The inputs given without a label: their default dump id (the directory's or file's name) -> the
+    # paths they were read from (absolute, and with symlinks resolved).
+    unlabelled: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -198,6 +201,8 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
         except OSError as exc:
             raise UsageError(f"{given.path}: cannot read: {exc.strerror or exc}") from None
         dump_id = given.label or _default_dump_id(path)
+        if given.label is None:
+            plan.unlabelled[dump_id] = tuple(dict.fromkeys((path, os.path.realpath(path))))
         for item, item_dump_id, replica in _identify(found, dump_id):
             if isinstance(item, DumpLogText):
                 # By the partition (of the dumped path, else the one the text names) and the segment's
@@ -719,6 +724,63 @@ class DecodePass:
         return out
 
 
+def _check_sources(spark: SparkSession, output: str, plan: IngestPlan) -> None:
+    """A usage error where an input given without a label would replace a dump of the same default id
+    (its directory's or file's name) that an earlier run read from elsewhere: `/b1/orders-0` then
+    `/b2/orders-0` (two brokers' copies of one partition) are both dump `orders-0`, and the second
+    ingest would wipe the first's rows without a word. Labels (`--input b2=/b2/orders-0`) tell them
+    apart, or say that the replacement is meant. One small read of `files`, only where the output
+    holds one and an input has no label."""
+    if not plan.unlabelled:
+        return
+    from pyspark.sql import functions as F
+
+    files = table_location(output, FILES.name)
+    if not is_delta(spark, files):
+        return
+    # The rows this run replaces (`replace_predicate`): per replica it writes, the input's id and the
+    # `<id>/<directory>` ids of its log directories.
+    replaced = {
+        (base, replica, source)
+        for dump_id, replica in plan.pairs
+        if (base := dump_id.split("/", 1)[0]) in plan.unlabelled and dump_id not in plan.ledgers
+        for source in plan.unlabelled[base]
+    }
+    sources = spark.createDataFrame(
+        [(dt.as_text(b), dt.as_text(r), dt.as_text(p)) for b, r, p in sorted(replaced, key=str)],
+        "base string, source_replica string, source string",
+    )
+    same_dump = (F.col("dump_id") == F.col("base")) | F.col("dump_id").startswith(
+        F.concat(F.col("base"), F.lit("/"))
+    )
+    under = (F.col("file") == F.col("source")) | F.col("file").startswith(
+        F.concat(F.col("source"), F.lit("/"))
+    )
+    try:
+        rows = (
+            spark.read.format("delta")
+            .load(files)
+            .join(F.broadcast(sources), same_dump & F.col("replica").eqNullSafe(F.col("source_replica")))
+            .groupBy("dump_id", "replica", "file")
+            .agg(F.max(under).alias("_under"))
+            .where(~F.col("_under"))
+            .groupBy("dump_id")
+            .agg(F.min("file").alias("file"))
+            .collect()
+        )
+    except Exception as exc:  # no table after all (a URI under Spark Connect is not checked first)
+        if "PATH_NOT_FOUND" in str(exc) or "is not a Delta table" in str(exc):
+            return
+        raise
+    if rows:
+        row = min(rows, key=lambda r: r["dump_id"])
+        raise UsageError(
+            f"{output}: an earlier ingest read dump {row['dump_id']!r} from elsewhere ({row['file']}); this "
+            "input of the same name would replace it: label the input (--input NAME=PATH), with the old "
+            "name to replace that dump, with a new one to keep both"
+        )
+
+
 def _check_labels(spark: SparkSession, output: str, plan: IngestPlan) -> None:
     """A usage error where this run's rows would replace another kind of input's rows an earlier run
     wrote into `output` under the same dump id and no replica (the replaced pairs of every table): a
@@ -778,6 +840,7 @@ def run_ingest(
         plan = plan_ingest(options)
     _check_output(options.output)
     _check_labels(spark, options.output, plan)
+    _check_sources(spark, options.output, plan)
     run_id = uuid.uuid4().hex
     written: dict[str, str] = {}
     predicate = replace_predicate(plan.pairs, plan.ledgers)

@@ -692,3 +692,27 @@ def test_a_ledger_labelled_as_a_dump_an_earlier_run_wrote_is_a_usage_error(
         ingest(spark, out, f"day2={SMALL / 'foo-0'}")
     ingest(spark, out, acks=[f"day2={ledger}"])
     assert contents(out) == after
+
+
+def test_an_unlabelled_input_does_not_replace_a_dump_of_its_name_read_from_elsewhere(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`/b1/foo-0`, then `/b2/foo-0` (two brokers' copies of one partition, no label): both are dump
+    `foo-0`, and the second ingest wiped the first's rows without a word. It is a usage error until the
+    input is labelled; the same directory again, or a label, is not."""
+    from jobs.ingest import UsageError
+
+    for broker in ("b1", "b2"):
+        shutil.copytree(SMALL / "foo-0", tmp_path / broker / "foo-0")
+    out = tmp_path / "out"
+    ingest(spark, out, tmp_path / "b1" / "foo-0")
+    ingest(spark, out, tmp_path / "b1" / "foo-0")
+    with pytest.raises(UsageError, match=r"earlier ingest read dump 'foo-0' from elsewhere .*/b1/foo-0/"):
+        ingest(spark, out, tmp_path / "b2" / "foo-0")
+    assert {r["file"].split("/")[-3] for r in read(out, "files")} == {"b1"}
+    ingest(spark, out, f"b2={tmp_path / 'b2' / 'foo-0'}")
+    ingest(spark, out, f"foo-0={tmp_path / 'b2' / 'foo-0'}")
+    assert {(r["dump_id"], r["file"].split("/")[-3]) for r in read(out, "files")} == {
+        ("b2", "b2"),
+        ("foo-0", "b2"),
+    }
