@@ -298,19 +298,14 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
     # (`LogSegment.changeFileSuffixes` renames them one by one), and two dumps of one directory share
     # their paths. Not the active segment's missing .txnindex: a copy of a live directory may list it
     # before the broker appends the first entry its last ABORT needs.
-    # And only in a dump that holds some .txnindex: a copy of `*.log` and `*.index` alone left every one
-    # out, which says nothing of what the broker wrote.
+    # And only in a dump that holds some .txnindex (of any replica: one copy): a copy of `*.log` and
+    # `*.index` alone left every one out, which says nothing of what the broker wrote.
     keyed = with_log_key(files)
     active = keyed.where(F.col("kind") == "log").groupBy("log_key").agg(F.max("base_offset").alias("_active"))
-    copied = (
-        keyed.where(F.col("kind") == "txnindex")
-        .select("dump_id", F.coalesce("replica", F.lit("")).alias("_replica"))
-        .distinct()
-    )
+    copied = keyed.where(F.col("kind") == "txnindex").select("dump_id").distinct()
     indexed = (
         keyed.where(F.col("kind").isin("txnindex", "index"))
-        .withColumn("_replica", F.coalesce("replica", F.lit("")))
-        .join(copied, ["dump_id", "_replica"], "left_semi")
+        .join(copied, "dump_id", "left_semi")
         .groupBy("log_key", "base_offset", _segment(F.col("file")).alias("_segment"))
         .agg(F.max(F.when(F.col("kind") == "txnindex", F.col("file"))).alias("_index_file"))
         .join(active, "log_key", "left")
