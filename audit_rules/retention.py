@@ -977,30 +977,14 @@ def acked_records(
         "ACKED_RECORD_MISSING",
         F.when(
             F.col("_outcome") == "absent",
-            F.when(
-                F.col("first") < F.col("log_start_offset"),
-                fmt(
-                    "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they lie in "
-                    "its first segment, from offset %s, still on disk below the log start offset %s (moved "
-                    "there by DeleteRecords or a leader's start, which delete no record): acknowledged data "
-                    "was lost.",
-                    "n",
-                    "first",
-                    "last",
-                    "_who",
-                    "first_kept_offset",
-                    "log_start_offset",
-                ),
-            ).otherwise(
-                fmt(
-                    "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they are at "
-                    "or above the log start offset %s: acknowledged data was lost.",
-                    "n",
-                    "first",
-                    "last",
-                    "_who",
-                    "log_start_offset",
-                )
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they are at or "
+                "above %s: acknowledged data was lost.",
+                "n",
+                "first",
+                "last",
+                "_who",
+                kept_start(),
             ),
         )
         .when(
