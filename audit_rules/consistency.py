@@ -440,9 +440,10 @@ def snapshot_mismatch(
         )
     )
     # An older snapshot of a compacted log names a batch (and epoch) the cleaner has since removed: the
-    # log then holds an earlier batch below the snapshot, or none.
+    # log then holds an earlier batch below the snapshot, or none. The batch lay below the segment the
+    # cleaner stops at (never the active one).
     replayed_last = F.coalesce(last_offset, F.lit(-1))
-    removed = F.coalesce(s.compacted, F.lit(False)) | F.coalesce(s.cleaned_to > replayed_last, F.lit(False))
+    removed = F.coalesce(s.cleaned_to > s.last_offset, F.lit(False))
     # (The cleaner never passes the log end: an entry at or past it names a batch the log lost.)
     compacted_away = (
         removed

@@ -48,14 +48,13 @@ def sequenced() -> Column:
 
 
 def compaction_may_have_removed(after: Column) -> Column:
-    """Whether compaction may have removed batches that followed offset `after` in a row's log (columns
-    `compacted` and `cleaned_to` of `log_bounds`): the profile names the topic as compacted
-    (`compacted_topics`), or the dump's cleaner-offset-checkpoint lists the log and `after` lies
-    below its active segment (`cleaned_to`; kafka-formats-and-rules §3.6, §5.9). The cleaner removes
-    whole batches (keeping each live producer's last one), so sequences skipped there are not loss.
-    Never null."""
-    cleaned = F.coalesce(F.col("cleaned_to") > after, F.lit(False))
-    return F.coalesce(F.col("compacted"), F.lit(False)) | cleaned
+    """Whether compaction may have removed batches that followed offset `after` in a row's log (column
+    `cleaned_to` of `log_bounds`): the profile names the topic as compacted (`compacted_topics`) or the
+    dump's cleaner-offset-checkpoint lists the log, and `after` lies below what the cleaner may have
+    reached, never its active segment (kafka-formats-and-rules §3.6, §5.9). The cleaner removes whole
+    batches (keeping each live producer's last one), so sequences skipped there are not loss. Never
+    null."""
+    return F.coalesce(F.col("cleaned_to") > after, F.lit(False))
 
 
 def compaction_room(offsets: Column, records: Column) -> Column:
@@ -71,7 +70,12 @@ def compaction_room(offsets: Column, records: Column) -> Column:
 def compaction_evidence() -> Column:
     """What says a row's log is compacted, for a message: the profile, or the cleaner's checkpoint."""
     return F.when(
-        F.coalesce(F.col("compacted"), F.lit(False)), F.lit("its topic is in compacted_topics")
+        F.coalesce(F.col("compacted"), F.lit(False)),
+        F.format_string(
+            "its topic is in compacted_topics: the log cleaner compacts it below its active segment, "
+            "offset %s",
+            F.col("cleaned_to").cast("string"),
+        ),
     ).otherwise(
         F.format_string(
             "the cleaner-offset-checkpoint lists it: the log cleaner compacts it below offset %s",
@@ -275,11 +279,19 @@ def log_bounds(
         # topics whose cleanup.policy includes compact), and its cleaner may have removed batches
         # anywhere below the active segment, the last one: the checkpoint (the first dirty offset)
         # bounds only the rounds that finished, and a round stopped midway (a broker shutting down)
-        # leaves the groups of segments it had already cleaned swapped in.
+        # leaves the groups of segments it had already cleaned swapped in. A topic the profile names as
+        # compacted is cleaned below its active segment too: the cleaner never touches that one, so what
+        # is missing there is judged as on any other log (where no segment is known, the whole log).
         F.when(
             F.col("cleaner_offset").isNotNull(),
             F.greatest(F.col("cleaner_offset"), F.coalesce(F.col("last_segment_offset"), F.lit(0))),
-        ).alias("cleaned_to"),
+        )
+        .when(
+            compacted(profile, F.col("topic")),
+            F.coalesce(F.col("last_segment_offset"), F.col("log_end_offset"), F.lit(0)),
+        )
+        .cast("long")
+        .alias("cleaned_to"),
         F.col("topic").isin(*COORDINATOR_TOPICS).alias("coordinator_written"),
         # The base offset of the log's last segment (the active one): the cleaner never reaches it.
         "last_segment_offset",

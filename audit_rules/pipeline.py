@@ -68,22 +68,29 @@ class Bronze:
     remote_log_metadata: DataFrame | None = None
 
     @classmethod
-    def from_batches(cls, batches: DataFrame, *, log_start_offset: int = 0) -> Bronze:
-        """Only batches (tests): every log's first segment is taken to start at `log_start_offset`."""
+    def from_batches(cls, batches: DataFrame, *, log_start_offset: int = 0, rolled: bool = False) -> Bronze:
+        """Only batches (tests): every log's first segment is taken to start at `log_start_offset`, and
+        holds all of its batches. With `rolled`, that segment was rolled: an empty active segment starts
+        at the log's end offset (so the cleaner of a compacted topic may have passed every batch)."""
         spark = batches.sparkSession
 
         def empty(name: str) -> DataFrame:
             return spark.createDataFrame([], TABLES[name].schema)
 
-        logs = batches.select(*LOG_KEY).distinct()
-        files = logs.select(
-            *[
-                (F.col(f.name) if f.name in LOG_KEY else _file_default(f.name, log_start_offset))
-                .cast(f.dataType)
-                .alias(f.name)
-                for f in FILES.schema.fields
-            ]
-        )
+        def segments(logs: DataFrame, base: F.Column) -> DataFrame:
+            return logs.select(
+                *[
+                    (F.col(f.name) if f.name in LOG_KEY else _file_default(f.name, base))
+                    .cast(f.dataType)
+                    .alias(f.name)
+                    for f in FILES.schema.fields
+                ]
+            )
+
+        files = segments(batches.select(*LOG_KEY).distinct(), F.lit(log_start_offset))
+        if rolled:
+            ends = batches.groupBy(*LOG_KEY).agg((F.max("last_offset") + 1).alias("_end"))
+            files = files.unionByName(segments(ends, F.greatest(F.col("_end"), F.lit(log_start_offset))))
         return cls(
             batches=batches,
             files=files,
@@ -95,11 +102,16 @@ class Bronze:
         )
 
 
-def _file_default(name: str, base_offset: int) -> F.Column:
+def _file_default(name: str, base_offset: F.Column) -> F.Column:
     values = {
-        "file": F.concat_ws("/", F.lit(""), F.col("topic"), F.lit(f"{base_offset:020d}.log")),
+        "file": F.concat_ws(
+            "/",
+            F.lit(""),
+            F.col("topic"),
+            F.concat(F.lpad(base_offset.cast("string"), 20, "0"), F.lit(".log")),
+        ),
         "kind": F.lit("log"),
-        "base_offset": F.lit(base_offset),
+        "base_offset": base_offset,
         "size_bytes": F.lit(0),
         "mtime_ms": F.lit(0),
         "is_live": F.lit(True),

@@ -50,8 +50,9 @@ def test_skipped_sequences_with_no_free_offsets_are_not_explained_by_compaction(
 
     rows = [row for log in (gap, holed, start, start_holed, copied) for row in log.rows]
     profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+    # (Each log's batches in a rolled segment: the cleaner never touches the active one.)
     found = audit(
-        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), profile
+        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True), profile
     ).findings.collect()
     assert sorted((f["topic"], f["kind"], f["explained_by"]) for f in found) == [
         ("c-after-late", "SEQUENCE_REGRESSION", None),
@@ -59,3 +60,26 @@ def test_skipped_sequences_with_no_free_offsets_are_not_explained_by_compaction(
         ("c-start", "HISTORY_START_MISSING", None),
         ("c-start-hole", "HISTORY_TRUNCATED_BY_RETENTION", "compaction"),
     ], [f["message"] for f in found]
+
+
+def test_a_topic_the_profile_names_as_compacted_is_not_compacted_in_its_active_segment(
+    spark: SparkSession,
+) -> None:
+    """The cleaner never touches the active segment (formats §5.9), whatever names the topic as
+    compacted: the profile's `compacted_topics` excused every hole of the log, the cleaner-offset
+    checkpoint only those below the active segment. Producer 7 skips sequences 5-9 with offsets 5-9 free:
+    excused where its batches lie in a rolled segment, lost where they lie in the active one."""
+    log = _log("c-active", 0)
+    log.data(7, 0, 0, 5)
+    log.next_offset = 10
+    log.data(7, 0, 10, 2)
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+
+    def verdicts(rolled: bool) -> list[tuple[str, str | None]]:
+        found = audit(Bronze.from_batches(batches, rolled=rolled), profile).findings.collect()
+        return sorted((f["kind"], f["explained_by"]) for f in found)
+
+    assert verdicts(rolled=True) == [], verdicts(rolled=True)
+    (gap,) = audit(Bronze.from_batches(batches), profile).findings.collect()
+    assert (gap["kind"], gap["severity"], gap["missing_records"]) == ("SEQUENCE_GAP", "critical", 5), gap
