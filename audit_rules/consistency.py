@@ -693,8 +693,13 @@ def replica_divergence(batches: DataFrame, logs: DataFrame, unreadable: DataFram
     one_leader = (
         F.col("x_held") & F.col("y_held") & (F.col("x_epoch") >= 0) & (F.col("x_epoch") == F.col("y_epoch"))
     )
+    # Alike in one leader epoch: a follower copies its leader's batches with their epoch (outside the
+    # CRC), so the same bytes under another epoch are another append of them (a producer's retry to
+    # the next leader), no sign that the logs agreed there.
     agreed = (
-        at_offset.where(F.col("x_held") & F.col("y_held") & ~differs)
+        at_offset.where(
+            F.col("x_held") & F.col("y_held") & ~differs & F.col("x_epoch").eqNullSafe(F.col("y_epoch"))
+        )
         .groupBy("_pair")
         .agg(F.max("base_offset").alias("_agreed_to"))
     )

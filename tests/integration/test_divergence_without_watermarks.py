@@ -60,6 +60,11 @@ def test_without_watermarks_only_a_rewrite_below_agreement_or_within_one_leader_
         # Offsets 5-9 differ within leader epoch 3 on both sides: one leader wrote two logs.
         _replica("one-leader", "1", [(6, 3)] * 5),
         _replica("one-leader", "2", [(7, 3)] * 5),
+        # Replica 2, leader in epoch 2, took producer 6's retry of its batch at offset 9 in the same bytes
+        # (the leader epoch is outside the CRC): the same batch under another epoch is no agreement
+        # below which the tail would have been rewritten.
+        _replica("retried", "1", [(6, 1)] * 5),
+        _replica("retried", "2", [(7, 2)] * 4 + [(6, 2)]),
         # Old-format batches carry no leader epoch (-1 on both sides): a tail, not one leader's rewrite.
         _replica("legacy", "1", [(6, -1)] * 5),
         _replica("legacy", "2", [(7, -1)] * 5),
