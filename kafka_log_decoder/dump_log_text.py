@@ -130,6 +130,17 @@ _HEADER_KEYS = re.compile(
 _OPTIONAL_LONG = re.compile(r"^(?:OptionalLong\.empty|None|OptionalLong\[(-?\d+)\]|Some\((-?\d+)\))$")
 _CONTROL_TYPE = re.compile(r"^([A-Z_]+)\((-?\d+)\)$")
 _TRAILING_BYTES = re.compile(r"^Found (\d+) invalid bytes at the end of (.*)$")
+# The tool's own end on bytes it cannot read, in a text captured with `2>&1`: the JVM's line for the
+# exception that stopped it (Kafka's ApiExceptions have no stack trace; any other's `\tat ...`,
+# `Caused by: ...` and `\t... N more` lines follow). Kafka 4.3.1 on a segment whose tail holds a zero
+# length: `Exception in thread "main" org.apache.kafka.common.errors.CorruptRecordException: Found
+# record size 0 smaller than minimum record overhead (14) in file <F>.`
+_TOOL_EXCEPTION = re.compile(r'^Exception in thread "[^"]*" ([\w.$]+)(?::\s*(.*))?$')
+# What the tool says of a producer snapshot it cannot read (`CorruptSnapshotException`'s message; Kafka
+# 4.3.1: `Snapshot is corrupt (CRC is no longer valid). Stored crc: N. Computed crc: M`), after its
+# `Dumping` line, instead of its entries.
+_SNAPSHOT_REFUSED = re.compile(r"^Snapshot (?:is corrupt|failed schema validation)\b")
+_STACK_LINE = re.compile(r"^(?:\tat |\t\.\.\. \d+ more$|Caused by: |\tSuppressed: )")
 _STARTING_OFFSET = re.compile(r"^(?:Log starting offset|Starting offset): -?\d+$")
 # Lines the tool prints besides entries (notes, and its stderr summaries when 2>&1 was captured).
 _TOOL_NOTES = re.compile(
@@ -427,7 +438,20 @@ def _batch_header(file: str, fields: _Fields) -> BatchHeader:
             else None
         )
         is_transactional = fields.flag("isTransactional")
-        is_control = fields.flag("isControl", False)  # absent before 2.1
+        if fields.has("isControl"):
+            is_control = fields.flag("isControl")
+        else:
+            # Absent before 2.1. A transactional batch without sequences is a marker: a transactional
+            # producer is idempotent, and the broker refuses its data without a sequence
+            # (`ProducerAppendInfo`), while the coordinator's markers carry none (formats §1.7). Read as
+            # data, a 0.11-2.0 text's markers were a producer's sequence-less batches and left every
+            # transaction open.
+            is_control = (
+                magic >= 2
+                and is_transactional
+                and fields.integer("baseSequence") == -1
+                and fields.integer("producerId") >= 0
+            )
         # 0.11-1.x batch lines have no count; lastOffset - baseOffset + 1 is the written count.
         count = (
             fields.integer("count")
@@ -861,7 +885,14 @@ class _DumpLogTextParser:
             return
         if not line.strip() or _STARTING_OFFSET.match(line) or _TOOL_NOTES.match(line):
             return
-        if CAPTURED_STDERR.match(line):
+        if CAPTURED_STDERR.match(line) or _STACK_LINE.match(line):
+            return
+        stopped = _TOOL_EXCEPTION.match(line)
+        if stopped and self.file is not None:
+            self._tool_stopped(stopped.group(1), stopped.group(2) or "", out)
+            return
+        if self.file is not None and self.file.endswith(".snapshot") and _SNAPSHOT_REFUSED.match(line):
+            out.append(DecodeError(self.file, 0, CorruptionKind.SNAPSHOT_CORRUPT, f"DumpLogSegments: {line}"))
             return
         if line in (f"{self.file} is empty.", f"{self.file} passed sanity check."):
             return
@@ -1015,6 +1046,25 @@ class _DumpLogTextParser:
         if fields.tail is not None:
             # Key and value are set when the text ends (`_PendingRecord.finish`): it may go on.
             self.pending = _PendingRecord(record, _KeyPayloadText(fields.tail, key_size, value_size))
+
+    def _tool_stopped(self, exception: str, message: str, out: list[DumpLogItem]) -> None:
+        """The tool stopped on the dumped file (its exception's line): what follows its last batch was
+        not dumped. A snapshot's failed check is SNAPSHOT_CORRUPT; a log's unreadable bytes a
+        TRUNCATED_TAIL at the end of its last batch (length unknown), as the tool reads no further."""
+        assert self.file is not None
+        self._flush_batch(out)
+        said = f"DumpLogSegments stopped here: {exception.rsplit('.', 1)[-1]}: {message}".rstrip(": ")
+        if self.file.endswith(".snapshot"):
+            out.append(DecodeError(self.file, 0, CorruptionKind.SNAPSHOT_CORRUPT, said))
+        else:
+            kind = (
+                CorruptionKind.TRUNCATED_TAIL if "Corrupt" in exception else CorruptionKind.UNREADABLE_BATCH
+            )
+            out.append(
+                DecodeError(
+                    self.file, self.end_of_batches, kind, f"{said}; the rest of the file was not dumped"
+                )
+            )
 
     def _trailing_bytes(self, count: int, name: str, out: list[DumpLogItem]) -> None:
         file = self.file if self.file is not None else name

@@ -181,6 +181,72 @@ def test_a_text_captured_with_the_tools_stderr_reads_as_its_stdout_alone(tmp_pat
     assert sum(isinstance(r, Record) for r in rows) > 0
 
 
+def test_the_tools_exception_on_a_segments_tail_is_the_segments_finding(tmp_path: Path) -> None:
+    """The tool stops with an exception on bytes it cannot read (here a zero length after the last
+    batch: the preallocated tail of an active segment dumped in place). Captured with `2>&1`, its line
+    was an unreadable line of the text, and the segment had nothing after its last batch. It is one
+    TRUNCATED_TAIL of the segment at that batch's end, naming what the tool said; the batches before
+    it read as the binary decoders read them."""
+    ensure_kafka_jars(KAFKA_VERSION)
+    source = next(p for p in dumped_files(REAL) if p.suffix == ".log" and p.stat().st_size > 1000)
+    segment = tmp_path / source.parent.name / source.name
+    segment.parent.mkdir()
+    segment.write_bytes(source.read_bytes() + bytes(200))
+    cmd = [
+        java_executable(),
+        "-cp",
+        kafka_classpath(KAFKA_VERSION),
+        DUMP_LOG_SEGMENTS_CLASSES[KAFKA_VERSION],
+        "--files",
+        str(segment),
+        "--deep-iteration",
+    ]
+    captured = subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600
+    )
+    assert captured.returncode != 0 and b"CorruptRecordException" in captured.stdout, captured.stdout[-500:]
+    text = tmp_path / "dump.txt"
+    text.write_bytes(captured.stdout)
+    rows = list(read_dump_log_text(text))
+    errors = [r for r in rows if isinstance(r, DecodeError)]
+    binary = [r for r in read_log_segment(segment, records=True) if not isinstance(r, DecodeError)]
+    assert [fields_in_text(r) for r in rows if not isinstance(r, DecodeError)] == [
+        fields_in_text(r) for r in binary
+    ]
+    assert [(e.file, e.position, e.kind) for e in errors] == [
+        (str(segment), source.stat().st_size, CorruptionKind.TRUNCATED_TAIL)
+    ], errors
+    assert "DumpLogSegments stopped here: CorruptRecordException: Found record size 0" in errors[0].message
+
+
+def test_a_snapshot_the_tool_refuses_is_the_snapshots_corruption(tmp_path: Path) -> None:
+    """A producer snapshot whose CRC fails: the tool prints why instead of its entries, a line that was
+    an unreadable line of the text. It is the snapshot's SNAPSHOT_CORRUPT, as its binary decode says."""
+    ensure_kafka_jars(KAFKA_VERSION)
+    source = next(p for p in dumped_files(REAL) if p.suffix == ".snapshot" and p.stat().st_size > 30)
+    snapshot = tmp_path / source.parent.name / source.name
+    snapshot.parent.mkdir()
+    data = bytearray(source.read_bytes())
+    data[-3] ^= 0xFF
+    snapshot.write_bytes(bytes(data))
+    cmd = [
+        java_executable(),
+        "-cp",
+        kafka_classpath(KAFKA_VERSION),
+        DUMP_LOG_SEGMENTS_CLASSES[KAFKA_VERSION],
+        "--files",
+        str(snapshot),
+    ]
+    captured = subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600
+    )
+    text = tmp_path / "dump.txt"
+    text.write_bytes(captured.stdout)
+    errors = [(e.file, e.kind) for e in read_dump_log_text(text) if isinstance(e, DecodeError)]
+    binary = [(e.file, e.kind) for e in binary_rows(snapshot) if isinstance(e, DecodeError)]
+    assert errors == binary == [(str(snapshot), CorruptionKind.SNAPSHOT_CORRUPT)], captured.stdout
+
+
 def test_the_3_9_tools_deprecated_decoder_notice_is_no_unreadable_line() -> None:
     """Kafka 3.8-3.9 print `kafka.serializer.StringDecoder is deprecated. ...` on stdout after each `.log`'s
     `Dumping` line when --value-decoder-class names the old class (as older docs say). The rows are the

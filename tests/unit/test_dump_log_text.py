@@ -140,16 +140,6 @@ def without_control_types(rows: Rows) -> Rows:
     ]
 
 
-def without_is_control(rows: Rows) -> Rows:
-    """Batch lines before 2.1 have no isControl."""
-    return [
-        dataclasses.replace(r, is_control=False, attributes=r.attributes & ~CONTROL_FLAG_MASK)
-        if _is_batch(r)
-        else r
-        for r in without_control_types(rows)
-    ]
-
-
 def pre_2_2_deep(rows: Rows) -> Rows:
     """≤ 2.1 deep dumps have no batch lines: no CRC, leader epoch, or size of a file's last batch."""
     out: Rows = []
@@ -182,8 +172,8 @@ def _is_batch(row: Any) -> bool:
 # offset and count follow from the previous entry's, as the binary decoders read them.
 SHALLOW = (without_records, without_control_types)
 WHAT_EACH_VARIANT_CANNOT_KNOW: dict[str, tuple[Callable[[Rows], Rows], ...]] = {
-    "kafka-0.11-shallow": (*SHALLOW, without_is_control),
-    "kafka-2.0-shallow": (*SHALLOW, without_is_control),
+    "kafka-0.11-shallow": SHALLOW,
+    "kafka-2.0-shallow": SHALLOW,
     "kafka-2.1-shallow": SHALLOW,
     "kafka-2.1-deep-iteration-print-data-log": (pre_2_2_deep,),
     "kafka-2.2-2.7-print-data-log": (snapshot_without_last_timestamp,),
