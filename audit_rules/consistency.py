@@ -12,7 +12,11 @@ from audit_rules.kinds import KINDS
 from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
 from audit_rules.profile import Profile
 from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SIZE
+from kafka_log_decoder.errors import NOT_DECODED
 from schemas.tables import LOG_KEY, WALK_FIRST, WALK_OVERLAP
+
+# What a quarantined region's finding says where the walk read on past it.
+READ_ON = "the bytes are quarantined, the rest of the file was read"
 
 
 def quarantined(located: DataFrame, fills: DataFrame | None = None) -> DataFrame:
@@ -53,9 +57,13 @@ def quarantined(located: DataFrame, fills: DataFrame | None = None) -> DataFrame
                     F.lit(": "),
                     F.col("message"),
                     F.col("_about"),
-                    F.lit(
-                        f" [{KINDS[kind].category}: the bytes are quarantined, the rest of the file was read]"
-                    ),
+                    # (A file or range that could not be read at all, or a file the broker would refuse
+                    # whole, has no rest that was read.)
+                    F.when(
+                        F.col("message").endswith(NOT_DECODED)
+                        | F.lit(kind in ("UNREADABLE_FILE", "SNAPSHOT_CORRUPT")),
+                        F.lit(f" [{KINDS[kind].category}: the bytes are quarantined]"),
+                    ).otherwise(F.lit(f" [{KINDS[kind].category}: {READ_ON}]")),
                 ),
                 first_offset="region_first_offset",
                 last_offset="region_last_offset",

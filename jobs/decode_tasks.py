@@ -43,7 +43,7 @@ from kafka_log_decoder.constants import (
     TXN_INDEX_ENTRY_SIZE,
     int_bounds,
 )
-from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
+from kafka_log_decoder.errors import NOT_DECODED, CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.index_check import IndexCheck, batch_holds_offset
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
 from kafka_log_decoder.rows import (
@@ -274,11 +274,40 @@ def decode_unit_safely(
         failed.insert(0, PassFailed(table, f"{type(exc).__name__}: {exc}"))
     if failed:
         passes = "; ".join(f"in the {f.table} pass: {f.error}" for f in failed)
-        error = DecodeError(
-            unit.file, unit.start, CorruptionKind.UNREADABLE_FILE, f"decoder failed {passes}", None
-        )
+        error = _unread(unit, f"decoder failed {passes}")
         yield _rows_to_batch([_error_row(_Provenance(unit), error)], schema)
     return bool(found) or bool(failed)
+
+
+def _checked_end(unit: WorkUnit) -> int | None:
+    """Where the index entries a unit's walk checks end: its range's end; for a segment's last range,
+    the size listed where the file has grown since (a live broker's appends, and their index entries,
+    which the walk does not read: they were no mismatch), else none (an entry past the file's end is
+    stale: the log was cut below it)."""
+    if unit.end is not None:
+        return unit.end
+    try:
+        grown = os.stat(unit.file).st_size > unit.size
+    except OSError:
+        return None
+    return unit.size if grown else None
+
+
+def _unread(unit: WorkUnit, message: str) -> DecodeError:
+    """The quarantine row of a unit that could not be read, or whose decode failed. A log's bytes (a
+    segment's range, a dump-log text) hold batches that were not all audited: an UNREADABLE_BATCH over
+    the range, an error (a run must not say valid over data it did not read), whose region the loss
+    rules name as where missing records may lie. Any other file is an UNREADABLE_FILE."""
+    if unit.kind in (LOG, DUMP_LOG_TEXT):
+        end = unit.size if unit.end is None else unit.end
+        return DecodeError(
+            unit.file,
+            unit.start,
+            CorruptionKind.UNREADABLE_BATCH,
+            f"{message}; bytes {unit.start} to {end} {NOT_DECODED}",
+            max(end - unit.start, 0),
+        )
+    return DecodeError(unit.file, unit.start, CorruptionKind.UNREADABLE_FILE, message)
 
 
 @functools.cache
@@ -344,7 +373,7 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
     if unit.index_file is not None and (
         table == "quarantine" or walk_finds_quarantine(table, records=records)
     ):
-        check = IndexCheck.of(unit.file, unit.index_file, unit.start, unit.end)
+        check = IndexCheck.of(unit.file, unit.index_file, unit.start, _checked_end(unit))
     marks = WalkMarks()
     try:
         for run in segment_runs(unit, start, records=decode_records):
@@ -402,12 +431,7 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
         # evidence that cannot be read, a quarantine row, not a failed pass.
         yield from marks.finish()
         if table == "quarantine":
-            error = DecodeError(
-                unit.file,
-                unit.start,
-                CorruptionKind.UNREADABLE_FILE,
-                f"cannot read since it was listed: {exc}",
-            )
+            error = _unread(unit, f"cannot read since it was listed: {exc}")
             yield _rows_to_batch([_error_row(ctx, error)], schema)
         return True
     except Exception:

@@ -30,6 +30,11 @@ class CorruptionKind(StrEnum):
     UNREADABLE_FILE = "UNREADABLE_FILE"
 
 
+# The end of the message of a unit (a segment's byte range, a dump-log text) that could not be read or
+# whose decode failed: its bytes were not all decoded, so no rest of it was read after the region.
+NOT_DECODED = "were not (all) decoded"
+
+
 @dataclass(frozen=True, slots=True)
 class DecodeError:
     """A corrupt region: the file, where it starts, how long it is (when known) and why.

@@ -131,11 +131,19 @@ def test_a_pass_that_fails_is_a_quarantine_row_of_the_quarantine_pass(
     assert failure == dt.PassFailed("batches", "ArrowInvalid: a bug")
     assert isinstance(failure, dt.PassFailed)
     # The driver hands the quarantine pass what the earlier passes reported.
-    assert not [r for r in drain(unit, "quarantine")[0] if r["kind"] == "UNREADABLE_FILE"]
+    assert not [r for r in drain(unit, "quarantine")[0] if r["kind"] == "UNREADABLE_BATCH"]
     quarantine, _ = drain(unit, "quarantine", failures=[failure])
-    failed = [r for r in quarantine if r["kind"] == "UNREADABLE_FILE"]
-    assert [(r["file"], r["position"], r["message"]) for r in failed] == [
-        (unit.file, 0, "decoder failed in the batches pass: ArrowInvalid: a bug")
+    # A text holds a log's batches that were not all read: an error over the whole text, not a warning.
+    failed = [r for r in quarantine if r["kind"] == "UNREADABLE_BATCH"]
+    size = Path(unit.file).stat().st_size
+    assert [(r["file"], r["position"], r["length"], r["message"]) for r in failed] == [
+        (
+            unit.file,
+            0,
+            size,
+            "decoder failed in the batches pass: ArrowInvalid: a bug; "
+            f"bytes 0 to {size} were not (all) decoded",
+        )
     ]
     # Where the driver cannot gather failures (Spark Connect), the pass fails its job, naming the file.
     with pytest.raises(RuntimeError, match=f"{unit.file}: byte 0: the batches pass failed: ArrowInvalid"):
@@ -155,21 +163,25 @@ def test_a_failing_quarantine_pass_is_still_its_own_row(
     quarantine, corrupt = drain(unit, "quarantine", failures=earlier)
     assert corrupt is True
     # One row per unit (its natural key is the unit's file and start), naming every failed pass.
-    assert [r["message"] for r in quarantine] == [
+    assert [r["message"].split("; bytes ")[0] for r in quarantine] == [
         "decoder failed in the quarantine pass: RuntimeError: a bug; in the batches pass: RuntimeError: a bug"
     ]
 
 
 def test_a_segment_gone_since_it_was_listed_is_a_quarantine_row_not_a_failed_pass(tmp_path: Path) -> None:
     """Retention deletes a live directory's head segment between discovery and decode: its batches pass
-    gives nothing and asks the quarantine pass, which writes one UNREADABLE_FILE row; no pass fails."""
+    gives nothing and asks the quarantine pass, which writes one row; no pass fails. Its batches were not
+    audited: an UNREADABLE_BATCH (an error) over the bytes listed, not a warning a valid run passes."""
     unit = log_unit(tmp_path, segment(build_v2(V2Batch(base_offset=0))))
     Path(unit.file).unlink()
     assert drain(unit, "batches") == ([], True)
     quarantine, corrupt = drain(unit, "quarantine")
     assert corrupt is True
-    assert [(r["kind"], r["file"], r["position"]) for r in quarantine] == [("UNREADABLE_FILE", unit.file, 0)]
+    assert [(r["kind"], r["file"], r["position"], r["length"]) for r in quarantine] == [
+        ("UNREADABLE_BATCH", unit.file, 0, unit.size)
+    ]
     assert "cannot read since it was listed" in quarantine[0]["message"]
+    assert quarantine[0]["message"].endswith(f"bytes 0 to {unit.size} were not (all) decoded")
 
 
 def test_a_pass_that_fails_mid_walk_keeps_every_row_it_gave(

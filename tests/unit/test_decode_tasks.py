@@ -491,6 +491,27 @@ def test_every_index_entry_is_checked_once_whatever_the_split(tmp_path: Path) ->
         assert {i for i, u in enumerate(units) if decode(u, BATCHES.name, records=False)[1]} == owners
 
 
+def test_index_entries_of_batches_appended_after_listing_are_no_mismatch(tmp_path: Path) -> None:
+    """A live broker's active segment listed at size S and read later: the walk stops at S, and the
+    index entries the broker added since for the batches past S pointed at nothing the walk saw: one
+    INDEX_MISMATCH per entry. They are left out where the file has grown; where it has not (the log
+    was cut below them), an entry past the end is still one."""
+    source = REAL_FIXTURES / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
+    log = tmp_path / "meta-0" / source.name
+    log.parent.mkdir()
+    shutil.copyfile(source, log)
+    entries = broker_like_index(log)
+    index = log.with_suffix(".index")
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
+    listed = entries[len(entries) // 2][1]  # the size when listed: a batch boundary
+    unit = dt.WorkUnit(dt.LOG, "d", None, "meta", 0, str(log), listed, index_file=str(index))
+    assert index_mismatches([unit]) == []
+    with open(log, "r+b") as cut:
+        cut.truncate(listed)
+    later = [i for i, e in enumerate(entries) if e[1] >= listed]
+    assert index_mismatches([unit]) == [(str(index), 8 * i, 8) for i in later]
+
+
 def test_an_index_of_zeros_has_no_entry_to_check(tmp_path: Path) -> None:
     """The active segment's index, preallocated with zeros (10 MiB by default), before and after its
     first entry: the zeros are no entries (the broker never indexes position 0)."""
