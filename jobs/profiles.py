@@ -118,7 +118,7 @@ def _overlay(overlay: dict[str, Any], where: str, name: str | None) -> dict[str,
             raise ProfileError(
                 f"{where}: setting(s) {', '.join(beside)} beside the `profile:` mapping (put them in it)"
             )
-        merged = dict(nested)
+        merged = _kafka_names(dict(nested), where)
         if "app_sequence_extractor" in overlay:
             if "app_sequence_extractor" in merged:
                 raise ProfileError(f"{where}: app_sequence_extractor both in and beside `profile:`")
@@ -137,10 +137,33 @@ def _yaml(text: str, where: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{where}: not valid YAML: {exc}") from None
+        # One line (contract §2): the parser's message spans several, with a caret under the column.
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ProfileError(f"{where}: not valid YAML{at}: {problem}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{where}: expected a mapping of profile settings")
+    return _kafka_names(data, where)
+
+
+def _kafka_names(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """`data` with the broker's and topic's own names of settings (contract §1 names them so:
+    `producer.id.expiration.ms`, ...) taken as ours."""
+    for kafka_name, setting in KAFKA_NAMES.items():
+        if kafka_name in data:
+            if setting in data:
+                raise ProfileError(f"{where}: both {kafka_name} and {setting}: give one")
+            data[setting] = data.pop(kafka_name)
     return data
+
+
+# Kafka's names of the profile's settings, accepted beside ours.
+KAFKA_NAMES = {
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "transaction.max.timeout.ms": "transaction_max_timeout_ms",
+    "delete.retention.ms": "delete_retention_ms",
+}
 
 
 def _build(

@@ -126,6 +126,31 @@ def test_a_config_of_the_wrong_shape_is_a_usage_error_naming_the_file(
         load_profile(config=config(tmp_path, text))
 
 
+def test_invalid_yaml_is_one_line_naming_its_place(tmp_path: Path) -> None:
+    """Contract §2: a one-line reason. The parser's own message spans three lines (with a caret)."""
+    with pytest.raises(ProfileError) as caught:
+        load_profile(config=config(tmp_path, "a: b\n  c: d\n"))
+    assert str(caught.value).endswith(
+        "audit.yaml: not valid YAML at line 2, column 4: mapping values are not allowed here"
+    )
+    assert "\n" not in str(caught.value)
+
+
+def test_the_kafka_names_of_settings_are_accepted(tmp_path: Path) -> None:
+    """Contract §1 names the config's settings as the broker does (`producer.id.expiration.ms`); they
+    were refused as unknown settings."""
+    top = load_profile(
+        config=config(tmp_path, "producer.id.expiration.ms: 3600000\ndelete.retention.ms: 5\n")
+    )
+    assert (top.producer_id_expiration_ms, top.delete_retention_ms) == (3_600_000, 5)
+    nested = load_profile(config=config(tmp_path, "profile:\n  transaction.max.timeout.ms: 60000\n"))
+    assert nested.transaction_max_timeout_ms == 60_000
+    with pytest.raises(
+        ProfileError, match=r"both producer\.id\.expiration\.ms and producer_id_expiration_ms"
+    ):
+        load_profile(config=config(tmp_path, "producer.id.expiration.ms: 1\nproducer_id_expiration_ms: 2\n"))
+
+
 def test_a_config_that_is_not_utf8_is_a_usage_error_naming_the_byte(tmp_path: Path) -> None:
     path = tmp_path / "audit.yaml"
     path.write_bytes(b"duplicate_window_batches: 5\n# caf\xe9\n")
