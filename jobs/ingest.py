@@ -279,6 +279,9 @@ def _claim(
 
 
 def _usable_path(raw: str, *, directory_ok: bool = True) -> str:
+    if not raw.strip():
+        # (os.path.abspath would make it the working directory: `--input "d=$UNSET"` read whatever is there)
+        raise UsageError(f"an empty path ({raw!r}): give the file or directory to read")
     path = os.path.abspath(raw)
     if not os.path.exists(path):
         if is_uri(raw):
@@ -974,6 +977,8 @@ def hadoop_path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
 
 
 def _check_output(output: str) -> None:
+    if not output.strip():
+        raise UsageError(f"--output is empty ({output!r}): give the directory the tables are written under")
     if is_uri(output):
         return
     path = os.path.abspath(output)

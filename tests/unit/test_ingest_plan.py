@@ -189,6 +189,25 @@ def test_an_input_given_as_a_uri_is_a_usage_error_that_says_paths_are_read_as_fi
             plan_ingest(IngestOptions([LabeledPath("d", uri)], "unused"))
 
 
+def test_an_empty_input_or_output_is_a_usage_error_not_the_working_directory(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`--input "d=$UNSET"` read the working directory (abspath of ""), `--output ""` wrote under it."""
+    import pytest
+
+    from jobs.ingest import UsageError, _check_output
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(FOO_0, tmp_path / "foo-0")
+    for given in ("d=", "", " "):
+        with pytest.raises(
+            UsageError, match=r"^an empty path \('\s*'\): give the file or directory to read$"
+        ):
+            plan_ingest(IngestOptions([LabeledPath.parse(given)], "unused"))
+    with pytest.raises(UsageError, match=r"^--output is empty"):
+        _check_output("")
+
+
 def test_a_meta_properties_with_problems_becomes_quarantine_rows_naming_them(tmp_path: Path) -> None:
     """Discovery reads meta.properties for the broker id; a file it cannot use left the replica unnamed
     and said nothing. It is now a unit of the quarantine pass, whose rows name each problem's line."""
