@@ -126,7 +126,9 @@ def write_findings_json(
     `valid` was judged at, written beside it (a key beyond the contract's) when given.
     """
     counts = counts_by_kind(finding_counts(findings) if per_kind is None else per_kind)
-    rows = sorted_findings(findings).toLocalIterator(prefetchPartitions=False)
+    # The driver holds one sorted partition at a time: as many as keep each under FINDINGS_PER_PARTITION.
+    parts = max(1, -(-sum(counts.values()) // FINDINGS_PER_PARTITION))
+    rows = sorted_findings(findings, parts).toLocalIterator(prefetchPartitions=False)
     chunks = findings_json_chunks(run_id, valid, counts, (r.asDict() for r in rows), fail_on=fail_on)
     _write_atomically(path, chunks)
     return counts
@@ -162,11 +164,21 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
-def sorted_findings(findings: DataFrame) -> DataFrame:
-    """The findings in contract §3 columns and contract §2 order (nulls first, ids breaking ties)."""
+# Findings per sorted partition `findings.json` streams to the driver (`toLocalIterator` collects a
+# whole partition at a time): a few tens of MB of rows, however many findings a run has.
+FINDINGS_PER_PARTITION = 100_000
+
+
+def sorted_findings(findings: DataFrame, partitions: int | None = None) -> DataFrame:
+    """The findings in contract §3 columns and contract §2 order (nulls first, ids breaking ties), in
+    `partitions` ranges of that order (else the session's shuffle partitions)."""
     from pyspark.sql import functions as F
 
-    return findings.select(*FINDINGS.columns).orderBy(*[F.col(c).asc_nulls_first() for c in FINDING_ORDER])
+    order = [F.col(c).asc_nulls_first() for c in FINDING_ORDER]
+    rows = findings.select(*FINDINGS.columns)
+    if partitions is None:
+        return rows.orderBy(*order)
+    return rows.repartitionByRange(partitions, *order).sortWithinPartitions(*order)
 
 
 def finding_counts(findings: DataFrame) -> dict[tuple[str, str], int]:

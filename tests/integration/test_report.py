@@ -70,6 +70,34 @@ def test_findings_json_is_sorted_by_topic_partition_first_offset_kind(
     assert all(list(f) == FINDINGS.columns for f in doc["findings"])
 
 
+def test_findings_json_streams_the_findings_in_ranges_of_bounded_size(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver holds one sorted partition at a time (`toLocalIterator`): the sort cuts the findings
+    into ranges of about FINDINGS_PER_PARTITION each, not the session's few shuffle partitions, and the
+    file keeps the contract's order across them."""
+    from jobs import report
+
+    rows = mixed_findings()
+    whole = tmp_path / "whole.json"
+    write_findings_json(findings_frame(spark, rows), run_id="r1", valid=True, path=str(whole))
+    monkeypatch.setattr(report, "FINDINGS_PER_PARTITION", 10)
+    ranges: list[int] = []
+    original = report.sorted_findings
+
+    def sorted_in(findings: DataFrame, partitions: int | None = None) -> DataFrame:
+        out = original(findings, partitions)
+        ranges.append(out.rdd.getNumPartitions())
+        return out
+
+    monkeypatch.setattr(report, "sorted_findings", sorted_in)
+    cut = tmp_path / "cut.json"
+    write_findings_json(findings_frame(spark, rows), run_id="r1", valid=True, path=str(cut))
+    assert ranges == [-(-len(rows) // 10)]
+    assert cut.read_bytes() == whole.read_bytes()
+    assert [f["finding_id"] for f in json.loads(cut.read_text())["findings"]] == contract_order(rows)
+
+
 def test_findings_json_is_byte_identical_whatever_the_input_partitioning(
     spark: SparkSession, tmp_path: Path
 ) -> None:
