@@ -122,10 +122,16 @@ def _check_complete(bronze: Bronze, output: str) -> None:
         )
 
 
-def _without_records(bronze: Bronze) -> bool:
-    """Batches but no record: an ingest without --records (a records-mode ingest writes every batch's
-    records; an ingest in headers mode leaves the table empty). One-row reads of each table."""
-    return (bronze.records is None or bronze.records.isEmpty()) and not bronze.batches.isEmpty()
+def _without_records(bronze: Bronze) -> list[str]:
+    """The dumps holding data batches with records but no record row: ingested without --records (a
+    records-mode ingest writes every batch's records; one in headers mode writes none). A dump ingested
+    with --records beside one ingested without is one of them. Two small aggregates by dump."""
+    from pyspark.sql import functions as F
+
+    with_data = bronze.batches.where(~F.col("is_control") & (F.col("count") > 0)).select("dump_id").distinct()
+    if bronze.records is not None:
+        with_data = with_data.join(bronze.records.select("dump_id").distinct(), "dump_id", "left_anti")
+    return sorted(r["dump_id"] for r in with_data.collect())
 
 
 def read_table_version(spark: SparkSession, path: str) -> DataFrame:
@@ -230,11 +236,12 @@ def run_audit(
         _hadoop_jvm(spark, output)  # reports need it: asked before any work
     bronze = read_bronze(spark, output)
     _check_complete(bronze, output)
-    if profile.app_sequence is not None and _without_records(bronze):
+    headers_only = _without_records(bronze) if profile.app_sequence is not None else []
+    if headers_only:
         # Contract §1: the extractor implies --records; `run` turns it on, a separate ingest may not have.
         raise UsageError(
-            f"{output}: the app-sequence extractor reads records, and nothing here was ingested with "
-            "--records: ingest with --records, or use `replay-audit run`"
+            f"{output}: the app-sequence extractor reads records, and dump(s) {', '.join(headers_only)} "
+            "were ingested without --records: ingest them with --records, or use `replay-audit run`"
         )
     # The driver's waits (small jobs, Delta log reads and commits, code generation) overlap: the run id
     # beside the audit's first stages, the silver table's write beside the planning of the findings,

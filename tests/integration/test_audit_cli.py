@@ -137,6 +137,14 @@ def test_an_app_sequence_audit_of_an_output_ingested_without_records_is_a_usage_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--records" in err and str(out) in err
     assert not (out / "findings").exists()
+    # A dump ingested with --records beside it does not hide it: its app sequences would go unchecked.
+    given = ["--input", f"full={SAMPLE / 'codec-gzip-0'}", "--records", "--output", str(out)]
+    assert main(["ingest", *given]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--output", str(out), *app, "--no-gx"]) == 2
+    err = capsys.readouterr().err
+    assert "dump(s) codec-gzip-0 were ingested without --records" in err, err
+    assert not (out / "findings").exists()
 
 
 def test_captured_at_orders_dumps_whose_copies_reset_their_mtimes(spark: Any, tmp_path: Path) -> None:
