@@ -30,11 +30,15 @@ def extract(spec: str) -> Column:
 
 
 def app_sequences(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
-    """Records with `app_producer` and `app_sequence` (long) where both could be read."""
-    r = with_log_key(records).select(
+    """Records of producers without idempotence (contract §1: producer id -1, so no sequence of the
+    broker's; an idempotent or transactional producer's records are the replay's) with `app_producer`
+    and `app_sequence` (long) where both could be read. A value that is no whole number, or does not fit
+    a long, is not an app sequence (a null: `try_cast`, whatever `spark.sql.ansi.enabled` says; a cast
+    failed the audit under Spark 4's ANSI default)."""
+    r = with_log_key(records.where(F.col("sequence") < 0)).select(
         "*",
         extract(spec.producer).alias("app_producer"),
-        F.trim(extract(spec.sequence)).cast("long").alias("app_sequence"),
+        F.trim(extract(spec.sequence)).try_cast("long").alias("app_sequence"),
     )
     return r.where(F.col("app_producer").isNotNull() & F.col("app_sequence").isNotNull())
 
