@@ -431,7 +431,13 @@ def _log_unit(unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema, r
         # evidence that cannot be read, a quarantine row, not a failed pass.
         yield from marks.finish()
         if table == "quarantine":
-            error = _unread(unit, f"cannot read since it was listed: {exc}")
+            gone = (
+                " (deleted since it was listed: a live log directory's retention or cleaner? ingest a copy "
+                "taken at one moment)"
+                if not os.path.lexists(unit.file)
+                else ""
+            )
+            error = _unread(unit, f"cannot read since it was listed: {exc}{gone}")
             yield _rows_to_batch([_error_row(ctx, error)], schema)
         return True
     except Exception:

@@ -181,6 +181,10 @@ def test_a_segment_gone_since_it_was_listed_is_a_quarantine_row_not_a_failed_pas
         ("UNREADABLE_BATCH", unit.file, 0, unit.size)
     ]
     assert "cannot read since it was listed" in quarantine[0]["message"]
+    assert (
+        "(deleted since it was listed: a live log directory's retention or cleaner?"
+        in quarantine[0]["message"]
+    )
     assert quarantine[0]["message"].endswith(f"bytes 0 to {unit.size} were not (all) decoded")
 
 
