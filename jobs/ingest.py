@@ -225,8 +225,10 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
     input_dumps = {dump_id for dump_id, _ in plan.pairs}
     ledgers: dict[str, str] = {}
     for ledger in options.acks:
-        path = _usable_path(ledger.path, directory_ok=False)
-        check_ledger(path)
+        path = _usable_path(ledger.path)
+        parts = _ledger_parts(ledger.path, path)
+        for part in parts:
+            check_ledger(part)
         dump_id = ledger.label or os.path.basename(path)
         # A ledger's rows replace its label's (label, no replica) rows in every table, as a dump's do:
         # under an input's dump id it would replace that dump's rows, or be merged with another ledger.
@@ -238,11 +240,35 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
             )
         ledgers[dump_id] = ledger.path
         plan.ledgers.add(dump_id)
-        info = _stat(path)
         plan.pairs.add((dump_id, None))
-        plan.inventory.append(_inventory_row(dump_id, None, None, None, info, "acks", None, None))
-        plan.units.append(dt.WorkUnit(dt.ACKS_LEDGER, dump_id, None, None, None, path, info.size))
+        for part in parts:
+            info = _stat(part)
+            plan.inventory.append(_inventory_row(dump_id, None, None, None, info, "acks", None, None))
+            plan.units.append(dt.WorkUnit(dt.ACKS_LEDGER, dump_id, None, None, None, part, info.size))
     return plan
+
+
+def _ledger_parts(given: str, path: str) -> list[str]:
+    """The files of an `--acks` ledger: the file given, or the Parquet files of a directory (a table
+    written by Spark, pandas or pyarrow: `part-*.parquet` beside `_SUCCESS` and `.crc` files, which are
+    left out, as Parquet readers leave out names starting with `_` or `.`)."""
+    if not os.path.isdir(path):
+        return [path]
+    parts = sorted(
+        os.path.join(root, name)
+        for root, dirs, names in os.walk(path)
+        for name in names
+        if name.endswith(".parquet")
+        and not name.startswith(("_", "."))
+        and not any(
+            part.startswith(("_", ".")) for part in os.path.relpath(root, path).split(os.sep) if part != "."
+        )
+    )
+    if not parts:
+        raise UsageError(
+            f"{given}: a directory holding no .parquet file: an ack ledger is a file, or a Parquet table"
+        )
+    return parts
 
 
 def _claim_text(

@@ -133,6 +133,46 @@ def test_a_segment_this_user_may_not_read_is_a_usage_error_naming_it(
     assert str(segment) in {unit.file for unit in plan.units}
 
 
+def test_a_parquet_ledger_written_as_a_directory_is_read_part_by_part(tmp_path: Path) -> None:
+    """Spark writes a Parquet table as a directory of part files beside `_SUCCESS` and `.crc` files: it
+    was refused ("is a directory, expected a file"). Each part is a unit of the ledger's label; a
+    directory without a Parquet file is a usage error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from jobs import decode_tasks as dt
+    from jobs.ingest import UsageError
+
+    shutil.copytree(FOO_0, tmp_path / "dump" / "foo-0")
+    table = tmp_path / "acks.parquet"
+    table.mkdir()
+    for n in range(2):
+        rows = pa.table({"topic": ["foo"], "partition": [0], "offset": [n]})
+        pq.write_table(rows, table / f"part-0000{n}-x.snappy.parquet")
+    (table / "_SUCCESS").write_bytes(b"")
+    (table / ".part-00000-x.snappy.parquet.crc").write_bytes(b"\x00")
+    plan = plan_ingest(
+        IngestOptions(
+            [LabeledPath("d", str(tmp_path / "dump"))], "unused", acks=[LabeledPath(None, str(table))]
+        )
+    )
+    units = [(u.dump_id, Path(u.file).name) for u in plan.units if u.kind == dt.ACKS_LEDGER]
+    assert units == [
+        ("acks.parquet", "part-00000-x.snappy.parquet"),
+        ("acks.parquet", "part-00001-x.snappy.parquet"),
+    ]
+    assert plan.ledgers == {"acks.parquet"}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError, match=r"empty: a directory holding no \.parquet file"):
+        plan_ingest(
+            IngestOptions(
+                [LabeledPath("d", str(tmp_path / "dump"))], "unused", acks=[LabeledPath(None, str(empty))]
+            )
+        )
+
+
 def test_a_ledger_labelled_as_an_input_or_another_ledger_is_a_usage_error(tmp_path: Path) -> None:
     """A ledger's rows replace its label's rows in every table, as a dump's do: labelled `d` beside an
     input `d`, a later ingest of one would wipe the other's batches or acks."""
