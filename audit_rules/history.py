@@ -176,7 +176,7 @@ def derived(b: DataFrame) -> DataFrame:
 
 def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> DataFrame:
     """History rows (`derived`) with their log's key columns, `log_key`, `log_start_offset`, `compacted`,
-    `cleaned_to`, `coordinator_written`, `remote_log_start`, `log_max_timestamp` and
+    `cleaned_to`, `compaction_source`, `coordinator_written`, `remote_log_start`, `log_max_timestamp` and
     `log_max_data_timestamp` (its newest batch's and newest data batch's), and their `file`
     (broadcast joins on the log and file ids of `logs` and `files`: the history is stored without them)."""
     per_log = logs.select(
@@ -187,6 +187,7 @@ def with_log_columns(history: DataFrame, logs: DataFrame, files: DataFrame) -> D
         "first_kept_offset",
         "compacted",
         "cleaned_to",
+        "compaction_source",
         "coordinator_written",
         "remote_log_start",
         F.col("max_timestamp").alias("log_max_timestamp"),

@@ -68,18 +68,30 @@ def compaction_room(offsets: Column, records: Column) -> Column:
 
 
 def compaction_evidence() -> Column:
-    """What says a row's log is compacted, for a message: the profile, or the cleaner's checkpoint."""
-    return F.when(
-        F.coalesce(F.col("compacted"), F.lit(False)),
-        F.format_string(
-            "its topic is in compacted_topics: the log cleaner compacts it below its active segment, "
-            "offset %s",
-            F.col("cleaned_to").cast("string"),
-        ),
-    ).otherwise(
-        F.format_string(
-            "the cleaner-offset-checkpoint lists it: the log cleaner compacts it below offset %s",
-            F.col("cleaned_to").cast("string"),
+    """What says a row's log is compacted, for a message: the profile, the cleaner's work in its batches,
+    or the cleaner's checkpoint."""
+    return (
+        F.when(
+            F.coalesce(F.col("compacted"), F.lit(False)),
+            F.format_string(
+                "its topic is in compacted_topics: the log cleaner compacts it below its active segment, "
+                "offset %s",
+                F.col("cleaned_to").cast("string"),
+            ),
+        )
+        .when(
+            F.col("compaction_source") == "batches",
+            F.format_string(
+                "its batches show the log cleaner's work (one holds fewer records than its offsets): the "
+                "cleaner compacts it below offset %s",
+                F.col("cleaned_to").cast("string"),
+            ),
+        )
+        .otherwise(
+            F.format_string(
+                "the cleaner-offset-checkpoint lists it: the log cleaner compacts it below offset %s",
+                F.col("cleaned_to").cast("string"),
+            )
         )
     )
 
@@ -107,6 +119,11 @@ _BATCH_FACTS = {
     "batches": F.sum,
     "records": F.sum,
     "bytes": F.sum,
+    # 1 where a v2 batch holds fewer records than its offsets span: only the log cleaner writes such a
+    # batch (it keeps a batch's offsets and drops records; the broker refuses a producer's batch whose
+    # count differs from its offsets, LogValidator), so the log is compacted even where no checkpoint
+    # or profile says so (a partition directory copied without its log directory's checkpoints).
+    "cleaned_batches": F.max,
 }
 
 
@@ -134,6 +151,12 @@ def file_producers(batches: DataFrame) -> DataFrame:
         # previous entry's last offset).
         "records": F.col("count"),
         "bytes": F.col("size_bytes"),
+        "cleaned_batches": F.when(
+            (F.col("magic") >= 2)
+            & F.col("crc_valid")
+            & (F.col("count") < F.col("last_offset") - F.col("base_offset") + 1),
+            F.lit(1),
+        ),
     }
     data = ~F.col("is_control")
     marker = F.col("is_control")
@@ -287,11 +310,16 @@ def log_bounds(
             F.greatest(F.col("cleaner_offset"), F.coalesce(F.col("last_segment_offset"), F.lit(0))),
         )
         .when(
-            compacted(profile, F.col("topic")),
+            compacted(profile, F.col("topic")) | F.col("cleaned_batches").isNotNull(),
             F.coalesce(F.col("last_segment_offset"), F.col("log_end_offset"), F.lit(0)),
         )
         .cast("long")
         .alias("cleaned_to"),
+        # What says the log is compacted (`compaction_evidence`).
+        F.when(compacted(profile, F.col("topic")), F.lit("profile"))
+        .when(F.col("cleaner_offset").isNotNull(), F.lit("checkpoint"))
+        .when(F.col("cleaned_batches").isNotNull(), F.lit("batches"))
+        .alias("compaction_source"),
         F.col("topic").isin(*COORDINATOR_TOPICS).alias("coordinator_written"),
         # The base offset of the log's last segment (the active one): the cleaner never reaches it.
         "last_segment_offset",

@@ -83,3 +83,31 @@ def test_a_topic_the_profile_names_as_compacted_is_not_compacted_in_its_active_s
     assert verdicts(rolled=True) == [], verdicts(rolled=True)
     (gap,) = audit(Bronze.from_batches(batches), profile).findings.collect()
     assert (gap["kind"], gap["severity"], gap["missing_records"]) == ("SEQUENCE_GAP", "critical", 5), gap
+
+
+def test_a_batch_holding_fewer_records_than_its_offsets_shows_the_log_is_compacted(
+    spark: SparkSession,
+) -> None:
+    """A partition directory of a compacted topic copied without its log directory (no cleaner
+    checkpoint) and named by no profile: the cleaner kept the batch at offsets 7-9 with one record of
+    three, which only it writes (the broker refuses a producer's batch whose count differs from its
+    offsets). The log is compacted below its active segment: sequences 5-6, at the free offsets 5-6,
+    are the cleaner's, not lost. The same log with every batch whole is a SEQUENCE_GAP."""
+
+    def log(topic: str, trimmed: bool) -> LogBuilder:
+        built = _log(topic, 0)
+        for sequence in range(5):
+            built.data(7, 0, sequence)
+        built.next_offset = 7
+        built.data(7, 0, 7, 3)
+        if trimmed:
+            built.rows[-1]["count"] = 1
+        return built
+
+    rows = [*log("trimmed", True).rows, *log("whole", False).rows]
+    found = audit(
+        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True),
+        load_profile("kafka-3.4"),
+    ).findings.collect()
+    above_info = sorted((f["topic"], f["kind"]) for f in found if f["severity"] != "info")
+    assert above_info == [("whole", "SEQUENCE_GAP")], [f["message"] for f in found]
