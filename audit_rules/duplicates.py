@@ -146,7 +146,7 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
     )
     twice = fmt(
         "Producer %s epoch %s sequences %s-%s are written twice, at offset %s and again at offset %s "
-        "(%s batch(es) later): ",
+        "(%s of its batch(es) between): ",
         "producer_id",
         "producer_epoch",
         "base_sequence",
@@ -157,7 +157,7 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
     )
     again = fmt(
         "Producer %s epoch %s sequences %s-%s are written again at offset %s, first at offset %s and last "
-        "at offset %s (%s batch(es) before): ",
+        "at offset %s (%s of its batch(es) between): ",
         "producer_id",
         "producer_epoch",
         "base_sequence",
@@ -244,18 +244,34 @@ def _client_bumps(history: DataFrame) -> DataFrame:
     client raised, with the epoch of its data before (the next lower one in the log). An epoch whose
     first row is a marker was raised by the transaction coordinator: Transactions V2 ends every
     transaction so (KIP-890), and a timed-out transaction's abort fences its producer so; its data
-    after the marker follows a completed transaction, and no in-flight batch is re-sent there."""
+    after the marker follows a completed transaction, and no in-flight batch is re-sent there. So was an
+    epoch whose data follows a marker of an epoch between it and the data's epoch before (a marker-only
+    epoch): a Transactions V2 producer's transaction that wrote no data to this partition still ends
+    with a marker one epoch up, written only to its partitions, so here the epoch moves on by two."""
     rows = history.where(F.col("ok"))
     epochs = rows.groupBy("log_key", "producer_id", "producer_epoch").agg(
         F.min(F.when(~F.col("is_control"), F.col("base_offset"))).alias("_first_data"),
         F.min(F.when(F.col("is_control"), F.col("base_offset"))).alias("_first_marker"),
     )
-    with_data = epochs.where(F.col("_first_data").isNotNull())
     order = Window.partitionBy("log_key", "producer_id").orderBy("producer_epoch")
+    # The epochs after one with data, up to the next with data, are one group: its marker-only epochs
+    # (every epoch here has data or a marker) lie between the two epochs' data.
+    has_data = F.col("_first_data").isNotNull()
+    epochs = epochs.withColumn(
+        "_group",
+        F.coalesce(
+            F.sum(has_data.cast("int")).over(order.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)
+        ),
+    ).withColumn(
+        "_marker_between",
+        F.max(F.when(~has_data, F.lit(True))).over(Window.partitionBy("log_key", "producer_id", "_group")),
+    )
+    with_data = epochs.where(has_data)
     return (
         with_data.withColumn("previous_epoch", F.lag("producer_epoch").over(order))
         .where(
             F.col("previous_epoch").isNotNull()
+            & ~F.coalesce(F.col("_marker_between"), F.lit(False))
             & F.coalesce(F.col("_first_marker") > F.col("_first_data"), F.lit(True))
         )
         .select("log_key", "producer_id", "producer_epoch", "previous_epoch")
@@ -287,13 +303,10 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
         batches.withColumn("_from_tail", F.dense_rank().over(from_tail))
         .where(F.col("_from_tail") <= window)
         .join(joined, ["log_key", "producer_id", "producer_epoch", "base_offset"], "inner")
-        .select(
-            "log_key",
-            "producer_id",
-            "content",
-            F.col("producer_epoch").alias("previous_epoch"),
-            F.col("offset").alias("_original_offset"),
-        )
+        # One row per content: the join pairs each copy with its first original, not with every record
+        # of equal content (a load generator's 10,000 equal values made 10,000 x 10,000 rows).
+        .groupBy("log_key", "producer_id", "content", F.col("producer_epoch").alias("previous_epoch"))
+        .agg(F.min("offset").alias("_original_offset"))
     )
     copies = heads.join(tails, ["log_key", "producer_id", "previous_epoch", "content"], "inner")
     per_batch = copies.groupBy(*_COPY_BATCH, "base_offset", "last_offset").agg(
@@ -349,17 +362,57 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
     heads = edge.where(F.col("_from_head") <= window).select(
         *_COPY_BATCH, "base_offset", "last_offset", "offset", "content", "_from_head", "_first_offset"
     )
-    tails = edge.where(F.col("_from_tail") <= window).select(
+    # Per earlier producer, its first record of each content.
+    tails = (
+        edge.where(F.col("_from_tail") <= window)
+        .groupBy("log_key", "content", "producer_id")
+        .agg(
+            F.min(F.struct("offset", "producer_epoch", "_last_offset")).alias("_t"),
+        )
+        .select(
+            "log_key",
+            "content",
+            F.col("producer_id").alias("original_producer_id"),
+            F.col("_t.producer_epoch").alias("original_epoch"),
+            F.col("_t.offset").alias("original_offset"),
+            F.col("_t._last_offset").alias("_original_last"),
+        )
+    )
+    # Each copy pairs with the producer that wrote its content last before the new one's first batch
+    # (an as-of join: one sort by content, not every earlier producer of equal content, which gave K
+    # short sessions re-sending one payload K x K rows and each of them a finding per earlier session).
+    columns = [*_COPY_BATCH, "base_offset", "last_offset", "offset", "_from_head", "_first_offset"]
+    tail_columns = ["original_producer_id", "original_epoch", "original_offset", "_original_last"]
+    events = heads.select(
         "log_key",
         "content",
-        F.col("producer_id").alias("original_producer_id"),
-        F.col("producer_epoch").alias("original_epoch"),
-        F.col("offset").alias("original_offset"),
-        F.col("_last_offset").alias("_original_last"),
+        F.col("_first_offset").alias("_at"),
+        F.lit(1).alias("_is_head"),
+        F.struct(*columns).alias("_h"),
+        F.lit(None).cast(tails.select(F.struct(*tail_columns)).schema[0].dataType).alias("_o"),
+    ).unionByName(
+        tails.select(
+            "log_key",
+            "content",
+            F.col("_original_last").alias("_at"),
+            F.lit(0).alias("_is_head"),
+            F.lit(None).cast(heads.select(F.struct(*columns)).schema[0].dataType).alias("_h"),
+            F.struct(*tail_columns).alias("_o"),
+        )
     )
-    pairs = heads.join(tails, ["log_key", "content"], "inner").where(
-        (F.col("original_producer_id") != F.col("producer_id"))
-        & (F.col("_original_last") < F.col("_first_offset"))
+    before = (
+        Window.partitionBy("log_key", "content")
+        .orderBy("_at", "_is_head")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    pairs = (
+        events.withColumn("_latest", F.last("_o", ignorenulls=True).over(before))
+        .where(F.col("_h").isNotNull() & F.col("_latest").isNotNull())
+        .select("_h.*", "_latest.*")
+        .where(
+            (F.col("original_producer_id") != F.col("producer_id"))
+            & (F.col("_original_last") < F.col("_first_offset"))
+        )
     )
     per_batch = pairs.groupBy(*_COPY_BATCH, "base_offset", "last_offset", "original_producer_id").agg(
         F.countDistinct("offset").alias("copied"),

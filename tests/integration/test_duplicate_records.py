@@ -77,6 +77,13 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
     for epoch in range(3):
         v2.data(10, epoch, 0, b"status=up", transactional=True)
         v2.marker(10, epoch + 1, "COMMIT")
+    # v2-skipped: the same producer's transaction at epoch 1 wrote to other partitions only; its COMMIT
+    # (epoch 2) went there, and here the epoch moves from 0 to 2, the marker of epoch 1 between.
+    skipped = Written("v2-skipped")
+    skipped.data(15, 0, 0, b"status=up", transactional=True)
+    skipped.marker(15, 1, "COMMIT")
+    skipped.data(15, 2, 0, b"status=up", transactional=True)
+    skipped.marker(15, 3, "COMMIT")
     # committed: a committed transaction's record written again after a client bump: read twice.
     committed = Written("committed")
     committed.data(11, 0, 0, b"v1", transactional=True)
@@ -105,7 +112,7 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
     bare_copy = bare.data(14, 0, 0, b"w3")
     bare.data(14, 0, 1, b"w4")
 
-    written = (flight, aborted, v2, committed, aborted_last, bare)
+    written = (flight, aborted, v2, skipped, committed, aborted_last, bare)
     batches = spark.createDataFrame([r for w in written for r in w.log.rows], BATCHES.schema)
     records = spark.createDataFrame([r for w in written for r in w.records], RECORDS.schema)
     bronze = replace(Bronze.from_batches(batches), records=records)
@@ -120,3 +127,34 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
         ("in-flight", 1, resent, originals[7]),
         ("new-pid-bare", 0, bare_copy, bare_original),
     ], [f["message"] for f in found]
+
+
+def test_a_new_producer_ids_copy_pairs_with_the_latest_earlier_session_only(spark: SparkSession) -> None:
+    """Short idempotent sessions (a console producer run by cron) each opening with the same payload:
+    each session's first record repeats every earlier session's, and each earlier session was paired
+    with it (K sessions, K x K rows, a finding per earlier session). The copy pairs with the session
+    that wrote the content last before it; a value repeated inside one epoch's batches pairs with one
+    original."""
+    sessions = Written("sessions")
+    for producer_id in (20, 21, 22, 23):
+        sessions.data(producer_id, 0, 0, b"ping")
+        sessions.data(producer_id, 0, 1, b"done-%d" % producer_id)
+    repeated = Written("repeated")
+    for sequence in range(4):
+        repeated.data(30, 0, sequence, b"1")
+    resent = repeated.data(30, 1, 0, b"1")
+    written = (sessions, repeated)
+    batches = spark.createDataFrame([r for w in written for r in w.log.rows], BATCHES.schema)
+    records = spark.createDataFrame([r for w in written for r in w.records], RECORDS.schema)
+    found = audit(replace(Bronze.from_batches(batches), records=records), load_profile("kafka-3.4")).findings
+    dups = sorted(
+        (f["topic"], f["producer_id"], f["first_offset"], f["related_offset"])
+        for f in found.where("kind = 'DUPLICATE_RECORDS_NEW_EPOCH'").collect()
+    )
+    # (each session's copy of "ping" names the session just before it: producer 20's at 0, 21's at 2...)
+    assert dups == [
+        ("repeated", 30, resent, 0),
+        ("sessions", 21, 2, 0),
+        ("sessions", 22, 4, 2),
+        ("sessions", 23, 6, 4),
+    ], dups

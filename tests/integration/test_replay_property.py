@@ -404,9 +404,12 @@ def test_duplicate_verdicts_measure_the_window_from_the_nearest_copy(
         assert "should have refused it as out of sequence" in message[offset], message[offset]
         assert "lost the producer's state" in message[offset], message[offset]
     assert "should have caught it" in message[nearest], message[nearest]
-    assert f"first at offset {first[0]} and last at offset {refused} (0 batch(es) before)" in message[nearest]
+    assert (
+        f"first at offset {first[0]} and last at offset {refused} (0 of its batch(es) between)"
+        in message[nearest]
+    )
     assert "should have caught it" in message[second_nearest], message[second_nearest]
-    assert f"and last at offset {second_refused} (1 batch(es) before)" in message[second_nearest]
+    assert f"and last at offset {second_refused} (1 of its batch(es) between)" in message[second_nearest]
     assert f"follows the batch before it (offset {second_refused}) in sequence" in message[follows]
     assert "should have" not in message[follows], message[follows]
     assert "forgotten" in message[idle_zero], message[idle_zero]
