@@ -453,12 +453,21 @@ def snapshot_mismatch(
     replayed_last = F.coalesce(last_offset, F.lit(-1))
     removed = F.coalesce(s.cleaned_to > s.last_offset, F.lit(False))
     # (The cleaner never passes the log end: an entry at or past it names a batch the log lost.)
+    # An entry without a batch (a marker that raised the epoch cleared its batches: Transactions V2, a
+    # coordinator's fencing abort) at a higher epoch than the log shows: the cleaner removed that marker
+    # (after delete.retention.ms, with its transaction's data) where it may have passed the log's last
+    # event below the snapshot.
+    marker_removed = (
+        (s.last_offset < 0)
+        & (s.producer_epoch > F.col("epoch_seen"))
+        & F.coalesce(s.cleaned_to > F.col("last_row"), F.lit(False))
+    )
     compacted_away = (
         removed
         & (s.producer_epoch >= F.col("epoch_seen"))
         & (s.last_offset > replayed_last)
         & (s.last_offset < s.log_end_offset)
-    )
+    ) | marker_removed
     rows = replayed.where(differs & ~compacted_away).select(
         "producer_id",
         "snap.*",

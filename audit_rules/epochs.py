@@ -23,14 +23,29 @@ def epoch_regression(history: DataFrame) -> DataFrame:
     return to_findings(
         rows,
         "EPOCH_REGRESSION",
-        fmt(
-            "Producer %s wrote epoch %s at offset %s after epoch %s had been used at offset %s: a fenced "
-            "(zombie) producer's write reached the log.",
-            "producer_id",
-            "producer_epoch",
-            "base_offset",
-            "max_epoch_before",
-            "regression_related_offset",
+        F.when(
+            F.col("is_control"),
+            fmt(
+                "Producer %s's %s marker at offset %s carries epoch %s after epoch %s had been used at "
+                "offset %s: the transaction coordinator wrote a marker for a fenced epoch (a stale "
+                "coordinator, or a marker that arrived late).",
+                "producer_id",
+                F.coalesce(F.col("control_type"), F.lit("transaction")),
+                "base_offset",
+                "producer_epoch",
+                "max_epoch_before",
+                "regression_related_offset",
+            ),
+        ).otherwise(
+            fmt(
+                "Producer %s wrote epoch %s at offset %s after epoch %s had been used at offset %s: a fenced "
+                "(zombie) producer's write reached the log.",
+                "producer_id",
+                "producer_epoch",
+                "base_offset",
+                "max_epoch_before",
+                "regression_related_offset",
+            )
         ),
         related_offset="regression_related_offset",
         **BATCH_FIELDS,

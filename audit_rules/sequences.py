@@ -36,21 +36,35 @@ from audit_rules.profile import Profile
 
 def invalid_sequence(history: DataFrame) -> DataFrame:
     """INVALID_SEQUENCE: a negative base sequence, or a sequence range that differs from the offset range
-    (KIP-98)."""
+    (KIP-98). (A v2 batch stores no last sequence: decoders and DumpLogSegments compute it from the base
+    sequence and the last offset delta, as `DefaultRecordBatch.lastSequence` does, so on real bytes only
+    the negative base sequence can be met; the range clause holds for rows given otherwise.)"""
     rows = history.where(F.col("transition") == "INVALID")
     return to_findings(
         rows,
         "INVALID_SEQUENCE",
-        fmt(
-            "Producer %s epoch %s wrote a batch at offsets %s-%s with sequences %s-%s, which do not match "
-            "its "
-            "offsets; the broker should have refused it (INVALID_RECORD).",
-            "producer_id",
-            "producer_epoch",
-            "base_offset",
-            "last_offset",
-            "base_sequence",
-            "last_sequence",
+        F.when(
+            F.col("base_sequence") < 0,
+            fmt(
+                "Producer %s epoch %s wrote a data batch at offsets %s-%s without a sequence (base sequence "
+                "%s), which a producer id needs; the broker should have refused it (INVALID_RECORD).",
+                "producer_id",
+                "producer_epoch",
+                "base_offset",
+                "last_offset",
+                "base_sequence",
+            ),
+        ).otherwise(
+            fmt(
+                "Producer %s epoch %s wrote a batch at offsets %s-%s with sequences %s-%s, which do not "
+                "match its offsets; the broker should have refused it (INVALID_RECORD).",
+                "producer_id",
+                "producer_epoch",
+                "base_offset",
+                "last_offset",
+                "base_sequence",
+                "last_sequence",
+            )
         ),
         **BATCH_FIELDS,
     )

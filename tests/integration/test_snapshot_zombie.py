@@ -54,3 +54,48 @@ def test_a_snapshot_after_a_zombies_batches_holds_the_zombies_epoch(spark: Spark
         ("stale", "EPOCH_REGRESSION"),
         ("stale", "SNAPSHOT_MISMATCH"),
     ], verdicts
+
+
+def test_a_v2_entry_whose_marker_the_cleaner_removed_is_no_mismatch(spark: SparkSession) -> None:
+    """Transactions V2 on a compacted topic: producer 7's transaction at epoch 3 (offset 0) committed by a
+    marker at epoch 4 (offset 1); its next one at epoch 4 (offsets 2-3, data and the COMMIT at epoch 5)
+    the cleaner removed whole. The snapshot at 6 holds epoch 5 and no batch (the marker that raised the
+    epoch cleared them): the log shows epoch 4 at most, and that is the cleaner's doing. In the active
+    segment, or on a topic nobody compacts, it is a SNAPSHOT_MISMATCH."""
+    log = LogBuilder(topic="c-v2", file=f"/d/c-v2-0/{0:020d}.log")
+    log.data(7, 3, 0, transactional=True)
+    log.marker(7, 4, "COMMIT")
+    log.next_offset = 4
+    for sequence in range(3):
+        log.data(8, 0, sequence)
+    entry = log.snapshot_entry(6, 7, 5, -1, -1)
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    snapshots = spark.createDataFrame([entry], PRODUCER_SNAPSHOTS.schema)
+
+    def mismatches(rolled: bool, compacted: tuple[str, ...]) -> list[Any]:
+        bronze = replace(Bronze.from_batches(batches, rolled=rolled), producer_snapshots=snapshots)
+        profile = replace(load_profile("kafka-3.4"), compacted_topics=compacted)
+        found = audit(bronze, profile).findings.collect()
+        return [f["producer_id"] for f in found if f["kind"] == "SNAPSHOT_MISMATCH"]
+
+    assert mismatches(rolled=True, compacted=("c-*",)) == []
+    assert mismatches(rolled=False, compacted=("c-*",)) == [7]
+    assert mismatches(rolled=True, compacted=()) == [7]
+
+
+def test_a_marker_of_a_fenced_epoch_is_the_coordinators_not_a_zombie_producers(spark: SparkSession) -> None:
+    """A marker carries the epoch the coordinator wrote it for: one below an epoch already used is the
+    coordinator's (stale, or late), and its EPOCH_REGRESSION says so, not that a zombie producer wrote."""
+    log = LogBuilder(topic="late-marker", file=f"/d/late-marker-0/{0:020d}.log")
+    log.data(7, 3, 0, transactional=True)
+    log.marker(7, 3, "COMMIT")
+    log.marker(7, 2, "ABORT")
+    found = audit(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), load_profile()
+    ).findings
+    (regression,) = found.where("kind = 'EPOCH_REGRESSION'").collect()
+    message = regression["message"]
+    assert regression["first_offset"] == 2, message
+    assert message.startswith("Producer 7's ABORT marker at offset 2 carries epoch 2 after epoch 3"), message
+    assert "the transaction coordinator wrote a marker for a fenced epoch" in message, message
+    assert "zombie) producer's write" not in message, message
