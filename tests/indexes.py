@@ -3,10 +3,13 @@ walk of a broker-written segment; the entries are what the check under test read
 
 from __future__ import annotations
 
+import shutil
+import struct
 from pathlib import Path
 
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
+from tests.paths import REAL_FIXTURES
 
 
 def broker_like_index(log: Path, every: int = 4096) -> list[tuple[int, int]]:
@@ -21,3 +24,16 @@ def broker_like_index(log: Path, every: int = 4096) -> list[tuple[int, int]]:
                 since = 0
             since += item.size_bytes
     return entries
+
+
+def metadata_segment_with_index(folder: Path) -> tuple[Path, Path, list[tuple[int, int]]]:
+    """A real broker's segment (3.9 MB of `__cluster_metadata`) copied to `folder/meta-0/`, with an
+    `.index` of `broker_like_index` entries beside it: (log, index, entries)."""
+    source = REAL_FIXTURES / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
+    log = folder / "meta-0" / source.name
+    log.parent.mkdir()
+    shutil.copyfile(source, log)
+    entries = broker_like_index(log)
+    index = log.with_suffix(".index")
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
+    return log, index, entries

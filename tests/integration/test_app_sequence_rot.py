@@ -18,17 +18,23 @@ from tests.builders import V2Batch, build_v2, segment
 pytestmark = pytest.mark.integration
 
 
-def test_a_rotted_app_sequence_is_corruption_not_a_duplicate(spark: Any, tmp_path: Path) -> None:
-    batches = [
-        build_v2(
-            V2Batch(
-                base_offset=seq - 1,
-                records=((None, f"order {seq}".encode()),),
-                headers=(("app-producer", b"orders-1"), ("app-seq", str(seq).encode())),
-            )
+def stamped(offset: int, value: bytes, producer_id: int = -1) -> bytes:
+    """A one-record batch of app producer orders-1 stamped with app sequence `value` (idempotent where
+    `producer_id` >= 0)."""
+    return build_v2(
+        V2Batch(
+            base_offset=offset,
+            producer_id=producer_id,
+            producer_epoch=0 if producer_id >= 0 else -1,
+            base_sequence=0 if producer_id >= 0 else -1,
+            records=((None, b"order"),),
+            headers=(("app-producer", b"orders-1"), ("app-seq", value)),
         )
-        for seq in (1, 2, 3, 4)
-    ]
+    )
+
+
+def test_a_rotted_app_sequence_is_corruption_not_a_duplicate(spark: Any, tmp_path: Path) -> None:
+    batches = [stamped(seq - 1, str(seq).encode()) for seq in (1, 2, 3, 4)]
     # The third batch's header value "3" rots into "1": the records still decode, the CRC fails.
     third = bytearray(batches[2])
     at = third.rindex(b"3")
@@ -56,18 +62,6 @@ def test_unreadable_app_sequences_and_idempotent_producers_records_are_left_out(
     ANSI default its cast failed the whole audit. An idempotent producer's records are the replay's
     (contract §1: the app-sequence rules are for producer id -1): its batch stamped with an app
     sequence already used, a DUPLICATE_BATCH of the broker's own rules, is no DUPLICATE_APP_SEQUENCE."""
-
-    def stamped(offset: int, value: bytes, producer_id: int = -1) -> bytes:
-        return build_v2(
-            V2Batch(
-                base_offset=offset,
-                producer_id=producer_id,
-                producer_epoch=0 if producer_id >= 0 else -1,
-                base_sequence=0 if producer_id >= 0 else -1,
-                records=((None, b"order"),),
-                headers=(("app-producer", b"orders-1"), ("app-seq", value)),
-            )
-        )
 
     values = [b"1", b"abc", b"2", b"1.5", b"99999999999999999999", b"3"]
     batches = [stamped(i, v) for i, v in enumerate(values)]

@@ -142,28 +142,38 @@ def test_broker_log_dir_read_through_dump_log_segments_matches_the_binary_decode
         assert seen[row_type.__name__], f"no {row_type.__name__} rows in the broker's files: {seen}"
 
 
-def test_a_text_captured_with_the_tools_stderr_reads_as_its_stdout_alone(tmp_path: Path) -> None:
-    """`kafka-dump-log.sh --files ... --print-data-log > dump.txt 2>&1` where the JVM has options to
-    warn about (JAVA_TOOL_OPTIONS) and log4j2 finds no configuration: the real tool's stderr lines land
-    before and after its first `Dumping` line. The text is recognised, and it reads as the same rows
-    as the tool's stdout alone, with no unreadable line."""
+def tool_command(files: Iterable[Path], *options: str) -> list[str]:
+    """The Kafka 4.3.1 tool's command line, run as a user runs it (no harness JVM options)."""
     ensure_kafka_jars(KAFKA_VERSION)
-    files = [p for p in dumped_files(REAL) if p.suffix == ".log"][:2]
-    cmd = [
+    return [
         java_executable(),
         "-cp",
         kafka_classpath(KAFKA_VERSION),
         DUMP_LOG_SEGMENTS_CLASSES[KAFKA_VERSION],
         "--files",
         ",".join(map(str, files)),
-        "--print-data-log",
+        *options,
     ]
+
+
+def captured_with_stderr(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+    """`cmd > text 2>&1`: stdout and stderr in one stream."""
+    return subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600, **kwargs
+    )
+
+
+def test_a_text_captured_with_the_tools_stderr_reads_as_its_stdout_alone(tmp_path: Path) -> None:
+    """`kafka-dump-log.sh --files ... --print-data-log > dump.txt 2>&1` where the JVM has options to
+    warn about (JAVA_TOOL_OPTIONS) and log4j2 finds no configuration: the real tool's stderr lines land
+    before and after its first `Dumping` line. The text is recognised, and it reads as the same rows
+    as the tool's stdout alone, with no unreadable line."""
+    files = [p for p in dumped_files(REAL) if p.suffix == ".log"][:2]
+    cmd = tool_command(files, "--print-data-log")
     options = "-XX:+UseBiasedLocking -Xloggc:" + str(tmp_path / "gc.log")
     options += " -Dlog4j2.configurationFile=" + str(tmp_path / "none.xml")
     env = dict(os.environ, JAVA_TOOL_OPTIONS=options)
-    captured = subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=600
-    )
+    captured = captured_with_stderr(cmd, env=env)
     alone = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=600)
     assert captured.returncode == 0 and alone.returncode == 0, alone.stderr
     # Not vacuous: the JVM and log4j2 wrote lines of their own, ahead of the first `Dumping` line too.
@@ -187,23 +197,11 @@ def test_the_tools_exception_on_a_segments_tail_is_the_segments_finding(tmp_path
     was an unreadable line of the text, and the segment had nothing after its last batch. It is one
     TRUNCATED_TAIL of the segment at that batch's end, naming what the tool said; the batches before
     it read as the binary decoders read them."""
-    ensure_kafka_jars(KAFKA_VERSION)
     source = next(p for p in dumped_files(REAL) if p.suffix == ".log" and p.stat().st_size > 1000)
     segment = tmp_path / source.parent.name / source.name
     segment.parent.mkdir()
     segment.write_bytes(source.read_bytes() + bytes(200))
-    cmd = [
-        java_executable(),
-        "-cp",
-        kafka_classpath(KAFKA_VERSION),
-        DUMP_LOG_SEGMENTS_CLASSES[KAFKA_VERSION],
-        "--files",
-        str(segment),
-        "--deep-iteration",
-    ]
-    captured = subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600
-    )
+    captured = captured_with_stderr(tool_command([segment], "--deep-iteration"))
     assert captured.returncode != 0 and b"CorruptRecordException" in captured.stdout, captured.stdout[-500:]
     text = tmp_path / "dump.txt"
     text.write_bytes(captured.stdout)
@@ -222,24 +220,13 @@ def test_the_tools_exception_on_a_segments_tail_is_the_segments_finding(tmp_path
 def test_a_snapshot_the_tool_refuses_is_the_snapshots_corruption(tmp_path: Path) -> None:
     """A producer snapshot whose CRC fails: the tool prints why instead of its entries, a line that was
     an unreadable line of the text. It is the snapshot's SNAPSHOT_CORRUPT, as its binary decode says."""
-    ensure_kafka_jars(KAFKA_VERSION)
     source = next(p for p in dumped_files(REAL) if p.suffix == ".snapshot" and p.stat().st_size > 30)
     snapshot = tmp_path / source.parent.name / source.name
     snapshot.parent.mkdir()
     data = bytearray(source.read_bytes())
     data[-3] ^= 0xFF
     snapshot.write_bytes(bytes(data))
-    cmd = [
-        java_executable(),
-        "-cp",
-        kafka_classpath(KAFKA_VERSION),
-        DUMP_LOG_SEGMENTS_CLASSES[KAFKA_VERSION],
-        "--files",
-        str(snapshot),
-    ]
-    captured = subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600
-    )
+    captured = captured_with_stderr(tool_command([snapshot]))
     text = tmp_path / "dump.txt"
     text.write_bytes(captured.stdout)
     errors = [(e.file, e.kind) for e in read_dump_log_text(text) if isinstance(e, DecodeError)]

@@ -32,8 +32,7 @@ from schemas.tables import (
     WALK_OVERLAP,
 )
 from tests.builders import V2Batch, build_v2, segment
-from tests.indexes import broker_like_index
-from tests.paths import REAL_FIXTURES
+from tests.indexes import metadata_segment_with_index
 
 REAL_SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "broker-4.3.1"
 
@@ -455,14 +454,8 @@ def test_every_index_entry_is_checked_once_whatever_the_split(tmp_path: Path) ->
     past the end of the file, and 3 stray bytes after the last entry. Each wrong entry is one
     INDEX_MISMATCH row at its byte position in the index, the same rows whether the segment is decoded
     whole or cut into ranges (where a wrong entry can also be a split point); the others, none."""
-    source = REAL_FIXTURES / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
-    log = tmp_path / "meta-0" / source.name
-    log.parent.mkdir()
-    shutil.copyfile(source, log)
-    entries = broker_like_index(log)
+    log, index, entries = metadata_segment_with_index(tmp_path)
     assert len(entries) > 800
-    index = log.with_suffix(".index")
-    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
     whole = dt.WorkUnit(dt.LOG, "d", None, "meta", 0, str(log), log.stat().st_size, index_file=str(index))
     assert index_mismatches([whole]) == []  # the broker's entries all check out
 
@@ -496,13 +489,7 @@ def test_index_entries_of_batches_appended_after_listing_are_no_mismatch(tmp_pat
     index entries the broker added since for the batches past S pointed at nothing the walk saw: one
     INDEX_MISMATCH per entry. They are left out where the file has grown; where it has not (the log
     was cut below them), an entry past the end is still one."""
-    source = REAL_FIXTURES / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
-    log = tmp_path / "meta-0" / source.name
-    log.parent.mkdir()
-    shutil.copyfile(source, log)
-    entries = broker_like_index(log)
-    index = log.with_suffix(".index")
-    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
+    log, index, entries = metadata_segment_with_index(tmp_path)
     listed = entries[len(entries) // 2][1]  # the size when listed: a batch boundary
     unit = dt.WorkUnit(dt.LOG, "d", None, "meta", 0, str(log), listed, index_file=str(index))
     assert index_mismatches([unit]) == []

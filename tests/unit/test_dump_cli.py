@@ -17,7 +17,7 @@ import pytest
 
 from jobs.cli import main
 from kafka_log_decoder.dump import run_dump
-from tests.indexes import broker_like_index
+from tests.indexes import metadata_segment_with_index
 from tests.paths import REAL_FIXTURES
 
 REAL = REAL_FIXTURES
@@ -315,13 +315,7 @@ def test_an_index_is_checked_against_the_log_beside_it(tmp_path: Path) -> None:
     as the broker places them) all check out; one edited to point 5 bytes into its batch is an
     INDEX_MISMATCH line at its byte position (a warning: exit status 0); without the `.log`, nothing
     can be checked."""
-    source = REAL / "induswargods-kraft" / "__cluster_metadata-0" / "00000000000000000000.log"
-    log = tmp_path / "meta-0" / source.name
-    log.parent.mkdir()
-    shutil.copyfile(source, log)
-    entries = broker_like_index(log)
-    index = log.with_suffix(".index")
-    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
+    log, index, entries = metadata_segment_with_index(tmp_path)
     status, objs = dump(index)
     assert status == 0
     assert [o["type"] for o in objs] == ["index_entry"] * len(entries)
