@@ -13,6 +13,7 @@ control type, ...) are computed with numpy over whole columns.
 
 from __future__ import annotations
 
+import collections
 import csv
 import decimal
 import functools
@@ -1187,9 +1188,11 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
                     continue
                 yield (value if isinstance(value, dict) else "not a JSON object"), *line.where
             return
-        # Strict: a quote left open is an error (at the end of the file), not a field that takes in
-        # every row after it. The header is the first line that is not blank (`ledger_columns` too):
-        # `csv` would take a blank first line for a header of no names.
+        # Strict: a quote left open is an error (at the end of the file, or where the field passes
+        # `csv`'s field size limit), not a field that takes in every row after it. Such a row is bad
+        # from its first line only: the lines after it are read again as rows, so that one stray quote
+        # costs one row, not the rest of the ledger. The header is the first line that is not blank
+        # (`ledger_columns` too): `csv` would take a blank first line for a header of no names.
         texts = lines.texts()
         for text in texts:
             if text.strip():
@@ -1198,7 +1201,6 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
         else:
             return
         reader = csv.DictReader(texts, fieldnames=fieldnames, strict=True, skipinitialspace=True)
-        skipped = lines.header_line  # the lines before the rows: `line_num` counts from the reader
         while True:
             try:
                 row = next(reader)
@@ -1206,10 +1208,19 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
                 return
             except csv.Error as exc:
                 # The lines `csv` read for the row it could not parse (it reads no further ahead).
-                start, end, _ = lines.span(None)
-                yield f"not CSV: {exc}", start, end - start
+                bad = lines.take()
+                if len(bad) > 1:
+                    lines.read_again(bad[1:])
+                    reader = csv.DictReader(texts, fieldnames=fieldnames, strict=True, skipinitialspace=True)
+                    yield f"not CSV: {exc} in a row of {len(bad)} lines from here; {_AGAIN}", *bad[0].where
+                else:
+                    start, end = bad[0].start if bad else 0, bad[-1].end if bad else 0
+                    yield f"not CSV: {exc}", start, end - start
                 continue
-            start, end, invalid = lines.span(reader.line_num + skipped)
+            # `csv` reads no line ahead of the row it returns: the lines read since the last row are its.
+            mine = lines.take()
+            start, end = mine[0].start, mine[-1].end
+            invalid = next((line.invalid for line in mine if line.invalid is not None), None)
             if invalid is not None:
                 yield f"not UTF-8 (byte {invalid})", start, end - start
             else:
@@ -1218,6 +1229,9 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
                     start,
                     end - start,
                 )
+
+
+_AGAIN = "the lines after its first were read again as rows"
 
 
 @dataclass(frozen=True, slots=True)
@@ -1249,7 +1263,8 @@ class _Lines:
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
-        self.pending: list[_Line] = []  # the lines `csv` read since the last `span`
+        self.pending: list[_Line] = []  # the lines `csv` read since the last `take`
+        self.again: collections.deque[_Line] = collections.deque()  # lines to read again, first
         self.header_line = 0  # the CSV header's line number, once read
 
     def __iter__(self) -> Iterator[_Line]:
@@ -1268,25 +1283,41 @@ class _Lines:
                 yield _Line(number, start, position, invalid, text)
 
     def texts(self) -> Iterator[str]:
-        """The lines' text, for `csv`; `span` then tells where the rows it has read lie."""
-        for line in self:
-            self.pending.append(line)
-            if not self.header_line and not line.blank:
-                self.header_line = line.number
-            yield line.text
+        """The lines' text, for `csv`, those handed back by `read_again` first; `take` then gives the
+        lines of the row it has read. Never exhausted while lines are handed back: `csv` may ask again
+        after the end of the file, once a bad row's lines are to be read again."""
+        return _Texts(self)
 
-    def span(self, last: int | None) -> tuple[int, int, int | None]:
-        """(start, end, first invalid byte or None) of the row `csv` read up to line `last` (its
-        `line_num`; None: every line read so far): the lines read since the last call up to it, the
-        blank ones before the row left out (`csv` skips them) and the header's too, at the first call."""
-        mine = [line for line in self.pending if last is None or line.number <= last]
-        self.pending = [line for line in self.pending if last is not None and line.number > last]
+    def read_again(self, lines: list[_Line]) -> None:
+        self.again.extendleft(reversed(lines))
+
+    def take(self) -> list[_Line]:
+        """The lines read since the last call: those of the row `csv` has just read, without the blank
+        lines before it (`csv` skips them) nor the header and the lines before it, at the first call.
+        A row of blank lines only (`csv` read none else) is its last line."""
+        mine, self.pending = self.pending, []
         while len(mine) > 1 and (mine[0].blank or mine[0].number <= self.header_line):
             mine.pop(0)
-        if not mine:
-            return 0, 0, None
-        invalid = next((line.invalid for line in mine if line.invalid is not None), None)
-        return mine[0].start, mine[-1].end, invalid
+        return mine
+
+
+class _Texts:
+    """`_Lines.texts()`: an iterator that a bad row's handed-back lines make go on after the end."""
+
+    def __init__(self, lines: _Lines) -> None:
+        self.lines = lines
+        self.source = iter(lines)
+
+    def __iter__(self) -> _Texts:
+        return self
+
+    def __next__(self) -> str:
+        lines = self.lines
+        line = lines.again.popleft() if lines.again else next(self.source)
+        lines.pending.append(line)
+        if not lines.header_line and not line.blank:
+            lines.header_line = line.number
+        return line.text
 
 
 def _acks_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:

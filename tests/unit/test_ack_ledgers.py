@@ -61,13 +61,51 @@ def test_csv_rows_the_reader_rejects_are_bad_rows_and_the_others_are_kept(tmp_pa
     ledger.write_text("".join(rows))
     starts = [sum(len(r) for r in rows[:i]) for i in range(len(rows))]
     acks, bad = read(ledger)
-    # The field past csv's limit is one bad row; a quote left open takes the rest of the file with it,
-    # as one bad region, not as a field holding the rows after it.
-    assert acks == [1, 3]
+    # The field past csv's limit is one bad row; a quote left open is a bad row at its line only: the
+    # rows after it are read again, not lost as part of one field.
+    assert acks == [1, 3, 5]
     assert bad == [
         (starts[2], len(rows[2]), "acks row 1: not CSV: field larger than field limit (131072)"),
-        (starts[4], len(rows[4]) + len(rows[5]), "acks row 3: not CSV: unexpected end of data"),
+        (
+            starts[4],
+            len(rows[4]),
+            f"acks row 3: not CSV: unexpected end of data in a row of 2 lines from here; {dt._AGAIN}",
+        ),
     ]
+
+
+def test_a_stray_quote_in_a_long_ledger_costs_its_row_only(tmp_path: Path) -> None:
+    """Past csv's field size limit (not only at the end of the file) the open quote's row is one bad
+    row and every row after it is read, blank lines, CRLF endings and further stray quotes included."""
+    ledger = tmp_path / "acks.csv"
+    n = 20_000  # ~230 KB after the stray quote: past the 128 KiB limit
+    rows = ["topic,partition,offset\r\n"] + [f"t,0,{o}\r\n" for o in range(n)]
+    rows[101] = 't,0,"100\r\n'
+    rows[15_001] = 't,0,"15000\r\n'
+    rows.insert(5, "\r\n")
+    ledger.write_text("".join(rows), newline="")
+    starts = [sum(len(r) for r in rows[:i]) for i in range(len(rows))]
+    acks, bad = read(ledger)
+    assert acks == [o for o in range(n) if o not in (100, 15_000)]
+    assert [(position, length) for position, length, _ in bad] == [
+        (starts[102], len(rows[102])),
+        (starts[15_002], len(rows[15_002])),
+    ]
+    assert "field larger than field limit (131072) in a row of " in bad[0][2]
+    assert "unexpected end of data in a row of 5000 lines from here" in bad[1][2]
+
+
+def test_a_quoted_field_over_lines_is_still_one_row(tmp_path: Path) -> None:
+    """A quote closed on a later line is a field of several lines, as CSV has it: one row."""
+    ledger = tmp_path / "acks.csv"
+    rows = ["topic,partition,offset,key\n", 't,0,1,"a\n', 'b,c"\n', "t,0,2,x\n"]
+    ledger.write_text("".join(rows))
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    assert [(r["offset"], r["key"], r["position"]) for r in dt._acks_rows(unit, "acks")] == [
+        (1, "a\nb,c", 0),
+        (2, "x", 1),
+    ]
+    assert read(ledger)[1] == []
 
 
 def test_a_parquet_row_group_that_cannot_be_read_is_one_bad_region(tmp_path: Path) -> None:
