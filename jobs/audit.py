@@ -63,6 +63,9 @@ class AuditResult:
     counts: dict[str, int]
     tables: dict[str, str]
     report_dir: str
+    # The Great Expectations suites that failed or could not run (`report/gx/summary.json`): they guard
+    # the tables the verdict is built on, and do not change the exit status.
+    gx_failed: tuple[str, ...] = ()
 
 
 def read_bronze(spark: SparkSession, output: str) -> Bronze:
@@ -282,7 +285,7 @@ def run_audit(
                     written()
             if out is not None:
                 out.release()
-    status, valid, counts, report_dir = result
+    status, valid, counts, report_dir, gx_failed = result
     finished = int(time.time() * 1000)
     run_row = {
         "run_id": run_id,
@@ -298,7 +301,9 @@ def run_audit(
     }
     tables[RUNS.name] = _upsert_run(spark, run_row, output)
     order = (SEQUENCE_HISTORY.name, FINDINGS.name, PARTITION_SUMMARY.name, RUNS.name)
-    return AuditResult(run_id, valid, status, counts, {name: tables[name] for name in order}, report_dir)
+    return AuditResult(
+        run_id, valid, status, counts, {name: tables[name] for name in order}, report_dir, gx_failed
+    )
 
 
 def _findings_and_reports(
@@ -311,9 +316,9 @@ def _findings_and_reports(
     fail_on: Severity,
     gx: bool,
     tables: dict[str, str],
-) -> tuple[int, bool, dict[str, int], str]:
+) -> tuple[int, bool, dict[str, int], str, tuple[str, ...]]:
     """Write the findings and partition summary (into `tables`), `report/` and the GX validations; the
-    exit status, validity, counts per kind and the report directory."""
+    exit status, validity, counts per kind, the report directory and the GX suites that failed."""
     # The findings are computed once and stored on the executors, then written from there; the counts,
     # the partition summary, both reports and the validations read the stored rows (the summary too is
     # stored, written and read). Read back from Delta instead, each of those queries planned a scan of
@@ -365,6 +370,16 @@ def _findings_and_reports(
             ),
         )
         summary = written_summary()
+        # The validations before index.html, which shows their outcome beside the verdict.
+        gx_dir = os.path.join(report_dir, gx_checks.GX_DIR)
+        validations = None
+        if gx:
+            gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
+            validations = gx_checks.run_gx_validations(gx_tables, gx_dir)
+        else:
+            # An earlier run's validations must not stand beside this run's verdict (a URI's reports
+            # are replaced whole by `publish`).
+            shutil.rmtree(gx_dir, ignore_errors=True)
         report.write_html_report(
             findings,
             summary,
@@ -374,16 +389,11 @@ def _findings_and_reports(
             path=os.path.join(report_dir, "index.html"),
             per_kind=per_kind,
             fail_on=fail_on.label,
+            gx=validations,
         )
         json_written()
-        if gx:
-            gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
-            gx_checks.run_gx_validations(gx_tables, os.path.join(report_dir, "gx"))
-        else:
-            # An earlier run's validations must not stand beside this run's verdict (a URI's reports
-            # are replaced whole by `publish`).
-            shutil.rmtree(os.path.join(report_dir, "gx"), ignore_errors=True)
-        return status, valid, counts, publish()
+        failed = () if validations is None else validations.failed_suites
+        return status, valid, counts, publish(), failed
     finally:
         # After a failure, what still runs ends before the rows it reads are freed (the first error is
         # the one raised).

@@ -51,6 +51,7 @@ MAX_PRODUCER_EPOCH = 32767
 CRC_VALID_MOSTLY = 0.99
 DATASOURCE = "replay_audit"
 DOCS_SITE = "replay_audit"
+GX_DIR = "gx"  # under `report/`
 DATA_DOCS_DIR = "data_docs"
 SUMMARY_FILE = "summary.json"
 # How many unexpected values of a failed expectation GxSummary keeps (GX's own JSON keeps 20).

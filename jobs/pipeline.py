@@ -59,4 +59,13 @@ def run_cli(args: Any) -> int:
     counts = ", ".join(f"{k}={v}" for k, v in sorted(result.counts.items())) or "none"
     verdict = "valid" if result.valid else f"INVALID (a finding reached {fail_on.label})"
     print(f"replay-audit: {verdict}; findings: {counts}", file=sys.stderr)
+    if result.gx_failed:
+        from jobs.gx_checks import GX_DIR, SUMMARY_FILE
+
+        where = f"{result.report_dir.rstrip('/')}/{GX_DIR}/{SUMMARY_FILE}"
+        failed = ", ".join(result.gx_failed)
+        print(
+            f"replay-audit: Great Expectations suite(s) failed or did not run: {failed} ({where})",
+            file=sys.stderr,
+        )
     return result.exit_status

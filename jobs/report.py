@@ -21,6 +21,8 @@ from schemas.tables import FINDINGS, PARTITION_SUMMARY
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from jobs.gx_checks import GxSummary
+
 # Contract §2: findings are sorted by topic, partition, first_offset, kind; finding_id breaks ties.
 FINDING_ORDER = ("topic", "partition", "first_offset", "kind", "finding_id")
 SEVERITIES = tuple(sorted(Severity, reverse=True))  # critical first
@@ -65,6 +67,17 @@ class ReportModel:
     # The findings the partition summary counts (its severity columns summed): the others name no
     # partition log (a log directory's checkpoint or meta.properties, a directory with no live segment).
     findings_in_partitions: int | None = None
+    # The Great Expectations validations of the tables (`report/gx/`); None when skipped (`--no-gx`).
+    gx: GxSummary | None = None
+
+    @property
+    def gx_docs_href(self) -> str | None:
+        """GX's Data Docs page relative to `index.html`, when they were built."""
+        from jobs.gx_checks import DATA_DOCS_DIR, GX_DIR
+
+        if self.gx is None or self.gx.data_docs_index is None:
+            return None
+        return f"{GX_DIR}/{DATA_DOCS_DIR}/index.html"
 
     @property
     def findings_outside_partitions(self) -> int:
@@ -225,11 +238,13 @@ def write_html_report(
     max_partition_rows: int = DEFAULT_MAX_PARTITION_ROWS,
     per_kind: Mapping[tuple[str, str], int] | None = None,
     fail_on: str = "error",
+    gx: GxSummary | None = None,
 ) -> ReportModel:
     """Write the self-contained `index.html` at `path` and return the model it was rendered from.
 
     At most `max_rows_per_kind` findings per kind and `max_partition_rows` partitions (worst first) are
-    shown. `per_kind`: the findings' `finding_counts`, when the caller has them already.
+    shown. `per_kind`: the findings' `finding_counts`, when the caller has them already. `gx`: the
+    validations' outcome, shown beside the verdict (None: they were skipped).
     """
     counts = finding_counts(findings) if per_kind is None else dict(per_kind)
     by_verdict, in_partitions = _partitions_by_verdict(summary)
@@ -245,6 +260,7 @@ def write_html_report(
         max_rows_per_kind=max_rows_per_kind,
         fail_on=fail_on,
         findings_in_partitions=in_partitions,
+        gx=gx,
     )
     _write_atomically(path, [render_html(model)])
     return model

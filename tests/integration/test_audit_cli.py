@@ -60,6 +60,7 @@ def test_every_output_of_the_contract_is_written(sample_run: tuple[Path, int]) -
     assert "EPOCH_BUMP" in html and "https://" not in html
     gx = json.loads((out / "report" / "gx" / "summary.json").read_text())
     assert gx["success"] is True, gx
+    assert "validations: all 3 suites met" in html and 'href="gx/data_docs/index.html"' in html
     history = rows(out, "sequence_history")
     assert {r["transition"] for r in history} >= {"FIRST", "IN_SEQUENCE", "EPOCH_START", "MARKER"}
     summary = rows(out, "partition_summary")
@@ -97,7 +98,32 @@ def test_fail_on_info_turns_the_epoch_bumps_into_exit_1(sample_run: tuple[Path, 
     assert json.loads((out / "report" / "findings.json").read_text())["valid"] is False
     # No earlier run's validations beside this run's verdict.
     assert not (out / "report" / "gx").exists()
+    assert "validations: skipped" in (out / "report" / "index.html").read_text()
     # Without --fail-on the same tables exit 0: the fixture's run (test_the_clean_sample_exits_0_...).
+
+
+def test_a_failed_validation_is_said_on_stderr_and_in_the_page_and_leaves_the_exit_status(
+    sample_run: tuple[Path, int], monkeypatch: Any, capsys: Any
+) -> None:
+    """The validations guard the tables the verdict is built on: a suite that fails (here one the
+    audit's real validations are asked to run on a findings table without its `kind` column) is named
+    on stderr and at the top of index.html, and the exit status stays the findings' (contract §2)."""
+    from jobs import gx_checks
+
+    out, _ = sample_run
+    real = gx_checks.run_gx_validations
+
+    def without_kind(tables: Any, out_dir: str) -> Any:
+        return real({**tables, "findings": tables["findings"].drop("kind")}, out_dir)
+
+    monkeypatch.setattr(gx_checks, "run_gx_validations", without_kind)
+    assert main(["audit", "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "Great Expectations suite(s) failed or did not run: findings (" in err
+    assert err.rstrip().endswith("/report/gx/summary.json)")
+    html = (out / "report" / "index.html").read_text()
+    assert "validations failed</strong> for findings:" in html
+    assert json.loads((out / "report" / "gx" / "summary.json").read_text())["failed_suites"] == ["findings"]
 
 
 def test_corrupt_bytes_are_findings_and_exit_1(spark: Any, tmp_path: Path) -> None:

@@ -253,3 +253,28 @@ def test_the_template_ships_in_the_wheel() -> None:
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "templates/*.j2" in package_data.get("jobs", [])
     assert (ROOT / "jobs" / "templates" / "report.html.j2").is_file()
+
+
+def test_the_page_shows_the_great_expectations_outcome_beside_the_verdict() -> None:
+    """A failed suite guards the tables the verdict is built on: the page says so at the top and lists
+    its failed expectations (values escaped); skipped validations are named as skipped."""
+    from jobs.gx_checks import ExpectationFailure, GxSummary, SuiteOutcome
+
+    met = SuiteOutcome("batches", True, 12, 12, 0, (), "/r/gx/batches.json")
+    failure = ExpectationFailure(
+        "expect_column_values_to_not_be_null(kind)", "every finding has a kind", 2, (HOSTILE_TOPIC,), None
+    )
+    failed = SuiteOutcome("findings", False, 9, 8, 1, (failure,), "/r/gx/findings.json")
+    broken = SuiteOutcome("partition_summary", False, 0, 0, 0, (), None, "AnalysisException: no column")
+    base = model([finding()])
+    assert "validations: skipped (<code>--no-gx</code>)" in render_html(base)
+    assert 'href="#validations"' not in render_html(base)
+    good = render_html(replace(base, gx=GxSummary((met,), "/r/gx/data_docs/index.html")))
+    assert "validations: all 1 suites met" in good and 'href="gx/data_docs/index.html"' in good
+    page = render_html(replace(base, gx=GxSummary((met, failed, broken), None, "not built: OSError")))
+    assert "validations failed</strong> for findings, partition_summary" in page
+    section = page[page.index('<section id="validations">') :]
+    assert "expect_column_values_to_not_be_null(kind)</code>: every finding has a kind" in section
+    assert "2 unexpected, e.g. &lt;script&gt;" in section and HOSTILE_TOPIC not in page
+    assert "not run: AnalysisException: no column" in section and "Data Docs: not built: OSError" in section
+    assert "data_docs/index.html" not in page
