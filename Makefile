@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml setup.py kafka_log_decoder/_native.c conf/constraints.t
 # LTS runs 3.12), since the wheel carries a C extension tagged for the Python that built it.
 CLUSTER_PYTHON ?= python3.12
 wheel:
-	rm -rf dist && $(CLUSTER_PYTHON) -m pip wheel -q --no-deps --wheel-dir dist .
+	rm -rf dist build && $(CLUSTER_PYTHON) -m pip wheel -q --no-deps --wheel-dir dist .
 	ls dist/*.whl
 
 kafka-jars: setup
