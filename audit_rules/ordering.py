@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import fmt, to_findings
-from audit_rules.logs import with_log_key
+from audit_rules.logs import compaction_may_have_removed, compaction_room, with_log_key
 from audit_rules.profile import AppSequenceSpec
 
 
@@ -44,7 +44,10 @@ def app_sequences(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
 
 
 def app_sequence_rules(
-    records: DataFrame, spec: AppSequenceSpec, rotted: DataFrame | None = None
+    records: DataFrame,
+    spec: AppSequenceSpec,
+    rotted: DataFrame | None = None,
+    logs: DataFrame | None = None,
 ) -> DataFrame:
     """DUPLICATE_APP_SEQUENCE, APP_SEQUENCE_REGRESSION and APP_SEQUENCE_GAP per (log, app producer) in offset
     order; for a counter that numbers a producer's records across a topic's partitions
@@ -53,7 +56,15 @@ def app_sequence_rules(
     The records of a batch whose CRC failed (`rotted`: its `dump_id`, `replica`, `file` and
     `batch_position`) take no part, as such a batch takes none in the replay: rotted bytes could read
     as any app sequence (a duplicate or a regression that is the corruption's). Their values are then
-    absent: a hole (a warning) beside the batch's CRC_MISMATCH, which cannot be told from loss."""
+    absent: a hole (a warning) beside the batch's CRC_MISMATCH, which cannot be told from loss.
+
+    On a compacted log (`logs`: `log_bounds`, its `cleaned_to`) the cleaner removes every record but
+    the last of each key below the active segment, so values missing there are the cleaner's, not a
+    hole (kafka-formats-and-rules §5.9, as `SEQUENCE_GAP`): a hole of a counter per partition is no
+    APP_SEQUENCE_GAP where the cleaner may have reached past the value before it
+    (`compaction_may_have_removed`) and the offsets between the two could have held the missing
+    values (`compaction_room`: one record per offset); a hole of a topic-wide counter, where any of the
+    topic's logs in that dump is compacted (its missing values could have been in any partition)."""
     if rotted is not None:
         keys = ("dump_id", "replica", "file", "batch_position")
         bad = rotted.select(*[F.col(k).alias(f"_r_{k}") for k in keys])
@@ -61,6 +72,8 @@ def app_sequence_rules(
             F.broadcast(bad), [F.col(k).eqNullSafe(F.col(f"_r_{k}")) for k in keys], "left_anti"
         )
     r = app_sequences(records, spec)
+    # The compacted logs: a few rows, or none.
+    compacted = None if logs is None else logs.where(F.col("cleaned_to").isNotNull())
     order = Window.partitionBy("log_key", "app_producer").orderBy("offset")
     same = Window.partitionBy("log_key", "app_producer", "app_sequence").orderBy("offset")
     r = (
@@ -104,13 +117,13 @@ def app_sequence_rules(
     frames = [duplicate]
     if topic_wide is not None:
         copies = cross_partition_copies(values, topic_wide)
-        frames += [_copy_findings(copies), _topic_holes(topic_wide)]
+        frames += [_copy_findings(copies), _topic_holes(topic_wide, compacted)]
         # A value below its predecessor that a topic-wide counter had already sent to another partition
         # is that value again (a duplicate), not the log going back.
         key = ["log_key", "app_producer", "app_sequence"]
         candidates = candidates.join(copies.select(*key), key, "left_anti")
     if per_partition is not None:
-        frames.append(_partition_holes(per_partition))
+        frames.append(_partition_holes(per_partition, compacted))
     regression = to_findings(
         candidates,
         "APP_SEQUENCE_REGRESSION",
@@ -221,9 +234,10 @@ def _copy_findings(copies: DataFrame) -> DataFrame:
     )
 
 
-def _partition_holes(values: DataFrame) -> DataFrame:
+def _partition_holes(values: DataFrame, compacted: DataFrame | None) -> DataFrame:
     """APP_SEQUENCE_GAP per (log, app producer) for a counter per partition: each run of values between
-    the producer's lowest and highest in the log that the log does not hold."""
+    the producer's lowest and highest in the log that the log does not hold, but where the cleaner of
+    a `compacted` log (`log_key`, `cleaned_to`) may have removed them."""
     by_value = Window.partitionBy("log_key", "app_producer").orderBy("app_sequence")
     holes = (
         values.withColumn("_below", F.lag("app_sequence").over(by_value))
@@ -231,6 +245,14 @@ def _partition_holes(values: DataFrame) -> DataFrame:
         .where(F.col("app_sequence") > F.col("_below") + 1)
         .withColumn("_missing", F.col("app_sequence") - F.col("_below") - 1)
     )
+    if compacted is not None:
+        cleaned = F.broadcast(compacted.select("log_key", "cleaned_to"))
+        room = compaction_room(F.col("offset") - F.col("_below_offset") - 1, F.col("_missing"))
+        holes = (
+            holes.join(cleaned, "log_key", "left")
+            .where(~(compaction_may_have_removed(F.col("_below_offset")) & room))
+            .drop("cleaned_to")
+        )
     message = fmt(
         "App producer %s never wrote sequences %s-%s (%s value(s)) although %s (offset %s) and %s "
         "(offset %s) are in the log: records the client never sent, or lost.",
@@ -260,10 +282,14 @@ def _gaps(holes: DataFrame, message: Column, related_offset: Column) -> DataFram
     )
 
 
-def _topic_holes(topic_wide: DataFrame) -> DataFrame:
+def _topic_holes(topic_wide: DataFrame, compacted: DataFrame | None) -> DataFrame:
     """APP_SEQUENCE_GAP per (dump, topic, app producer) for a topic-wide counter: each run of values
     between its lowest and highest that no partition of the topic holds, reported at the first record
-    of the value after it (`related_offset`: the value before it, when in the same partition)."""
+    of the value after it (`related_offset`: the value before it, when in the same partition); none
+    where a log of the topic in that dump is `compacted` (the cleaner may have removed them there)."""
+    if compacted is not None:
+        cleaned = compacted.select("dump_id", "topic").distinct()
+        topic_wide = topic_wide.join(F.broadcast(cleaned), ["dump_id", "topic"], "left_anti")
     by_value = Window.partitionBy(*PRODUCER_IN_TOPIC).orderBy("app_sequence")
     holes = (
         topic_wide.withColumn("_below", F.lag("app_sequence").over(by_value))

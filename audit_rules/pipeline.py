@@ -450,7 +450,7 @@ def audit(
                 if "CRC_MISMATCH" in kinds
                 else None
             )
-            frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence, rotted))
+            frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence, rotted, logs))
     frames.append(duplicates.duplicate_batches(checked, profile, history if any_copies() else None))
     findings = union_findings(frames)
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
