@@ -108,7 +108,9 @@ def app_sequence_rules(
         held = values_by_partition(values)
         topic_wide = first_by_value(held)
         if spec.scope == "auto":
-            across = F.broadcast(app_sequence_scopes(held, topic_wide))
+            # One row per (dump, topic, app producer): as many as the application has producers, which
+            # may be one per client instance; Spark broadcasts it when it is small, not by force.
+            across = app_sequence_scopes(held, topic_wide)
             per_partition = values.join(across.where(~F.col("_across")), PRODUCER_IN_TOPIC, "left_semi")
             topic_wide = topic_wide.join(across.where(F.col("_across")), PRODUCER_IN_TOPIC, "left_semi")
         else:
