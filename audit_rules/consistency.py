@@ -350,9 +350,15 @@ def snapshot_mismatch(
     snapshots: DataFrame,
     logs: DataFrame,
     profile: Profile,
+    failed: DataFrame | None = None,
 ) -> DataFrame:
     """SNAPSHOT_MISMATCH: a snapshot entry differs from the state replayed from the retained log below its
     offset (§4.2, §5.8; `producers`: `history.producer_summary`).
+
+    An entry whose last offset lies in a batch of its log whose CRC failed (`failed`:
+    `history.failed_producer_batches`) is not compared: the replay skips that batch (its producer
+    fields are not vouched for), so the state it gives ends before it, and the batch's CRC_MISMATCH is
+    the finding (bytes that rotted after the snapshot was written).
 
     An entry's last offset is its producer's last data batch's (`lastDataOffset`, 1.0 and later), or,
     where `profile.markers_move_last_offset` (0.11, whose `ProducerIdEntry` took a marker's offset as its
@@ -468,7 +474,21 @@ def snapshot_mismatch(
         & (s.last_offset > replayed_last)
         & (s.last_offset < s.log_end_offset)
     ) | marker_removed
-    rows = replayed.where(differs & ~compacted_away).select(
+    rows = replayed.where(differs & ~compacted_away)
+    if failed is not None:
+        rotted = with_log_key(failed).select(
+            F.col("log_key").alias("_f_key"),
+            F.col("base_offset").alias("_f_base"),
+            F.col("last_offset").alias("_f_last"),
+        )
+        rows = rows.join(
+            rotted,
+            (F.col("log_key") == F.col("_f_key"))
+            & (F.col("snap.last_offset") >= F.col("_f_base"))
+            & (F.col("snap.last_offset") <= F.col("_f_last")),
+            "left_anti",
+        )
+    rows = rows.select(
         "producer_id",
         "snap.*",
         "epoch_seen",

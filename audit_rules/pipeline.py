@@ -398,6 +398,7 @@ def audit(
                 bronze.producer_snapshots,
                 logs,
                 profile,
+                failed,
             ),
         ]
     if gone is not None:

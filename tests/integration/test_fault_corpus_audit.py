@@ -239,3 +239,25 @@ def test_a_gap_across_unreadable_bytes_names_them(
     assert loss["severity"] == "critical" and loss["producer_id"] == victim.producer_id
     named = f"Unreadable bytes lie {where} ({segment} at byte {victim.position}, UNREADABLE_BATCH)"
     assert named in loss["message"], (loss["message"], region["message"])
+
+
+def test_a_snapshots_batch_that_fails_its_crc_is_the_corruption_not_a_snapshot_mismatch(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The bundled sample's snapshots name producer 1's last batch (offsets 1150-1199); a byte flipped in
+    its records fails its CRC, so the replay (which skips it) ends at the batch before. The snapshots
+    then disagree with the replay only because of the corruption: one CRC_MISMATCH, no
+    SNAPSHOT_MISMATCH. (Before, each snapshot naming the batch was a SNAPSHOT_MISMATCH error too.)"""
+    source = Path(__file__).resolve().parents[2] / "samples" / "broker-4.3.1" / "idempotent-segments-0"
+    faulted = tmp_path / "dump" / "idempotent-segments-0"
+    expected = apply_fault("flip_byte", source, faulted, batch_offset=1150)
+    assert [f.kind for f in expected.findings] == ["CRC_MISMATCH"]
+    # The fault tool keeps only the snapshots below the batch it changed; the broker wrote the others
+    # while the batch was intact (the bytes rotted on disk since): they are put back.
+    for later in (1500, 1800):
+        shutil.copyfile(source / f"{later:020d}.snapshot", faulted / f"{later:020d}.snapshot")
+    ingest(spark, tmp_path / "out", f"flipped={faulted}")
+    found = audit_dumps(spark, tmp_path / "out")
+    assert [f["kind"] for f in above_info(found)] == ["CRC_MISMATCH"], describe(found)
+    (crc,) = above_info(found)
+    assert crc["first_offset"] == 1150 and "names producer 1 epoch 0, sequences 150-199" in crc["message"]
