@@ -1191,8 +1191,10 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
         # Strict: a quote left open is an error (at the end of the file, or where the field passes
         # `csv`'s field size limit), not a field that takes in every row after it. Such a row is bad
         # from its first line only: the lines after it are read again as rows, so that one stray quote
-        # costs one row, not the rest of the ledger. The header is the first line that is not blank
-        # (`ledger_columns` too): `csv` would take a blank first line for a header of no names.
+        # costs one row, not the rest of the ledger. (A row of several lines that `csv` refuses began
+        # with a quote no writer of CSV leaves open; the lines it took in are rows of their own.)
+        # The header is the first line that is not blank (`ledger_columns` too): `csv` would take a
+        # blank first line for a header of no names.
         texts = lines.texts()
         for text in texts:
             if text.strip():
@@ -1207,9 +1209,14 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
             except StopIteration:
                 return
             except csv.Error as exc:
-                # The lines `csv` read for the row it could not parse (it reads no further ahead).
+                # The lines `csv` read for the row it could not parse (it reads no further ahead): a quote
+                # left open took in the lines after it (to the end, past the field limit, or to a later
+                # stray quote). They are read again while the lines read again number no more than the
+                # text's: a text whose every line opens a quote again costs two passes, not one per line
+                # (its tail is then one bad row).
                 bad = lines.take()
-                if len(bad) > 1:
+                again = len(bad) - 1
+                if again and lines.read_again_count + again <= bad[-1].number:
                     lines.read_again(bad[1:])
                     reader = csv.DictReader(texts, fieldnames=fieldnames, strict=True, skipinitialspace=True)
                     yield f"not CSV: {exc} in a row of {len(bad)} lines from here; {_AGAIN}", *bad[0].where
@@ -1265,6 +1272,7 @@ class _Lines:
         self.handle = handle
         self.pending: list[_Line] = []  # the lines `csv` read since the last `take`
         self.again: collections.deque[_Line] = collections.deque()  # lines to read again, first
+        self.read_again_count = 0  # how many lines were handed back to be read again
         self.header_line = 0  # the CSV header's line number, once read
 
     def __iter__(self) -> Iterator[_Line]:
@@ -1290,6 +1298,7 @@ class _Lines:
 
     def read_again(self, lines: list[_Line]) -> None:
         self.again.extendleft(reversed(lines))
+        self.read_again_count += len(lines)
 
     def take(self) -> list[_Line]:
         """The lines read since the last call: those of the row `csv` has just read, without the blank

@@ -95,6 +95,36 @@ def test_a_stray_quote_in_a_long_ledger_costs_its_row_only(tmp_path: Path) -> No
     assert "unexpected end of data in a row of 5000 lines from here" in bad[1][2]
 
 
+def test_stray_quotes_are_read_past_while_the_lines_read_again_number_no_more_than_the_texts(
+    tmp_path: Path,
+) -> None:
+    """Two stray quotes: each costs its row. A text whose every line opens a quote again (`x","y`: the
+    quote closes, a comma, a quote opens) would be read once per line: past the bound (lines read again
+    no more than the text's) its tail is one bad row, as before the lines were read again."""
+    ledger = tmp_path / "acks.csv"
+    rows = ["topic,partition,offset\n", "t,0,1\n", 't,0,"2\n', "t,0,3\n", 't,0,"4\n', "t,0,5\n"]
+    ledger.write_text("".join(rows))
+    starts = [sum(len(r) for r in rows[:i]) for i in range(len(rows))]
+    acks, bad = read(ledger)
+    assert acks == [1, 3, 5]
+    assert [(position, length) for position, length, _ in bad] == [
+        (starts[2], len(rows[2])),
+        (starts[4], len(rows[4])),
+    ]
+    rows = ["topic,partition,offset,key\n"] + ['t,0,x","y\n'] * 50
+    ledger.write_text("".join(rows))
+    acks, bad = read(ledger)
+    assert acks == []
+    assert [(position, length, message.split(": ", 1)[1]) for position, length, message in bad] == [
+        (
+            len(rows[0]),
+            len(rows[1]),
+            f"not CSV: unexpected end of data in a row of 50 lines from here; {dt._AGAIN}",
+        ),
+        (len(rows[0]) + len(rows[1]), len(rows[1]) * 49, "not CSV: unexpected end of data"),
+    ]
+
+
 def test_a_quoted_field_over_lines_is_still_one_row(tmp_path: Path) -> None:
     """A quote closed on a later line is a field of several lines, as CSV has it: one row."""
     ledger = tmp_path / "acks.csv"
