@@ -355,10 +355,10 @@ def snapshot_mismatch(
     """SNAPSHOT_MISMATCH: a snapshot entry differs from the state replayed from the retained log below its
     offset (§4.2, §5.8; `producers`: `history.producer_summary`).
 
-    An entry whose last offset lies in a batch of its log whose CRC failed (`failed`:
-    `history.failed_producer_batches`) is not compared: the replay skips that batch (its producer
-    fields are not vouched for), so the state it gives ends before it, and the batch's CRC_MISMATCH is
-    the finding (bytes that rotted after the snapshot was written).
+    An entry whose last offset lies in a batch of its log whose CRC failed and whose header names the
+    entry's producer (`failed`: `history.failed_producer_batches`) is not compared: the replay skips
+    that batch (its producer fields are not vouched for), so the state it gives ends before it, and the
+    batch's CRC_MISMATCH is the finding (bytes that rotted after the snapshot was written).
 
     An entry's last offset is its producer's last data batch's (`lastDataOffset`, 1.0 and later), or,
     where `profile.markers_move_last_offset` (0.11, whose `ProducerIdEntry` took a marker's offset as its
@@ -476,14 +476,18 @@ def snapshot_mismatch(
     ) | marker_removed
     rows = replayed.where(differs & ~compacted_away)
     if failed is not None:
+        # The failed header names the producer and its last offset, neither vouched for: only an entry
+        # of the producer it names is excused, so a rotted offset delta hides no other producer's.
         rotted = with_log_key(failed).select(
             F.col("log_key").alias("_f_key"),
+            F.col("producer_id").alias("_f_producer"),
             F.col("base_offset").alias("_f_base"),
             F.col("last_offset").alias("_f_last"),
         )
         rows = rows.join(
             rotted,
             (F.col("log_key") == F.col("_f_key"))
+            & (F.col("producer_id") == F.col("_f_producer"))
             & (F.col("snap.last_offset") >= F.col("_f_base"))
             & (F.col("snap.last_offset") <= F.col("_f_last")),
             "left_anti",

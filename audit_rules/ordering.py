@@ -249,10 +249,15 @@ def _partition_holes(values: DataFrame, compacted: DataFrame | None) -> DataFram
     )
     if compacted is not None:
         cleaned = F.broadcast(compacted.select("log_key", "cleaned_to"))
-        room = compaction_room(F.col("offset") - F.col("_below_offset") - 1, F.col("_missing"))
+        # The offsets free for the missing values: those between the two records below what the cleaner
+        # may have reached (never the active segment, where other producers' records are no room). A
+        # value below its predecessor's offset (the log went back) leaves the room unknown.
+        first = F.least("offset", "_below_offset")
+        free = F.least(F.col("offset"), F.col("cleaned_to")) - F.col("_below_offset") - 1
+        room = (F.col("_below_offset") > F.col("offset")) | compaction_room(free, F.col("_missing"))
         holes = (
             holes.join(cleaned, "log_key", "left")
-            .where(~(compaction_may_have_removed(F.col("_below_offset")) & room))
+            .where(~(compaction_may_have_removed(first) & room))
             .drop("cleaned_to")
         )
     message = fmt(

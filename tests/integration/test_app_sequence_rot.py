@@ -76,3 +76,49 @@ def test_unreadable_app_sequences_and_idempotent_producers_records_are_left_out(
     assert not [f["kind"] for f in found if f["kind"].startswith(("APP_", "DUPLICATE_APP"))], [
         (f["kind"], f["first_offset"]) for f in found
     ]
+
+
+def test_a_hole_on_a_compacted_log_is_excused_only_by_offsets_below_the_active_segment(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The profile names the topic as compacted. orders-1 wrote 1 and 2 at offsets 0 and 1 (the first
+    segment, which the cleaner may have passed), then 5 at offset 12 of the active segment, after ten
+    records of another app producer. The cleaner cannot have removed 3 and 4: no offset below the active
+    segment was free for them, and the active segment's offsets are the other producer's. One hole.
+    With 3 and 4's offsets free in the first segment (2 and 3, the active segment from 4), none."""
+    other = [
+        build_v2(
+            V2Batch(
+                base_offset=0,
+                producer_id=-1,
+                producer_epoch=-1,
+                base_sequence=-1,
+                records=((None, b"other"),),
+                headers=(("app-producer", b"other-1"), ("app-seq", str(seq).encode())),
+            )
+        )
+        for seq in range(10)
+    ]
+
+    def at(batch: bytes, offset: int) -> bytes:
+        return offset.to_bytes(8, "big") + batch[8:]  # the base offset lies outside the CRC
+
+    config = tmp_path / "compacted.yaml"
+    config.write_text("compacted_topics: ['app']\n")
+    profile = load_profile(
+        config=str(config), app_producer="header:app-producer", app_sequence="header:app-seq"
+    )
+    holes = {}
+    for case, active in (("no room", 2), ("room", 4)):
+        part = tmp_path / case / "dump" / "app-0"
+        part.mkdir(parents=True)
+        (part / "00000000000000000000.log").write_bytes(segment(stamped(0, b"1"), stamped(1, b"2")))
+        tail = [at(b, active + i) for i, b in enumerate(other)] + [stamped(active + 10, b"5")]
+        (part / f"{active:020d}.log").write_bytes(segment(*tail))
+        out = tmp_path / case / "out"
+        run_ingest(spark, IngestOptions([LabeledPath("d", str(part.parent))], str(out), records=True))
+        found = audit(read_bronze(spark, str(out)), profile).findings.collect()
+        holes[case] = sorted(
+            (f["kind"], f["first_offset"], f["missing_records"]) for f in found if f["severity"] != "info"
+        )
+    assert holes == {"no room": [("APP_SEQUENCE_GAP", 12, 2)], "room": []}, holes
