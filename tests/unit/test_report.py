@@ -251,31 +251,41 @@ def test_kind_section_for_unknown_severity_is_still_shown() -> None:
 def test_the_template_and_every_data_file_ship_in_the_wheel(tmp_path: Path) -> None:
     """The wheel a cluster installs (`make wheel`) holds the page's template, the profiles, the
     harness's Maven and Java files and the rules' document; setuptools says nothing of data folders
-    it may drop (a folder it finds importable but not listed in `packages`)."""
+    it may drop (a folder it finds importable but not listed in `packages`). Built from a copy of the
+    repository's tracked files: a `build/` left in the checkout would ship its stale files too."""
+    import shutil
     import subprocess
     import sys
     import zipfile
 
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    source = tmp_path / "src"
+    for name in tracked.stdout.splitlines():
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    dist = tmp_path / "dist"
     build = subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "wheel",
-            "-q",
+            "-v",
             "--no-deps",
             "--no-build-isolation",
             "-w",
-            str(tmp_path),
+            str(dist),
             ".",
         ],
-        cwd=ROOT,
+        cwd=source,
         capture_output=True,
         text=True,
-        check=True,
     )
-    assert "absent from the `packages` configuration" not in build.stderr, build.stderr
-    (wheel,) = tmp_path.glob("*.whl")
+    output = build.stdout + build.stderr
+    assert build.returncode == 0, output[-4000:]
+    assert "absent from the `packages` configuration" not in output, output[-4000:]
+    (wheel,) = dist.glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     profiles = {f"conf/profiles/{p.name}" for p in (ROOT / "conf" / "profiles").glob("*.yaml")}
     assert len(profiles) >= 6 and profiles <= names
