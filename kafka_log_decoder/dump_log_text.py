@@ -732,6 +732,7 @@ class _DumpLogTextParser:
         # Whether a line so far ended in a newline: then the text is read from a file, where only the
         # last line can lack one, and the tool ends every line it prints (println).
         self.newlines_seen = False
+        self.crlf: bool | None = None  # whether the text's lines end in CRLF, from its first line
         # Each dumped file's line, by its directory and name: a second `Dumping` of one file in one text
         # (`--files a.log,a.log`, two runs' output concatenated) is not read again.
         self.dumped: dict[tuple[str, ...], tuple[int, str]] = {}
@@ -759,7 +760,12 @@ class _DumpLogTextParser:
         length = _utf8_len(raw) + (0 if raw.endswith("\n") else 1)
         self.byte_offset += length
         line = raw[:-1] if raw.endswith("\n") else raw
-        if line.endswith("\r"):
+        # The text's line ends are those of its first line (the tool's `Dumping` line, never data): a
+        # copy saved with CRLF ends ends every line so, while in a text with LF ends a `\r` before the
+        # newline is the payload's last byte.
+        if self.crlf is None and raw.endswith("\n"):
+            self.crlf = raw.endswith("\r\n")
+        if self.crlf and line.endswith("\r"):
             line = line[:-1]
         if self.line_number == 1:
             line = line.removeprefix("\ufeff")  # a UTF-8 BOM (output saved by some Windows editors)

@@ -251,3 +251,30 @@ def test_the_3_9_tools_deprecated_decoder_notice_is_no_unreadable_line() -> None
     batches = [fields_in_text(r) for r in rows if isinstance(r, BatchHeader)]
     binary = [fields_in_text(r) for r in read_log_segment(segment) if isinstance(r, BatchHeader)]
     assert binary and batches == binary
+
+
+def test_payloads_ending_in_carriage_returns_read_as_the_binary_decoders_read_them(tmp_path: Path) -> None:
+    """Values ending in `\r` (kafka-python's builder writes them), printed by the real tool with
+    `--print-data-log`: the tool ends its lines with `\n`, so the `\r` before it is the value's, not a
+    CRLF line end; a copy of the same text saved with CRLF line ends reads the same."""
+    from tests.builders import V2Batch, build_v2
+
+    values = (b"a\r", b"b\r\r", b"c")
+    segment = tmp_path / "orders-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(build_v2(V2Batch(records=tuple((b"k", v) for v in values))))
+    done = subprocess.run(
+        tool_command([segment], "--deep-iteration", "--print-data-log"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=600,
+        check=True,
+    )
+    assert b"payload: a\r\n" in done.stdout, done.stdout[-500:]
+    binary = [r.value for r in read_log_segment(segment, records=True) if isinstance(r, Record)]
+    assert binary == list(values)
+    for name, text in (("lf.txt", done.stdout), ("crlf.txt", done.stdout.replace(b"\n", b"\r\n"))):
+        (tmp_path / name).write_bytes(text)
+        rows = list(read_dump_log_text(tmp_path / name))
+        assert [r.value for r in rows if isinstance(r, Record)] == binary, (name, rows)
+        assert [r for r in rows if isinstance(r, DecodeError)] == [], name

@@ -259,6 +259,23 @@ def test_payload_with_a_newline_continues_on_the_next_lines() -> None:
     assert of_type(items, DecodeError) == []
 
 
+def test_a_payload_ending_in_a_carriage_return_keeps_it_unless_the_text_has_crlf_line_ends() -> None:
+    """The tool ends its lines with `\n`: a `\r` before it is the payload's last byte. A copy saved with
+    CRLF line ends (its first line, the tool's `Dumping` line, says so) has one on every line."""
+    lines = [
+        "Dumping orders-3/00000000000000000000.log",
+        "Log starting offset: 0",
+        V2_BATCH,
+        record_line(0, " payload: a\r", value_size=2),
+        record_line(1, " payload: b", value_size=1),
+    ]
+    lf = parse(*[line + "\n" for line in lines])
+    assert [r.value for r in of_type(lf, Record)] == [b"a\r", b"b"]
+    crlf = parse(*[line.removesuffix("\r") + "\r\n" for line in lines])
+    assert [r.value for r in of_type(crlf, Record)] == [b"a", b"b"]
+    assert of_type(lf, DecodeError) == of_type(crlf, DecodeError) == []
+
+
 def test_a_binary_payload_printed_lossy_continues_past_its_size_on_the_next_lines() -> None:
     """Bytes that are not UTF-8 print as U+FFFD, 3 bytes each: b"\\xff\\xfeab\\ncd" (7 bytes) prints
     a first line of 8 bytes, already past the value size; its next line is still its own (not an
