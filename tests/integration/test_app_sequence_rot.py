@@ -33,6 +33,21 @@ def stamped(offset: int, value: bytes, producer_id: int = -1) -> bytes:
     )
 
 
+def app_findings(
+    spark: Any, root: Path, segments: dict[int, list[bytes]], config: str | None = None
+) -> list[Any]:
+    """The findings of partition app-0 made of `segments` (base offset -> batches), ingested with
+    records under `root` and audited with orders-1's app-sequence headers (and the `config` file)."""
+    part = root / "dump" / "app-0"
+    part.mkdir(parents=True)
+    for base, batches in segments.items():
+        (part / f"{base:020d}.log").write_bytes(segment(*batches))
+    out = root / "out"
+    run_ingest(spark, IngestOptions([LabeledPath("d", str(root / "dump"))], str(out), records=True))
+    profile = load_profile(config=config, app_producer="header:app-producer", app_sequence="header:app-seq")
+    return audit(read_bronze(spark, str(out)), profile).findings.collect()
+
+
 def test_a_rotted_app_sequence_is_corruption_not_a_duplicate(spark: Any, tmp_path: Path) -> None:
     batches = [stamped(seq - 1, str(seq).encode()) for seq in (1, 2, 3, 4)]
     # The third batch's header value "3" rots into "1": the records still decode, the CRC fails.
@@ -40,13 +55,7 @@ def test_a_rotted_app_sequence_is_corruption_not_a_duplicate(spark: Any, tmp_pat
     at = third.rindex(b"3")
     third[at : at + 1] = b"1"
     batches[2] = bytes(third)
-    part = tmp_path / "dump" / "app-0"
-    part.mkdir(parents=True)
-    (part / "00000000000000000000.log").write_bytes(segment(*batches))
-    out = tmp_path / "out"
-    run_ingest(spark, IngestOptions([LabeledPath("d", str(tmp_path / "dump"))], str(out), records=True))
-    profile = load_profile(app_producer="header:app-producer", app_sequence="header:app-seq")
-    found = audit(read_bronze(spark, str(out)), profile).findings.collect()
+    found = app_findings(spark, tmp_path, {0: batches})
     verdicts = sorted((f["kind"], f["first_offset"]) for f in found)
     assert ("CRC_MISMATCH", 2) in verdicts, verdicts
     assert not [v for v in verdicts if v[0] in ("DUPLICATE_APP_SEQUENCE", "APP_SEQUENCE_REGRESSION")], (
@@ -66,13 +75,7 @@ def test_unreadable_app_sequences_and_idempotent_producers_records_are_left_out(
     values = [b"1", b"abc", b"2", b"1.5", b"99999999999999999999", b"3"]
     batches = [stamped(i, v) for i, v in enumerate(values)]
     batches.append(stamped(len(values), b"2", producer_id=9))
-    part = tmp_path / "dump" / "app-0"
-    part.mkdir(parents=True)
-    (part / "00000000000000000000.log").write_bytes(segment(*batches))
-    out = tmp_path / "out"
-    run_ingest(spark, IngestOptions([LabeledPath("d", str(tmp_path / "dump"))], str(out), records=True))
-    profile = load_profile(app_producer="header:app-producer", app_sequence="header:app-seq")
-    found = audit(read_bronze(spark, str(out)), profile).findings.collect()
+    found = app_findings(spark, tmp_path, {0: batches})
     assert not [f["kind"] for f in found if f["kind"].startswith(("APP_", "DUPLICATE_APP"))], [
         (f["kind"], f["first_offset"]) for f in found
     ]
@@ -105,19 +108,11 @@ def test_a_hole_on_a_compacted_log_is_excused_only_by_offsets_below_the_active_s
 
     config = tmp_path / "compacted.yaml"
     config.write_text("compacted_topics: ['app']\n")
-    profile = load_profile(
-        config=str(config), app_producer="header:app-producer", app_sequence="header:app-seq"
-    )
     holes = {}
     for case, active in (("no room", 2), ("room", 4)):
-        part = tmp_path / case / "dump" / "app-0"
-        part.mkdir(parents=True)
-        (part / "00000000000000000000.log").write_bytes(segment(stamped(0, b"1"), stamped(1, b"2")))
         tail = [at(b, active + i) for i, b in enumerate(other)] + [stamped(active + 10, b"5")]
-        (part / f"{active:020d}.log").write_bytes(segment(*tail))
-        out = tmp_path / case / "out"
-        run_ingest(spark, IngestOptions([LabeledPath("d", str(part.parent))], str(out), records=True))
-        found = audit(read_bronze(spark, str(out)), profile).findings.collect()
+        logs = {0: [stamped(0, b"1"), stamped(1, b"2")], active: tail}
+        found = app_findings(spark, tmp_path / case, logs, str(config))
         holes[case] = sorted(
             (f["kind"], f["first_offset"], f["missing_records"]) for f in found if f["severity"] != "info"
         )
