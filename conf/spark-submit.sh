@@ -23,11 +23,14 @@
 #     --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
 #     --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
 #     --conf spark.pyspark.python=.venv/bin/python --conf spark.pyspark.driver.python=.venv/bin/python \
-#     --conf spark.python.sql.dataFrameDebugging.enabled=false \
+#     --conf spark.python.sql.dataFrameDebugging.enabled=false --conf spark.buffer.pageSize=2m \
 #     jobs/run.py "$@"
 # (plus the UI and time-zone settings below). The debugging switch is LOCAL_CONF's: without it
 # PySpark sends the Python call site of every Column call to the JVM (about 27,000 Py4J round
-# trips to plan one audit); an analysis error still names the column and the plan.
+# trips to plan one audit); an analysis error still names the column and the plan. So is the page
+# size: each hash relation a broadcast join reads holds one page on the heap, and Spark's default
+# page (a share of the heap: 64 MiB for a 6 GiB driver) made an audit's few dozen small broadcasts
+# hold hundreds of MiB.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -78,5 +81,6 @@ exec "$submit" \
     --conf spark.ui.showConsoleProgress=false \
     --conf spark.sql.session.timeZone=UTC \
     --conf spark.python.sql.dataFrameDebugging.enabled=false \
+    --conf spark.buffer.pageSize=2m \
     ${KRA_SUBMIT_ARGS:-} \
     "$root/jobs/run.py" "$@"

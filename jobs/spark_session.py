@@ -87,6 +87,15 @@ LOCAL_CONF: dict[str, str] = {
     "spark.ui.retainedJobs": "50",
     "spark.ui.retainedStages": "50",
     "spark.ui.retainedTasks": "1000",
+    # Tungsten's page: each hash relation a broadcast join reads keeps one whole page on the heap,
+    # however few its rows (`UnsafeHashedRelation` copies its rows into a `BytesToBytesMap` page), and
+    # keeps it as long as the plan that broadcast it lives. Spark sizes the page from the heap (32 MiB
+    # with a 3 GiB driver, 64 MiB with 6 GiB); an audit broadcasts a few dozen small frames. Live heap
+    # after an audit of one corrupt sample partition, before the plans were released (3 GiB test
+    # driver, three audits in a row, 2026-12-01): 696-707 MiB with 32 MiB pages, 155-180 MiB with 2 MiB.
+    # A test worker's session that kept a few audits' plans ran out of heap and collected garbage until
+    # a test timed out (CI, 2026-11-30). A sort's rows span as many pages as they need.
+    "spark.buffer.pageSize": "2m",
 }
 
 

@@ -34,7 +34,11 @@ CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
 # state they leave (generated classes, Delta snapshots) beside a running audit's sorts only just, and
 # ran out in CI (2026-11-26), and 2 GiB did on 2026-11-30 (a tiered-storage audit late in a worker's
 # run collected garbage for five minutes, then failed; alone it takes 30 s). Two workers' JVMs of
-# 3 GiB each fit the 24 GiB machine many times over.
+# 3 GiB each fit the 24 GiB machine many times over. With 3 GiB it happened again (CI, 2026-12-01: a
+# tiered-storage audit timed out after 15 minutes): what filled the heap was a 32 MiB Tungsten page
+# held by each broadcast hash relation the plans kept, gone with LOCAL_CONF's 2 MiB page (one worker
+# running the integration files in order: 141 full collections in its first 524 s before, 29 in its
+# first 647 s after).
 TEST_CONF = {
     "spark.driver.memory": "3g",
     CODEGEN_MODE: "NO_CODEGEN",

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "broker-4.3.1"
 SUBMIT = ROOT / "conf" / "spark-submit.sh"
 DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
+PAGE_SIZE = "spark.buffer.pageSize"
 # Set in the parent only when a session (or platform) exists: the child must decide for itself.
 PLATFORM_ENV = (
     "PYSPARK_GATEWAY_PORT",
@@ -99,8 +100,10 @@ def test_spark_submit_ingest_uses_the_submitted_session(tmp_path: Path) -> None:
     ivy = spark_session.cache_dir() / "ivy"
     assert properties["spark.jars.ivy"] == str(ivy)
     assert properties["spark.jars.ivySettings"] == str(ivy / "ivysettings.xml")
-    # The script passes LOCAL_CONF's Python debugging switch (no call site per Column call).
+    # The script passes LOCAL_CONF's Python debugging switch (no call site per Column call) and its
+    # page size (a page per broadcast hash relation).
     assert properties[DEBUGGING] == spark_session.LOCAL_CONF[DEBUGGING] == "false"
+    assert properties[PAGE_SIZE] == spark_session.LOCAL_CONF[PAGE_SIZE] == "2m"
 
     # Every batch of every segment of the sample, as the decoder yields it, is a row of `batches`.
     logs = sorted(SAMPLE.rglob("*.log"))
@@ -194,12 +197,12 @@ def test_bundle_jobs_validate_and_run_a_real_console_script() -> None:
             job: Any = Job.from_dict(spec)  # raises on unknown keys and missing required fields
             for name in re.findall(r"\$\{var\.(\w+)\}", json.dumps(spec)):
                 assert name in variables, f"{key}: undefined bundle variable {name}"
-            # Every job cluster carries LOCAL_CONF's Python debugging switch.
+            # Every job cluster carries LOCAL_CONF's Python debugging switch and page size.
             assert job.job_clusters
             for cluster in job.job_clusters:
                 spark_conf = dict(cluster.new_cluster.spark_conf or {})
-                expected = spark_session.LOCAL_CONF[DEBUGGING]
-                assert spark_conf.get(DEBUGGING) == expected, cluster.job_cluster_key
+                for name in (DEBUGGING, PAGE_SIZE):
+                    assert spark_conf.get(name) == spark_session.LOCAL_CONF[name], cluster.job_cluster_key
             for task in job.tasks:
                 wheel = task.python_wheel_task
                 if wheel is None:
@@ -265,3 +268,11 @@ def test_local_python_workers_import_pyspark_from_the_installation_not_sparks_zi
         assert ".zip" not in row["pyspark"] and row["pyspark"].startswith(
             str(Path(sys.executable).parent.parent)
         ), row
+
+
+def test_the_local_sessions_page_holds_a_broadcast_relation_in_two_mib(spark: Any) -> None:
+    """The page size is read once, when the context starts: the factory's session must have it, or each
+    hash relation a broadcast join reads holds a page of Spark's default (32 MiB with the tests' 3 GiB
+    heap) on the heap for as long as its plan lives."""
+    env = spark.sparkContext._jsc.sc().env()
+    assert env.memoryManager().pageSizeBytes() == 2 * 1024 * 1024
