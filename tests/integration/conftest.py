@@ -15,7 +15,10 @@ import pytest
 from kafka_harness.clean_scenarios import CleanManifest, record_clean_scenarios
 from kafka_harness.jars import HarnessError
 from kafka_harness.scenarios import Manifest, record_scenarios
-from tests.integration.spark_fixtures import spark  # noqa: F401  (the session-scoped Spark fixture)
+from tests.integration.spark_fixtures import (  # noqa: F401  (the session's Spark, its stall report)
+    jvm_report_on_stall,
+    spark,
+)
 from tests.integration.workers import parallel, run_lock
 
 

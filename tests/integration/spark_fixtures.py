@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -56,5 +61,73 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # into the Ivy cache, which does not lock against a second resolver.
     with run_lock(tmp_path_factory, "spark-start"):
         session = get_spark("replay-audit tests", {"spark.sql.warehouse.dir": str(warehouse), **TEST_CONF})
+    _JVM.append(session.sparkContext._jvm.ProcessHandle.current().pid())
     yield session
     session.stop()
+    _JVM.clear()
+
+
+# The pid of this process's Spark JVM, once the session has started.
+_JVM: list[int] = []
+# A test still running after this long gets the JVM's state written into its captured stderr, which
+# pytest shows when pytest-timeout (900 s, pyproject.toml) fails it: the timeout's own dump has the
+# Python stacks only, a thread blocked in a Py4J call. A stalled test in CI (2026-11-30) was the
+# JVM collecting garbage, which only the JVM's side shows.
+STALL_REPORT_S = 600.0
+# The threads the report shows: Py4J's (`Thread-<n>`, each running a call from Python) and Spark's
+# tasks, broadcasts and subqueries, each while in Spark's or Delta's code (an idle one waits in the
+# JDK's). Of each, its top frames (what it does) and the last of Spark's or Delta's below them (what
+# it was asked: `Dataset.localCheckpoint`, a task's stage).
+STALL_THREADS = re.compile(
+    r'"(Thread-\d+|Executor task launch worker.*|broadcast-exchange-\d+|subquery-\d+)"'
+)
+OURS = re.compile(r"at (org\.apache\.spark|io\.delta)\.")
+STALL_TOP_FRAMES = 10
+STALL_CALLER_FRAMES = 6
+
+
+@pytest.fixture(autouse=True)
+def jvm_report_on_stall(request: pytest.FixtureRequest) -> Iterator[None]:
+    """For a test that uses the Spark session: the JVM's state in its stderr if it runs past
+    STALL_REPORT_S."""
+    if "spark" not in request.fixturenames or not _JVM:
+        yield
+        return
+    pid = _JVM[0]
+    timer = threading.Timer(STALL_REPORT_S, lambda: os.write(2, jvm_stall_report(pid).encode()))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def jvm_stall_report(pid: int) -> str:
+    """The JVM's heap and collections (`jstat -gcutil`: old generation full, full collections and
+    their seconds) and the top frames of the threads that run Python's calls and Spark's tasks
+    (`jcmd Thread.print`)."""
+
+    def run(*cmd: str) -> str:
+        tool = shutil.which(cmd[0])
+        if tool is None:
+            return f"({cmd[0]} not found)\n"
+        try:
+            done = subprocess.run([tool, *cmd[1:]], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return f"({cmd[0]} timed out)\n"
+        return done.stdout or done.stderr
+
+    lines = [f"==== JVM {pid} after {STALL_REPORT_S:.0f} s of this test", run("jstat", "-gcutil", str(pid))]
+    for block in re.split(r"\n\s*\n", run("jcmd", str(pid), "Thread.print")):
+        head, *rest = block.strip().splitlines() or [""]
+        frames = [line.strip() for line in rest if line.strip().startswith("at ")]
+        ours = [i for i, frame in enumerate(frames) if OURS.match(frame)]
+        if not STALL_THREADS.match(head) or not ours:
+            continue
+        shown = frames[:STALL_TOP_FRAMES]
+        callers = [frames[i] for i in ours[-STALL_CALLER_FRAMES:] if i >= STALL_TOP_FRAMES]
+        if callers:
+            shown += ["...", *callers]
+        lines.append("\n".join([head, *("    " + frame for frame in shown)]))
+    return "\n".join(lines) + "\n"
