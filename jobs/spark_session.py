@@ -94,7 +94,8 @@ LOCAL_CONF: dict[str, str] = {
     # after an audit of one corrupt sample partition, before the plans were released (3 GiB test
     # driver, three audits in a row, 2026-12-01): 696-707 MiB with 32 MiB pages, 155-180 MiB with 2 MiB.
     # A test worker's session that kept a few audits' plans ran out of heap and collected garbage until
-    # a test timed out (CI, 2026-11-30). A sort's rows span as many pages as they need.
+    # a test timed out (CI, 2026-11-30). A sort's rows span as many pages as they need, up to a task's
+    # 8,192 (Spark's page table): 16 GiB of execution memory a task, beyond any local[2] heap.
     "spark.buffer.pageSize": "2m",
 }
 
