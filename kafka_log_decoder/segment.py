@@ -295,7 +295,9 @@ def iter_segment_runs(
         window = _Window(fd, size, max(chunk_size, HEADER_SIZE_UP_TO_MAGIC))
         max_batches = max(chunk_size // (LOG_OVERHEAD + MIN_BATCH_LENGTH), 1) + 1
         pos = start_position
-        while pos < end:
+        # `window.size` falls when the file is found shorter than at open (truncated meanwhile): the
+        # walk ends there, at a batch boundary too, where no bytes are left to call a torn tail.
+        while pos < min(end, window.size):
             window.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
             walk = _walk(window, pos, end, records, max_batches)
             cut = _inside_a_failed_batch(window, walk) if walk.n else None

@@ -424,6 +424,30 @@ def test_a_segment_truncated_while_it_is_read_ends_in_a_truncated_tail(tmp_path:
     assert walked_within_a_minute(program, path).split() == ["TRUNCATED_TAIL", str(len(first)), "2000"]
 
 
+def test_a_segment_truncated_at_a_batch_boundary_while_it_is_read_ends_there(tmp_path: Path) -> None:
+    """A follower truncates at a batch boundary (`LogSegment.truncateTo`): the window's refill stopped
+    exactly at a batch's end, and the walk, still bounded by the size read at open, asked again for the
+    bytes from there forever. It ends at the new size, with the batches before it and no error."""
+
+    path = tmp_path / "00000000000000000000.log"
+    batches = [build_v2(V2Batch(base_offset=3 * i, records=((None, b"x"),) * 3)) for i in range(100)]
+    path.write_bytes(b"".join(batches))
+    cut = sum(map(len, batches[:50]))
+    program = (
+        "import os, sys\n"
+        "from kafka_log_decoder.segment import BatchRun, iter_segment_runs\n"
+        "runs = iter_segment_runs(sys.argv[1], chunk_size=1000)\n"
+        "seen = next(runs).n\n"
+        f"os.truncate(sys.argv[1], {cut})\n"
+        "for run in runs:\n"
+        "    seen += run.n if isinstance(run, BatchRun) else 0\n"
+        "    for item in run if isinstance(run, list) else []:\n"
+        "        print(item.kind.value, item.position, item.length)\n"
+        "print(seen)\n"
+    )
+    assert walked_within_a_minute(program, path).split() == ["50"]
+
+
 def test_a_batch_claiming_more_records_than_columns_can_hold_is_not_decoded(tmp_path: Path) -> None:
     """Twenty KB of zstd can hold tens of millions of empty records (7 bytes each), whose record columns
     take 68 bytes each: gigabytes. Such a batch's header is read, its records are not: one error."""
