@@ -92,20 +92,22 @@ def epoch_starts(
         explained_by=F.lit("epoch_bump"),
         **BATCH_FIELDS,
     )
-    # The new epoch's earlier batches lay after the previous epoch's last one: compaction may have
-    # removed them, where there were offsets for its sequences 0 to base - 1.
-    room = compaction_room(
-        F.col("base_offset") - F.col("prev_offset") - 1, F.col("base_sequence").cast("long")
-    )
+    # The new epoch's earlier batches lay after the producer's last row of a lower epoch (`start_after`):
+    # compaction may have removed them, where there were offsets for its sequences 0 to base - 1. After
+    # a marker already at the new epoch they may lie before that marker too (transactions V1 write a
+    # transaction's marker after its data: the cleaner removes an aborted first transaction and keeps
+    # its marker until the delete horizon), so there the room is not counted from the marker: they may
+    # lie anywhere the cleaner reached from the log's start (or from the marker, kept below the start).
+    after = start_after()
+    room = compaction_room(F.col("base_offset") - after - 1, F.col("base_sequence").cast("long"))
+    earliest = F.coalesce(after, F.least(F.col("prev_offset"), F.col("log_start_offset")))
     nonzero = rows.where(
-        (F.col("base_sequence") != 0)
-        & ~(compaction_may_have_removed(F.col("prev_offset")) & room)
-        & sequenced()
+        (F.col("base_sequence") != 0) & ~(compaction_may_have_removed(earliest) & room) & sequenced()
     )
     note = F.lit("")
     if unreadable is not None:
         nonzero, note = unreadable_before(
-            nonzero, unreadable, start_after(), "before it, after the previous epoch", "those records"
+            nonzero, unreadable, after, "before it, after the previous epoch", "those records"
         )
     wrong = to_findings(
         nonzero,

@@ -253,7 +253,12 @@ class _Replay:
             )
         elif not (
             self.compacted
-            and (previous is None or batch["base_offset"] - previous["base_offset"] - 1 >= base_sequence)
+            and (
+                previous is None
+                # Transactions V1: the epoch's first transaction may lie before its own marker, removed.
+                or raised_by_marker
+                or batch["base_offset"] - previous["base_offset"] - 1 >= base_sequence
+            )
         ):
             self._emit(
                 "NEW_EPOCH_NONZERO_SEQUENCE",

@@ -111,3 +111,30 @@ def test_a_batch_holding_fewer_records_than_its_offsets_shows_the_log_is_compact
     ).findings.collect()
     above_info = sorted((f["topic"], f["kind"]) for f in found if f["severity"] != "info")
     assert above_info == [("whole", "SEQUENCE_GAP")], [f["message"] for f in found]
+
+
+def test_a_new_epochs_first_transaction_the_cleaner_removed_before_its_kept_marker_is_no_finding(
+    spark: SparkSession,
+) -> None:
+    """Transactions V1 on a compacted topic: producer 7's epoch 1 begins with a transaction (sequences
+    0-1, offsets 2-3) that was aborted; the cleaner removed its data and keeps its ABORT (offset 4)
+    until the delete horizon. The next transaction goes on at sequence 2 right after that marker: no
+    offset is free between the two, but the removed batches lie before the marker, in the room after
+    epoch 0's COMMIT. The same log in the active segment (the cleaner never touches it) keeps its
+    NEW_EPOCH_NONZERO_SEQUENCE."""
+    log = _log("c-v1", 0)
+    log.data(7, 0, 0, transactional=True)
+    log.marker(7, 0, "COMMIT")
+    log.next_offset = 4  # 2-3: epoch 1's sequences 0-1, aborted, removed by the cleaner
+    log.marker(7, 1, "ABORT")
+    log.data(7, 1, 2, transactional=True)
+    log.marker(7, 1, "COMMIT")
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+
+    def above_info(rolled: bool) -> list[tuple[str, int]]:
+        found = audit(Bronze.from_batches(batches, rolled=rolled), profile).findings.collect()
+        return [(f["kind"], f["first_offset"]) for f in found if f["severity"] != "info"]
+
+    assert above_info(rolled=True) == []
+    assert above_info(rolled=False) == [("NEW_EPOCH_NONZERO_SEQUENCE", 5)]

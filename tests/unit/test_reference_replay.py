@@ -840,3 +840,18 @@ def test_a_jump_of_more_than_half_the_range_in_a_stream_that_never_wrapped_is_a_
     assert unwrap_after(1_500_000_000, 4, wrapped=False) == 1_500_000_000
     # After a turn forward, a batch from the turn before is a step back (a regression), as before.
     assert unwrap_after(MAX_SEQUENCE - 1, SEQUENCE_MODULUS + 5) == MAX_SEQUENCE - 1
+
+
+def test_new_epoch_nonzero_after_its_own_kept_marker_on_a_compacted_topic_is_not_reported() -> None:
+    """Transactions V1: epoch 1's first transaction (sequences 0-1) was aborted and the cleaner removed
+    it before its ABORT, which it keeps until the delete horizon; the epoch goes on at sequence 2 right
+    after that marker. Not compacted, it is a NEW_EPOCH_NONZERO_SEQUENCE."""
+    log = LogBuilder()
+    log.data(PID, 0, 0, transactional=True)
+    log.marker(PID, 0, "COMMIT")
+    log.next_offset = 4
+    log.marker(PID, 1, "ABORT")
+    log.data(PID, 1, 2, transactional=True)
+    log.marker(PID, 1, "COMMIT")
+    assert replay(log, compacted=True) == []
+    assert [f["kind"] for f in replay(log)] == ["NEW_EPOCH_NONZERO_SEQUENCE"]
