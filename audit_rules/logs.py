@@ -7,6 +7,8 @@ offset (kafka-formats-and-rules §3.6, §5.7); it separates retention (below) fr
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -87,6 +89,15 @@ def compaction_evidence() -> Column:
                 F.col("cleaned_to").cast("string"),
             ),
         )
+        .when(
+            F.col("compaction_source") == "holes",
+            F.format_string(
+                "offsets are free between the batches of a segment below its active one (a broker gives "
+                "every record the next offset; only the log cleaner removes batches): the cleaner compacts "
+                "it below offset %s",
+                F.col("cleaned_to").cast("string"),
+            ),
+        )
         .otherwise(
             F.format_string(
                 "the cleaner-offset-checkpoint lists it: the log cleaner compacts it below offset %s",
@@ -124,6 +135,12 @@ _BATCH_FACTS = {
     # count differs from its offsets, LogValidator), so the log is compacted even where no checkpoint
     # or profile says so (a partition directory copied without its log directory's checkpoints).
     "cleaned_batches": F.max,
+    # The offsets the batches span (a marker one, a v2 batch its offset range), and 1 where a batch's
+    # span cannot be trusted (a legacy entry, read shallow from dump-log text; a CRC-failed batch):
+    # with `first_batch_offset` and `log_end_offset`, whether offsets are free between a file's batches
+    # (`segment_files`, `holed_from`).
+    "held_offsets": F.sum,
+    "untrusted_spans": F.max,
 }
 
 
@@ -157,6 +174,11 @@ def file_producers(batches: DataFrame) -> DataFrame:
             & (F.col("count") < F.col("last_offset") - F.col("base_offset") + 1),
             F.lit(1),
         ),
+        "held_offsets": F.col("last_offset") - F.col("base_offset") + 1,
+        "untrusted_spans": F.when(
+            (F.coalesce(F.col("magic"), F.lit(0)) < 2) | ~F.coalesce(F.col("crc_valid"), F.lit(False)),
+            F.lit(1),
+        ),
     }
     data = ~F.col("is_control")
     marker = F.col("is_control")
@@ -182,25 +204,47 @@ def file_producers(batches: DataFrame) -> DataFrame:
 
 def segment_files(facts: DataFrame) -> DataFrame:
     """One row per (log, file) of the batches with the batch facts `log_bounds` needs (from
-    `file_producers`) and a `file_order` numbering the files in (log, file) order (the offset overlap's
-    sort key)."""
+    `file_producers`), a `file_order` numbering the files in (log, file) order (the offset overlap's
+    sort key), and `holed_from`: the file's first batch offset where offsets are free between its
+    batches, else null.
+
+    A broker gives every record and marker the next offset, so offsets free between two batches of one
+    segment were taken by batches the log cleaner removed (it keeps the offsets of the batches it keeps,
+    formats §5.9): the log is compacted, even where no checkpoint or profile says so and every batch the
+    cleaner kept is whole (one record a batch). Only v2 batches whose CRC holds are counted (a legacy
+    entry read shallow from dump-log text spans unknown offsets; a failed batch's span is untrusted);
+    overlapping batches (OFFSET_OVERLAP) can only hide a hole."""
     per_file = facts.groupBy(*LOG_KEY, "file").agg(
         *[agg(name).cast("long").alias(name) for name, agg in _BATCH_FACTS.items()]
     )
+    holed = F.col("untrusted_spans").isNull() & (
+        F.col("log_end_offset") - F.col("first_batch_offset") > F.col("held_offsets")
+    )
     # Files are few (one row per segment): one task numbers them.
     order = Window.orderBy(log_key(), F.col("file"))
-    return per_file.withColumn("file_order", F.row_number().over(order).cast("int"))
+    return per_file.withColumns(
+        {
+            "file_order": F.row_number().over(order).cast("int"),
+            "holed_from": F.when(holed, F.col("first_batch_offset")),
+        }
+    )
 
 
 def log_bounds(
-    segments: DataFrame, files: DataFrame, partition_state: DataFrame, profile: Profile
+    segments: DataFrame,
+    files: DataFrame,
+    partition_state: DataFrame,
+    profile: Profile,
+    quarantine: DataFrame | None = None,
 ) -> DataFrame:
     """One row per log: log_start_offset (+ source), log_end_offset, high_watermark, capture time, counts
     (the producer count comes from the history: `pipeline.partition_summary`), its `topic_id` and
     `incarnation` (below), and its `log_id`.
 
-    `segments` is `segment_files` of the batches. The facts of the three tables are unioned and
-    aggregated once per log: one shuffle, where a join per table would cost two each.
+    `segments` is `segment_files` of the batches. The facts of the tables are unioned and aggregated
+    once per log: one shuffle, where a join per table would cost two each. `quarantine`: a log with a
+    region no batch header could be read from (`UNREADABLE_KINDS`) may have batches there, so its
+    free offsets do not show the cleaner.
     """
     nothing = F.lit(None)
     measures = {
@@ -213,6 +257,9 @@ def log_bounds(
         "high_watermark": F.max,
         "cleaner_offset": F.max,
         "remote_trace": F.max,
+        # The first offset of the log's first segment with offsets free between its batches.
+        "holed_from": F.min,
+        "unreadable_regions": F.max,
     }
 
     def facts(df: DataFrame, topic_id: Column = nothing, **values: Column) -> DataFrame:
@@ -222,7 +269,7 @@ def log_bounds(
             topic_id.cast("string").alias("topic_id"),
         )
 
-    from_batches = facts(segments, **{name: F.col(name) for name in _BATCH_FACTS})
+    from_batches = facts(segments, **{name: F.col(name) for name in (*_BATCH_FACTS, "holed_from")})
     live_segment = (F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull()
     from_files = facts(
         files,
@@ -241,9 +288,14 @@ def log_bounds(
         cleaner_offset=F.when(F.col("state") == "cleaner_offset", F.col("offset")),
         topic_id=F.when(F.col("state") == "topic_id", F.col("topic_id")),
     )
+    sources = [from_batches, from_files, from_state]
+    if quarantine is not None:
+        from audit_rules.consistency import UNREADABLE_KINDS
+
+        unread = quarantine.where(F.col("kind").isin(*UNREADABLE_KINDS) & F.col("topic").isNotNull())
+        sources.append(facts(unread, unreadable_regions=F.lit(1)))
     per_log = (
-        from_batches.unionByName(from_files)
-        .unionByName(from_state)
+        reduce(DataFrame.unionByName, sources)
         .groupBy(*LOG_KEY)
         .agg(*[agg(name).alias(name) for name, agg in measures.items()], F.max("topic_id").alias("topic_id"))
     )
@@ -269,6 +321,13 @@ def log_bounds(
     )
     start = F.greatest(F.col("checkpoint_log_start"), F.col("first_segment_offset"))
     log_start = F.coalesce(start, F.col("first_batch_offset"), F.lit(0)).cast("long")
+    # Offsets free between the batches of a segment below the active one (`segment_files`): the
+    # cleaner's work. In the active segment, which it never touches, or beside unreadable bytes, they
+    # show nothing.
+    holed = F.coalesce(
+        F.col("unreadable_regions").isNull() & (F.col("holed_from") < F.col("last_segment_offset")),
+        F.lit(False),
+    )
     return logs.select(
         *LOG_KEY,
         "capture_time_ms",
@@ -310,7 +369,7 @@ def log_bounds(
             F.greatest(F.col("cleaner_offset"), F.coalesce(F.col("last_segment_offset"), F.lit(0))),
         )
         .when(
-            compacted(profile, F.col("topic")) | F.col("cleaned_batches").isNotNull(),
+            compacted(profile, F.col("topic")) | F.col("cleaned_batches").isNotNull() | holed,
             F.coalesce(F.col("last_segment_offset"), F.col("log_end_offset"), F.lit(0)),
         )
         .cast("long")
@@ -319,6 +378,7 @@ def log_bounds(
         F.when(compacted(profile, F.col("topic")), F.lit("profile"))
         .when(F.col("cleaner_offset").isNotNull(), F.lit("checkpoint"))
         .when(F.col("cleaned_batches").isNotNull(), F.lit("batches"))
+        .when(holed, F.lit("holes"))
         .alias("compaction_source"),
         F.col("topic").isin(*COORDINATOR_TOPICS).alias("coordinator_written"),
         # The base offset of the log's last segment (the active one): the cleaner never reaches it.

@@ -254,7 +254,10 @@ def audit(
         # beside the logs: only the silver write needs the answer.
         hot = started(spark, lambda: skewed(facts)) if background else (lambda: False)
         segments = keep(segment_files(facts), "segment files")
-        logs = keep(log_bounds(segments, bronze.files, bronze.partition_state, profile), "log bounds")
+        logs = keep(
+            log_bounds(segments, bronze.files, bronze.partition_state, profile, bronze.quarantine),
+            "log bounds",
+        )
         files = keep(file_ids(segments, logs), "file ids")
         # What follows from the logs and files alone, asked at once: small jobs that wait on the driver
         # (planning, Delta's file listings) more than on the cores.

@@ -11,7 +11,7 @@ import pytest
 
 from audit_rules.pipeline import Bronze, audit
 from jobs.profiles import load_profile
-from schemas.tables import BATCHES
+from schemas.tables import BATCHES, QUARANTINE
 from tests.strategies import LogBuilder
 
 if TYPE_CHECKING:
@@ -92,25 +92,73 @@ def test_a_batch_holding_fewer_records_than_its_offsets_shows_the_log_is_compact
     checkpoint) and named by no profile: the cleaner kept the batch at offsets 7-9 with one record of
     three, which only it writes (the broker refuses a producer's batch whose count differs from its
     offsets). The log is compacted below its active segment: sequences 5-6, at the free offsets 5-6,
-    are the cleaner's, not lost. The same log with every batch whole is a SEQUENCE_GAP."""
+    are the cleaner's, not lost. The same log with every batch whole shows the cleaner too, by the
+    offsets free between its batches (a broker gives every record the next offset). Sequences skipped
+    with no offset free are a SEQUENCE_GAP."""
 
-    def log(topic: str, trimmed: bool) -> LogBuilder:
+    def log(topic: str, trimmed: bool, free: bool = True) -> LogBuilder:
         built = _log(topic, 0)
         for sequence in range(5):
             built.data(7, 0, sequence)
-        built.next_offset = 7
+        if free:
+            built.next_offset = 7
         built.data(7, 0, 7, 3)
         if trimmed:
             built.rows[-1]["count"] = 1
         return built
 
-    rows = [*log("trimmed", True).rows, *log("whole", False).rows]
+    rows = [*log("trimmed", True).rows, *log("whole", False).rows, *log("contiguous", False, free=False).rows]
     found = audit(
         Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True),
         load_profile("kafka-3.4"),
     ).findings.collect()
-    above_info = sorted((f["topic"], f["kind"]) for f in found if f["severity"] != "info")
-    assert above_info == [("whole", "SEQUENCE_GAP")], [f["message"] for f in found]
+    verdicts = sorted((f["topic"], f["kind"], f["explained_by"]) for f in found)
+    assert verdicts == [("contiguous", "SEQUENCE_GAP", None)], [f["message"] for f in found]
+
+
+def test_offsets_free_between_whole_batches_show_the_cleaner_only_below_the_active_segment(
+    spark: SparkSession,
+) -> None:
+    """An idempotent producer's one-record batches of a compacted topic, its partition directory copied
+    alone: the cleaner removed the batches at offsets 0 and 3 whole (keys written again later), leaving
+    sequences 1, 2, 4, 5. No batch is trimmed and nothing names the topic compacted; the free offsets
+    show the cleaner, so neither the history's start nor the skipped sequence is loss (they read as
+    HISTORY_START_MISSING and SEQUENCE_GAP, both critical, though offset 0 is not in the log). Free
+    offsets in the active segment, which the cleaner never touches, or beside bytes no header could be
+    read from, show nothing: those logs keep their findings."""
+    log = _log("keyed", 1)
+    log.data(7, 0, 1)
+    log.data(7, 0, 2)
+    log.next_offset = 4
+    log.data(7, 0, 4)
+    log.data(7, 0, 5)
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    profile = load_profile("kafka-3.4")
+
+    def verdicts(rolled: bool, unreadable: bool = False) -> list[tuple[str, str, str | None, str]]:
+        bronze = Bronze.from_batches(batches, rolled=rolled)
+        if unreadable:
+            region = {
+                **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition", "file")},
+                "position": log.position,
+                "length": 100,
+                "kind": "TRUNCATED_TAIL",
+                "message": "100 bytes at the end do not form a whole batch",
+            }
+            bronze = replace(bronze, quarantine=spark.createDataFrame([region], QUARANTINE.schema))
+        found = audit(bronze, profile).findings.collect()
+        return sorted(
+            (f["kind"], f["severity"], f["explained_by"], f["message"])
+            for f in found
+            if f["kind"] != "TRUNCATED_TAIL"
+        )
+
+    ((kind, severity, because, message),) = verdicts(rolled=True)
+    assert (kind, severity, because) == ("HISTORY_TRUNCATED_BY_RETENTION", "info", "compaction"), message
+    assert "offsets are free between the batches of a segment below its active one" in message, message
+    lost = [("HISTORY_START_MISSING", "critical", None), ("SEQUENCE_GAP", "critical", None)]
+    assert [v[:3] for v in verdicts(rolled=False)] == lost
+    assert [v[:3] for v in verdicts(rolled=True, unreadable=True)] == lost
 
 
 def test_a_new_epochs_first_transaction_the_cleaner_removed_before_its_kept_marker_is_no_finding(
