@@ -284,11 +284,17 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
     # (`ProducerStateEntry.update` clears `currentTxnFirstOffset`), so an aborted transaction starts after
     # it, whatever retention or the cleaner took since.
     previous = Window.partitionBy("log_key", "producer_id").orderBy("base_offset")
+    # And the lowest first offset of the aborted transactions closed after each ABORT in its log: those a
+    # fetch that stops at its entry would miss (below).
+    listed_after = (
+        Window.partitionBy("log_key").orderBy("base_offset").rowsBetween(1, Window.unboundedFollowing)
+    )
     aborts = (
         marked.where(F.col("is_control"))
         .withColumn("_previous_marker", F.lag("base_offset").over(previous))
         .where(F.col("control_type") == "ABORT")
         .join(firsts, ["log_key", "producer_id", "_txn"], "left")
+        .withColumn("_later_first", F.min("txn_first_offset").over(listed_after))
     )
     # Only segments whose .txnindex was dumped can be checked, and those whose .index was dumped
     # without one: the broker creates a .txnindex with its first entry (`TransactionIndex` opens its
@@ -418,23 +424,35 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         last_offset="base_offset",
         rule=F.lit("TransactionIndex: one AbortedTxn per ABORT marker"),
     )
-    # The entry's last stable offset is at most the marker's next offset (the first offset of another
-    # producer's open transaction, else the marker's + 1: `ProducerStateManager.lastStableOffset`). A
-    # fetch stops collecting aborted transactions at the first entry whose last stable offset reaches its
-    # upper bound (`TransactionIndex.collectAbortedTxns`), so one past it hides the later segments' ones.
+    # The entry's last stable offset is the first offset of another producer's open transaction, else
+    # the marker's + 1 (`ProducerStateManager.lastStableOffset`). A leader appends a marker alone, so
+    # there it is at most the marker's next offset; a follower appends a fetched chunk and updates every
+    # producer of it first (`UnifiedLog.append`), so another producer's transaction begun after the
+    # marker in that chunk may set it. A fetch stops collecting aborted transactions at the first entry
+    # whose last stable offset reaches its upper bound (`TransactionIndex.collectAbortedTxns`): an entry
+    # past the marker's next offset is wrong where an aborted transaction closed after it begins below
+    # that offset, which such a fetch misses (what a follower writes never is: the first transaction
+    # begun after the marker bounds it).
     lso = F.col("entry_last_stable_offset")
-    ahead = paired.where(entry_first.isNotNull() & agrees & (lso > F.col("base_offset") + 1))
+    ahead = paired.where(
+        entry_first.isNotNull()
+        & agrees
+        & (lso > F.col("base_offset") + 1)
+        & F.coalesce(F.col("_later_first") < lso, F.lit(False))
+    )
     c = to_findings(
         ahead,
         "INDEX_MISMATCH",
         fmt(
             "%s lists the aborted transaction of producer %s closed at offset %s with last stable offset %s, "
-            "past the marker's next offset: a read_committed fetch ending below %s stops looking for "
-            "aborted transactions at this entry and misses those indexed in later segments.",
+            "past the marker's next offset and past the aborted transaction from offset %s closed after "
+            "it: a read_committed fetch ending below %s stops looking for aborted transactions at this "
+            "entry and misses that one.",
             index_name,
             "producer_id",
             "base_offset",
             lso,
+            "_later_first",
             lso,
         ),
         producer_id="producer_id",

@@ -90,26 +90,49 @@ def _index_mismatches(
     return sorted((f["topic"], f["producer_id"], f["related_offset"], f["rule"], f["message"]) for f in found)
 
 
-def test_entries_from_a_previous_marker_or_past_the_next_offset_are_mismatches(spark: SparkSession) -> None:
+def test_an_entry_from_a_previous_marker_is_a_mismatch(spark: SparkSession) -> None:
     """The logs start at 10 (retention deleted 0-9). `wide`: producer 7's entry starts at 5, below the
     log start, where what was gone could excuse it; but its COMMIT at 11 lies between, and every marker
     ends the producer's transaction: read_committed consumers would drop the committed record at 10.
-    `lso`: producer 8's entry gives last stable offset 19, past its marker's next offset 16: a fetch
-    ending below 19 stops collecting aborted transactions there. `good`: the entries the broker writes."""
+    `good`: the entries the broker writes."""
     files, entries, logs = [], [], []
-    for topic, wide, lso in (("good", False, False), ("wide", True, False), ("lso", False, True)):
+    for topic, wide in (("good", False), ("wide", True)):
         log = _transactions(topic, "d", start=10)
         logs.append(log)
         files += [_file(log, "log", 10), _file(log, "index", 10), _file(log, "txnindex", 10)]
-        entries += [
-            _entry(log, 7, 5 if wide else 12, 13, 14, 0),
-            _entry(log, 8, 14, 15, 19 if lso else 16, 1),
-        ]
+        entries += [_entry(log, 7, 5 if wide else 12, 13, 14, 0), _entry(log, 8, 14, 15, 16, 1)]
     found = _index_mismatches(spark, logs, files, entries)
-    assert [(t, p, o) for t, p, o, _, _ in found] == [("lso", 8, 15), ("wide", 7, 13)]
-    lso, wide = found
-    assert "last stable offset 19" in lso[4] and lso[3].startswith("TransactionIndex: lastStableOffset")
-    assert "previous marker, at offset 11" in wide[4], wide[4]
+    assert [(t, p, o) for t, p, o, _, _ in found] == [("wide", 7, 13)]
+    assert "previous marker, at offset 11" in found[0][4], found[0][4]
+
+
+def test_a_last_stable_offset_past_the_marker_is_a_mismatch_only_past_a_later_aborted_transaction(
+    spark: SparkSession,
+) -> None:
+    """After the logs of `_transactions`, producer 9 aborts a transaction (offset 7, marker at 8).
+    Producer 8's ABORT at 5 gets an entry whose last stable offset passes its marker's next offset (6):
+    - `follower`: 7, the first offset of producer 9's transaction. A follower writes that when one fetch
+      brings it both (`UnifiedLog.append` updates every producer of the chunk before it computes each
+      completed transaction's last stable offset): healthy, no finding.
+    - `hides`: 9, past producer 9's aborted transaction from 7: a read_committed fetch ending at 8 stops
+      collecting aborted transactions at this entry (`TransactionIndex.collectAbortedTxns`) and shows
+      producer 9's aborted record as committed.
+    - `last`: 19 with no aborted transaction after it to miss: nothing a fetch could get wrong."""
+    files, entries, logs = [], [], []
+    for topic, lso in (("follower", 7), ("hides", 9), ("last", 19)):
+        log = _transactions(topic, "d")
+        if topic != "last":
+            log.data(9, 0, 0, transactional=True)
+            log.marker(9, 0, "ABORT")
+            entries.append(_entry(log, 9, 7, 8, 9, 2))
+        logs.append(log)
+        files += [_file(log, "log", 0), _file(log, "index", 0), _file(log, "txnindex", 0)]
+        entries += [_entry(log, 7, 2, 3, 4, 0), _entry(log, 8, 4, 5, lso, 1)]
+    found = _index_mismatches(spark, logs, files, entries)
+    assert [(t, p, o) for t, p, o, _, _ in found] == [("hides", 8, 5)], [f[4] for f in found]
+    (hides,) = found
+    assert hides[3].startswith("TransactionIndex: lastStableOffset"), hides[3]
+    assert "last stable offset 9" in hides[4] and "aborted transaction from offset 7" in hides[4], hides[4]
 
 
 def test_a_dump_copied_without_any_txnindex_is_not_judged_by_the_missing_files(spark: SparkSession) -> None:
