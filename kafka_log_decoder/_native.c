@@ -432,13 +432,16 @@ static void colset_free(ColSet *cs)
         Py_CLEAR(cs->obj[c]);
 }
 
-/* Make room for at least `need` rows.  May be called with the GIL released (g->ts != NULL):
- * it is re-taken around the reallocation.  Returns -1 with MemoryError set on failure. */
-static int colset_grow(ColSet *cs, Py_ssize_t need, Gil *g)
+/* Make room for at least `need` rows, and for at most `most` where that holds `need` (0: no bound).
+ * May be called with the GIL released (g->ts != NULL): it is re-taken around the reallocation.
+ * Returns -1 with MemoryError set on failure. */
+static int colset_grow(ColSet *cs, Py_ssize_t need, Py_ssize_t most, Gil *g)
 {
     Py_ssize_t newcap = cs->cap > PY_SSIZE_T_MAX / 16 ? need : cs->cap * 2;
     if (newcap < need)
         newcap = need;
+    if (most > 0 && newcap > most && need <= most)
+        newcap = most;
     int rc = 0;
     if (g && g->ts)
         PyEval_RestoreThread(g->ts);
@@ -464,7 +467,12 @@ static int colset_grow(ColSet *cs, Py_ssize_t need, Gil *g)
 
 static inline int colset_reserve(ColSet *cs, Py_ssize_t need, Gil *g)
 {
-    return LIKELY(need <= cs->cap) ? 0 : colset_grow(cs, need, g);
+    return LIKELY(need <= cs->cap) ? 0 : colset_grow(cs, need, 0, g);
+}
+
+static inline int colset_reserve_upto(ColSet *cs, Py_ssize_t need, Py_ssize_t most, Gil *g)
+{
+    return LIKELY(need <= cs->cap) ? 0 : colset_grow(cs, need, most, g);
 }
 
 /* Trim every column to n rows and move it into `dict`.  GIL held.  Empties the set. */
@@ -591,7 +599,14 @@ static inline int32_t increment_sequence(int32_t seq, int32_t inc)
 /* key parse.                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
-enum { REC_OK = 0, REC_BAD = 1, REC_NOMEM = -1 };
+enum { REC_OK = 0, REC_BAD = 1, REC_HEADERS = 2, REC_NOMEM = -1 };
+
+/* Header rows one batch may add: a header takes 2 bytes of payload and 28 bytes of columns, so a few
+ * KB of zstd (or one large plain batch) could claim gigabytes of them.  As many rows as fit the
+ * 256 MiB a batch's payload may decompress to (codecs.MAX_DECOMPRESSED_BYTES); a batch with more is
+ * not decoded (REC_HEADERS), as one claiming more records than that is not (segment.MAX_BATCH_RECORDS). */
+#define HEADER_ROW_BYTES 28
+#define MAX_BATCH_HEADERS ((Py_ssize_t)(256 << 20) / HEADER_ROW_BYTES)
 
 typedef struct {
     int64_t ts_delta;
@@ -611,10 +626,11 @@ typedef struct {
  * (Java reads past the record into the batch but then fails "Invalid record size", so bounding
  * reads to the record gives the same verdict).  A negative key/value length is a null, as in
  * Java (`if (keySize >= 0)`); a negative header count or header key length is an error.
- * If `hc` is non-NULL, one header row per header is appended (the caller rolls back on error).
+ * If `hc` is non-NULL, one header row per header is appended (the caller rolls back on error), up
+ * to row `hlimit` (REC_HEADERS past it).
  */
 static ALWAYS_INLINE int parse_record(const uint8_t **pp, const uint8_t *end, RecFields *f, ColSet *hc,
-                        const uint8_t *base, int32_t rec_row, Gil *g)
+                        Py_ssize_t hlimit, const uint8_t *base, int32_t rec_row, Gil *g)
 {
     const uint8_t *p = *pp;
     int32_t len;
@@ -670,7 +686,10 @@ static ALWAYS_INLINE int parse_record(const uint8_t **pp, const uint8_t *end, Re
             vlen = -1;
         }
         if (hc) {
-            if (colset_reserve(hc, hc->n + 1, g) < 0)
+            if (UNLIKELY(hc->n >= hlimit))
+                return REC_HEADERS;
+            /* Doubling stops at the limit: the rows a refused batch took are all it may take. */
+            if (colset_reserve_upto(hc, hc->n + 1, hlimit, g) < 0)
                 return REC_NOMEM;
             Py_ssize_t i = hc->n++;
             PUT32(hc, H_RECORD_INDEX, i, rec_row);
@@ -701,7 +720,8 @@ typedef struct {
  * last record no byte may remain ("Incorrect declared batch size, records still remaining").
  * On REC_BAD, *err is the start of the record that failed (or of the trailing bytes), and the
  * rows hold exactly the records completely decoded before it.  A negative count is an error at
- * p ("Found invalid record count"). */
+ * p ("Found invalid record count").  REC_HEADERS: as REC_BAD, at the record whose headers passed
+ * MAX_BATCH_HEADERS for the batch. */
 static int decode_blob(const BatchCtx *c, const uint8_t *p, const uint8_t *end, int32_t count,
                        ColSet *rc, ColSet *hc, Gil *g, const uint8_t **err)
 {
@@ -720,6 +740,7 @@ static int decode_blob(const BatchCtx *c, const uint8_t *p, const uint8_t *end, 
     char *col[R_NCOLS];
     memcpy(col, rc->ptr, sizeof(col));
     Py_ssize_t i = rc->n;
+    Py_ssize_t hlimit = hc->n + MAX_BATCH_HEADERS;
     int st = REC_OK;
     for (int32_t k = 0; k < count; k++, i++) {
         if (UNLIKELY(i >= rc->cap)) {
@@ -733,7 +754,7 @@ static int decode_blob(const BatchCtx *c, const uint8_t *p, const uint8_t *end, 
         const uint8_t *rs = p;
         Py_ssize_t hsave = hc->n;
         RecFields f;
-        st = parse_record(&p, end, &f, hc, c->base, (int32_t)i, g);
+        st = parse_record(&p, end, &f, hc, hlimit, c->base, (int32_t)i, g);
         if (UNLIKELY(st != REC_OK)) {
             hc->n = hsave;
             *err = rs;
@@ -793,7 +814,7 @@ static void parse_control(const uint8_t *p, const uint8_t *end, int32_t count, i
     if (count < 1)
         return;
     RecFields f;
-    if (parse_record(&p, end, &f, NULL, p, 0, NULL) != REC_OK)
+    if (parse_record(&p, end, &f, NULL, 0, p, 0, NULL) != REC_OK)
         return;
     if (!f.key || f.key_len < 4 || as_i16(be16(f.key)) < 0)
         return;
@@ -913,10 +934,10 @@ static int walk_core(const uint8_t *buf, size_t len, size_t start, size_t stop, 
                 return -1;
             if (st == REC_OK) {
                 decoded = 1;
-            } else { /* framing error: no partial rows for this batch */
+            } else { /* framing error, or too many headers: no partial rows for this batch */
                 rc->n = rsave;
                 hc->n = hsave;
-                decoded = 2;
+                decoded = st == REC_HEADERS ? 3 : 2;
                 err_offset = (int32_t)(err - p);
             }
         }
@@ -1018,7 +1039,8 @@ PyDoc_STRVAR(walk_batches_doc,
              "record_columns (None unless decode_records): records of uncompressed non-control batches\n"
              "(RECORD_COLUMNS) plus their headers (HEADER_COLUMNS), positions are indexes into buf.\n"
              "records_decoded: 0 not attempted, 1 ok, 2 framing error (no rows kept for that batch;\n"
-             "err_offset = offset in the batch of the record, or trailing bytes, that failed).");
+             "err_offset = offset in the batch of the record, or trailing bytes, that failed), 3 more\n"
+             "than MAX_BATCH_HEADERS header rows (no rows kept; err_offset = the record that passed it).");
 
 static PyObject *py_walk_batches(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -1099,12 +1121,14 @@ done:
 
 PyDoc_STRVAR(decode_records_doc,
              "decode_records(data, base_offset, base_timestamp, max_timestamp, log_append_time, base_sequence, count)\n"
-             "    -> (columns, error_position)\n\n"
+             "    -> (columns, error_position, status)\n\n"
              "Decode `count` v2 records from an already-decompressed records blob, with the same framing\n"
              "rules and columns (RECORD_COLUMNS + HEADER_COLUMNS, batch_index all 0) as walk_batches;\n"
              "positions are indexes into `data`.  error_position is -1 on success; otherwise the index in\n"
              "`data` of the record that failed to frame (or of bytes left after the last record, or 0 for\n"
-             "a negative count), and the columns hold the records completely decoded before it.");
+             "a negative count), and the columns hold the records completely decoded before it.  status\n"
+             "is walk_batches' records_decoded: 1 ok, 2 framing error, 3 more than MAX_BATCH_HEADERS\n"
+             "header rows (error_position: the record that passed it).");
 
 static PyObject *py_decode_records(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -1140,7 +1164,9 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args, PyObject *kw)
         goto done;
     if (!(dict = columns_dict(&rc, &hc)))
         goto done;
-    result = Py_BuildValue("(On)", dict, st == REC_OK ? (Py_ssize_t)-1 : (Py_ssize_t)(err - data));
+    /* The status as walk_batches' records_decoded: 1 ok, 2 framing error, 3 too many headers. */
+    result = Py_BuildValue("(Oni)", dict, st == REC_OK ? (Py_ssize_t)-1 : (Py_ssize_t)(err - data),
+                           st == REC_OK ? 1 : st == REC_HEADERS ? 3 : 2);
 
 done:
     Py_XDECREF(dict);
@@ -1215,7 +1241,8 @@ static int native_exec(PyObject *m)
         PyModule_AddIntConstant(m, "NEED_MORE_DATA", REASON_NEED_MORE_DATA) < 0 ||
         PyModule_AddIntConstant(m, "NOT_V2", REASON_NOT_V2) < 0 ||
         PyModule_AddIntConstant(m, "BAD_LENGTH", REASON_BAD_LENGTH) < 0 ||
-        PyModule_AddIntConstant(m, "FULL", REASON_FULL) < 0)
+        PyModule_AddIntConstant(m, "FULL", REASON_FULL) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_BATCH_HEADERS", (long)MAX_BATCH_HEADERS) < 0)
         return -1;
     struct {
         const char *name;

@@ -1,5 +1,6 @@
 from typing_extensions import Buffer
 
+MAX_BATCH_HEADERS: int
 HAVE_HW_CRC32C: bool
 REACHED_STOP: int
 NEED_MORE_DATA: int
@@ -24,6 +25,6 @@ def decode_records(
     base_sequence: int,
     count: int,
     hash_values: bool = False,
-) -> tuple[dict[str, bytes], int]: ...
+) -> tuple[dict[str, bytes], int, int]: ...
 def _crc32c_portable(data: Buffer, crc: int = 0) -> int: ...
 def _set_crc_impl(hw: bool) -> None: ...

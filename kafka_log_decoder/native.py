@@ -18,6 +18,9 @@ FULL = 4
 RECORDS_NOT_DECODED = 0
 RECORDS_DECODED = 1
 RECORDS_FRAMING_ERROR = 2
+# More header rows than `MAX_BATCH_HEADERS` (28 bytes of columns each): the batch's records not kept.
+RECORDS_TOO_MANY_HEADERS = 3
+MAX_BATCH_HEADERS: int = _native.MAX_BATCH_HEADERS
 
 # control_type of a batch that is not a control batch; -1 = a control batch of unknown type.
 NOT_CONTROL = -2
@@ -138,9 +141,11 @@ def decode_records(
     base_sequence: int,
     count: int,
     hash_values: bool = False,
-) -> tuple[Columns, int]:
-    """Decode a plain (decompressed) records blob; the int is -1, or where framing failed."""
-    columns, error_position = _native.decode_records(
+) -> tuple[Columns, int, int]:
+    """Decode a plain (decompressed) records blob: the columns, -1 or where framing failed (or the
+    record whose headers passed `MAX_BATCH_HEADERS`), and the status (`RECORDS_DECODED`,
+    `RECORDS_FRAMING_ERROR`, `RECORDS_TOO_MANY_HEADERS`)."""
+    columns, error_position, status = _native.decode_records(
         data, base_offset, base_timestamp, max_timestamp, log_append_time, base_sequence, count, hash_values
     )
-    return _cast(columns, RECORD_COLUMNS), error_position
+    return _cast(columns, RECORD_COLUMNS), error_position, status

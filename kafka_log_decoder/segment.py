@@ -385,6 +385,8 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             continue
         if c["records_decoded"][i] == native.RECORDS_FRAMING_ERROR:
             error(i, f"bad record framing at byte {c['err_offset'][i]} of the batch")
+        elif c["records_decoded"][i] == native.RECORDS_TOO_MANY_HEADERS:
+            error(i, _too_many_headers(c["err_offset"][i], "batch"))
         is_control = control_types[i] != native.NOT_CONTROL
         if codec == 0 or counts[i] == 0 or not (records or is_control):
             continue
@@ -398,7 +400,7 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
         except CodecError as exc:
             error(i, str(exc))
             continue
-        columns, error_position = native.decode_records(
+        columns, error_position, status = native.decode_records(
             plain,
             base_offset=c["base_offset"][i],
             base_timestamp=c["base_timestamp"][i],
@@ -407,7 +409,9 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             base_sequence=c["base_sequence"][i],
             count=counts[i],
         )
-        if error_position >= 0:
+        if status == native.RECORDS_TOO_MANY_HEADERS:
+            error(i, _too_many_headers(error_position, "decompressed payload"))
+        elif error_position >= 0:
             error(i, f"bad record framing at byte {error_position} of the decompressed payload")
         elif is_control:
             run.control[i] = _control_from_records(plain, columns)
@@ -415,6 +419,13 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             run.records.append(RecordRun(plain, columns, i))
             held += len(plain) + sum(memoryview(v).nbytes for v in columns.values())
     return run
+
+
+def _too_many_headers(at: int, where: str) -> str:
+    return (
+        f"more than the {native.MAX_BATCH_HEADERS} record headers decoded from one batch (passed by the "
+        f"record at byte {at} of the {where}): its records are not decoded"
+    )
 
 
 def _end_run_before(run: BatchRun, window: _Window, i: int, records: bool) -> None:
@@ -439,7 +450,9 @@ def _attention_table(records: bool) -> bytes:
 
 
 _ATTENTION = {False: _attention_table(False), True: _attention_table(True)}
-_FRAMING_ERROR = bytes(1 if v == native.RECORDS_FRAMING_ERROR else 0 for v in range(256))
+_FRAMING_ERROR = bytes(
+    1 if v in (native.RECORDS_FRAMING_ERROR, native.RECORDS_TOO_MANY_HEADERS) else 0 for v in range(256)
+)
 _LOW_BYTE = 0 if sys.byteorder == "little" else 1
 
 

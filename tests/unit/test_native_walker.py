@@ -364,7 +364,7 @@ def check_walk_against_kafka_python(buf: bytes) -> tuple[list, list, list]:
             assert row["records_decoded"] == 0 and not my_recs
             # The compressed path: decompress in Python, frame with decode_records.
             blob = DECOMPRESS[codec](buf[row["position"] + 61 : row["position"] + row["size_bytes"]])
-            cols, err = _native.decode_records(
+            cols, err, _ = _native.decode_records(
                 blob,
                 row["base_offset"],
                 row["base_timestamp"],
@@ -901,7 +901,7 @@ def test_decode_records_errors_keep_complete_records() -> None:
     )
     blob = batch[61:]
     starts = [s - 61 for s in record_starts(batch)]
-    cols, err = _native.decode_records(blob, 100, 1_600_000_000_000, 0, False, 7, 5)
+    cols, err, _ = _native.decode_records(blob, 100, 1_600_000_000_000, 0, False, 7, 5)
     assert err == -1
     recs = rows(table(cols, RECORD_FMT))
     assert [r["offset"] for r in recs] == [100, 101, 102, 103, 104]
@@ -909,21 +909,21 @@ def test_decode_records_errors_keep_complete_records() -> None:
     key_pos, key_len = recs[0]["key_pos"], recs[0]["key_len"]
     assert blob[key_pos : key_pos + key_len] == b"key-0"  # positions index the blob
     # truncated blob: the last record is cut
-    cols, err = _native.decode_records(blob[:-1], 100, 0, 0, False, 7, 5)
+    cols, err, _ = _native.decode_records(blob[:-1], 100, 0, 0, False, 7, 5)
     assert err == starts[4]
     assert len(rows(table(cols, RECORD_FMT))) == 4
     # bytes left over
-    cols, err = _native.decode_records(blob + b"\x00", 100, 0, 0, False, 7, 5)
+    cols, err, _ = _native.decode_records(blob + b"\x00", 100, 0, 0, False, 7, 5)
     assert err == len(blob) and len(rows(table(cols, RECORD_FMT))) == 5
     # count larger than the records
-    cols, err = _native.decode_records(blob, 100, 0, 0, False, 7, 6)
+    cols, err, _ = _native.decode_records(blob, 100, 0, 0, False, 7, 6)
     assert err == len(blob) and len(rows(table(cols, RECORD_FMT))) == 5
     # negative count, empty
     assert _native.decode_records(blob, 0, 0, 0, False, -1, -3)[1] == 0
-    cols, err = _native.decode_records(b"", 0, 0, 0, False, -1, 0)
+    cols, err, _ = _native.decode_records(b"", 0, 0, 0, False, -1, 0)
     assert err == -1 and all(v == b"" for v in cols.values()) and set(cols) == set(ALL_RECORD_FMT)
     # headers of the failing record are not emitted
-    cols, err = _native.decode_records(blob[: starts[3] + 10], 100, 0, 0, False, 7, 5)
+    cols, err, _ = _native.decode_records(blob[: starts[3] + 10], 100, 0, 0, False, 7, 5)
     assert err == starts[3]
     hdrs = rows(table(cols, HEADER_FMT))
     assert {h["hdr_record_index"] for h in hdrs} == {0}
@@ -931,13 +931,13 @@ def test_decode_records_errors_keep_complete_records() -> None:
 
 def test_decode_records_with_negative_sequence_and_timestamps() -> None:
     batch = bytes(build_batch(sample_records(3, t0=-5)))
-    cols, err = _native.decode_records(memoryview(batch)[61:], -10, -5, 99, False, -1, 3)
+    cols, err, _ = _native.decode_records(memoryview(batch)[61:], -10, -5, 99, False, -1, 3)
     assert err == -1
     recs = rows(table(cols, RECORD_FMT))
     assert [r["offset"] for r in recs] == [-10, -9, -8]
     assert [r["sequence"] for r in recs] == [-1, -1, -1]
     assert [r["timestamp"] for r in recs] == [t for t, *_ in sample_records(3, t0=-5)]
-    cols, err = _native.decode_records(batch[61:], 0, -5, 99, True, 0, 3)
+    cols, err, _ = _native.decode_records(batch[61:], 0, -5, 99, True, 0, 3)
     assert [r["timestamp"] for r in rows(table(cols, RECORD_FMT))] == [99, 99, 99]
 
 
@@ -1055,7 +1055,7 @@ def test_ten_byte_varlong_timestamp_delta() -> None:
     assert (batches[0]["records_decoded"], batches[0]["err_offset"]) == (2, start)
     # a 5-byte varint whose 5th byte carries bits beyond bit 31: Java's `tmp << 28` drops them
     body = bytes([0x00, 0x00, 0x80, 0x80, 0x80, 0x80, 0x72, 0x01, 0x01, 0x00])
-    cols, err = _native.decode_records(bytes([len(body) * 2]) + body, 10, 0, 0, False, 5, 1)
+    cols, err, _ = _native.decode_records(bytes([len(body) * 2]) + body, 10, 0, 0, False, 5, 1)
     assert err == -1
     recs = rows(table(cols, RECORD_FMT))
     assert [r["offset"] for r in recs] == [10 + 0x10000000]

@@ -471,6 +471,65 @@ def test_a_batch_claiming_more_records_than_columns_can_hold_is_not_decoded(tmp_
     assert len(errors) == 1 and f"{count} records: more than" in errors[0], errors
 
 
+def _one_record_with_headers(headers: int) -> bytes:
+    """A v2 record with null key and value and `headers` headers of empty key and null value (2 bytes
+    each): the least payload per header row."""
+
+    def varint(n: int) -> bytes:
+        z, out = (n << 1) ^ (n >> 63), bytearray()
+        while z >= 0x80:
+            out.append(z & 0x7F | 0x80)
+            z >>= 7
+        return bytes([*out, z])
+
+    body = b"\x00\x00\x00\x01\x01" + varint(headers) + b"\x00\x01" * headers
+    return varint(len(body)) + body
+
+
+def _v2_batch(payload: bytes, codec: int, count: int) -> bytes:
+    from kafka_log_decoder import native
+
+    tail = struct.pack(">hiqqqhii", codec, count - 1, 0, 0, 7, 0, 0, count) + payload
+    body = struct.pack(">ibI", 0, 2, native.crc32c(tail)) + tail
+    return struct.pack(">qi", 0, len(body)) + body
+
+
+@pytest.mark.parametrize("codec", [0, 4], ids=["plain", "zstd"])
+def test_a_batch_with_more_headers_than_columns_may_hold_is_not_decoded(tmp_path: Path, codec: int) -> None:
+    """Each header takes 2 bytes of payload and 28 of columns: a 19 MB record (a few KB of zstd) held
+    9.6 million header rows, 470 MB once the columns doubled past them, a batch more when it failed.
+    Past `MAX_BATCH_HEADERS` (what 256 MiB of columns holds) the batch's records are not decoded: one
+    error naming it, and the columns of that batch stop growing at the limit."""
+    import tracemalloc
+
+    import cramjam
+
+    from kafka_log_decoder import native
+    from kafka_log_decoder.segment import BatchRun
+
+    plain = _one_record_with_headers(native.MAX_BATCH_HEADERS + 1)
+    payload = plain if codec == 0 else bytes(cramjam.zstd.compress(plain))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(_v2_batch(payload, codec, 1))
+    tracemalloc.start()
+    try:
+        runs = list(iter_segment_runs(path, records=True))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    (run,) = [r for r in runs if isinstance(r, BatchRun)]
+    assert run.n == 1 and sum(len(r.columns["offset"]) for r in run.records) == 0
+    errors = [e.message for e in run.errors.get(0, [])]
+    limit = f"more than the {native.MAX_BATCH_HEADERS} record headers"
+    assert len(errors) == 1 and limit in errors[0], errors
+    assert peak < 360 << 20, peak
+    # A record of a thousand headers is decoded.
+    plain = _one_record_with_headers(1000)
+    path.write_bytes(_v2_batch(plain if codec == 0 else bytes(cramjam.zstd.compress(plain)), codec, 1))
+    (run,) = [r for r in iter_segment_runs(path, records=True) if isinstance(r, BatchRun)]
+    assert not run.errors and sum(len(r.columns["offset"]) for r in run.records) == 1
+
+
 def test_crafted_headers_that_each_claim_the_rest_of_the_file_do_not_make_the_scan_quadratic(
     tmp_path: Path,
 ) -> None:
