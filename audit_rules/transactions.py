@@ -9,6 +9,7 @@ from audit_rules.findings import fmt, to_findings
 from audit_rules.history import REPLAY_TIES, coordinator_epoch_before
 from audit_rules.logs import below_start_cause, compaction_may_have_removed, with_log_key
 from audit_rules.profile import Profile
+from schemas.tables import LOG_KEY
 
 
 def hanging_transactions(
@@ -107,6 +108,92 @@ def hanging_transactions(
         first_offset="f.base_offset",
         last_offset="open_last_offset",
         base_sequence="f.base_sequence",
+    )
+
+
+def swept_transactions(
+    history: DataFrame, producers: DataFrame, profile: Profile, failed: DataFrame | None = None
+) -> DataFrame:
+    """HANGING_TRANSACTION of a transaction a later epoch's swept up: the producer's transactional data
+    of epoch e (from offset f) followed, before any marker of the producer, by its data of a higher
+    epoch, a marker after them, and the later data written more than the transaction timeout after f.
+
+    Every normal path puts a marker between: transactions V1 end each transaction with a marker at its
+    epoch, and a coordinator that fences an epoch (InitProducerId, a timeout) writes the ABORT before
+    the new epoch can write; V2 writes each marker one epoch up. So the epoch-e data is a produce
+    request that landed after its transaction had ended (a client's abort after a timeout, brokers before
+    transaction verification, KIP-890 part 1 in 3.6): the partition's producer state opened a
+    transaction there that no coordinator knew of (`ProducerAppendInfo.appendDataBatch`), the epoch
+    change did not close it (`ProducerStateEntry.maybeUpdateProducerEpoch` keeps `currentTxnFirstOffset`),
+    and the later epoch's marker closed it: read_committed consumers stuck at f until then, and f's
+    records committed or aborted with a later transaction's. The contract's key is (pid, epoch): that
+    data has no marker of its own. A transaction still open at the log's end is `hanging_transactions`'.
+
+    The producer's rows since its previous marker (`markers_before`), flagged ones left out (their epochs
+    never fall); on its own clock (the later data's timestamp less f's). Not where the cleaner may have
+    removed a marker between (compaction), nor where a CRC-failed batch claiming to be the producer's lies
+    between (it may be the marker, unreadable)."""
+    rows = history.where(F.col("ok") & F.col("is_transactional") & ~F.col("is_control"))
+    # One producer's transaction in one log (the log's columns ride along: they follow from its key).
+    txn = ["log_key", *LOG_KEY, "cleaned_to", "producer_id", "markers_before"]
+    order = F.struct("base_offset", *REPLAY_TIES)
+    per_epoch = rows.groupBy(*txn, "producer_epoch").agg(
+        F.min_by(F.struct("base_offset", "base_sequence", "max_timestamp"), order).alias("first"),
+        F.max("last_offset").alias("last"),
+    )
+    epochs = (
+        per_epoch.groupBy(*txn)
+        .agg(F.sort_array(F.collect_list(F.struct("producer_epoch", "first", "last"))).alias("_epochs"))
+        .where(F.size("_epochs") > 1)
+        .select(*txn, F.col("_epochs")[0].alias("swept"), F.col("_epochs")[1].alias("by"))
+    )
+    swept = (
+        epochs.join(producers.select("log_key", "producer_id", "last_marker"), ["log_key", "producer_id"])
+        .where(F.col("last_marker") > F.col("by.first.base_offset"))
+        .withColumn("_age", F.col("by.first.max_timestamp") - F.col("swept.first.max_timestamp"))
+        .where(
+            (F.col("_age") > profile.transaction_max_timeout_ms)
+            & ~compaction_may_have_removed(F.col("swept.first.base_offset"))
+        )
+    )
+    if failed is not None:
+        between = with_log_key(failed).select(
+            F.col("log_key").alias("_log_key"),
+            F.col("producer_id").alias("_producer_id"),
+            F.col("base_offset").alias("_failed_at"),
+        )
+        swept = swept.join(
+            between,
+            (F.col("log_key") == F.col("_log_key"))
+            & (F.col("producer_id") == F.col("_producer_id"))
+            & (F.col("_failed_at") > F.col("swept.first.base_offset"))
+            & (F.col("_failed_at") < F.col("by.first.base_offset")),
+            "left_anti",
+        )
+    return to_findings(
+        swept,
+        "HANGING_TRANSACTION",
+        fmt(
+            "Producer %s epoch %s wrote transactional data from offset %s that no marker closed before it "
+            "wrote epoch %s at offset %s, %s ms later: the broker kept that transaction open "
+            "(read_committed consumers stuck at offset %s) and a later epoch's marker closed it, "
+            "committing or aborting its records with another transaction's (a produce request that "
+            "landed after its transaction had ended; KIP-890).",
+            "producer_id",
+            "swept.producer_epoch",
+            "swept.first.base_offset",
+            "by.producer_epoch",
+            "by.first.base_offset",
+            "_age",
+            "swept.first.base_offset",
+        ),
+        producer_id="producer_id",
+        producer_epoch="swept.producer_epoch",
+        first_offset="swept.first.base_offset",
+        last_offset="swept.last",
+        base_sequence="swept.first.base_sequence",
+        related_offset="by.first.base_offset",
+        rule=F.lit("KIP-890 data after its transaction's end, closed by a later epoch's marker"),
     )
 
 

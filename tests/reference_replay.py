@@ -75,6 +75,7 @@ def reference_findings(
         replay.append(batch)
     findings += [f for f in replay.finish() if sequenced or f["kind"] not in SEQUENCE_KINDS]
     findings += _hanging_transactions(rows, profile)
+    findings += _swept_transactions(rows, profile, compacted)
     return sorted(
         findings, key=lambda f: (_none_last(f["first_offset"]), f["kind"], _none_last(f["related_offset"]))
     )
@@ -639,6 +640,71 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
+
+
+def _swept_transactions(rows: list[Batch], profile: Profile, compacted: bool) -> list[Finding]:
+    """HANGING_TRANSACTION of a transaction a later epoch swept up: per producer, its transactional data
+    since its previous marker (flagged batches left out: invalid sequences, epochs below the highest
+    before) holds a higher epoch after epoch e, a marker follows, and the higher epoch's first batch is
+    more than the timeout after e's first; not on a compacted log (a marker between may be gone), nor
+    with a CRC-failed batch naming the producer between the two."""
+    if compacted:
+        return []
+    by_producer: dict[int, list[Batch]] = {}
+    for b in sorted(_producer_batches(rows), key=_offset_order):
+        by_producer.setdefault(b["producer_id"], []).append(b)
+    failed = [b for b in rows if b["magic"] == 2 and b["producer_id"] >= 0 and not b["crc_valid"]]
+    out: list[Finding] = []
+    for producer_id, batches in by_producer.items():
+        highest: int | None = None
+        txn: list[Batch] = []
+        swept: tuple[Batch, Batch, Batch] | None = None  # e's first and last batch, the later epoch's first
+        for b in batches:
+            epoch = b["producer_epoch"]
+            invalid = not b["is_control"] and (
+                b["base_sequence"] < 0
+                or sequence_span(b["base_sequence"], b["last_sequence"])
+                != b["last_offset"] - b["base_offset"]
+            )
+            flagged = invalid or (highest is not None and epoch < highest)
+            if not flagged:
+                highest = epoch if highest is None else max(highest, epoch)
+            if b["is_control"]:
+                if swept is not None:
+                    out += _swept_finding(swept, failed, producer_id, profile)
+                swept, txn = None, []
+                continue
+            if flagged or not b["is_transactional"]:
+                continue
+            if txn and swept is None and epoch > txn[0]["producer_epoch"]:
+                last = [t for t in txn if t["producer_epoch"] == txn[0]["producer_epoch"]][-1]
+                swept = (txn[0], last, b)
+            txn.append(b)
+    return out
+
+
+def _swept_finding(
+    swept: tuple[Batch, Batch, Batch], failed: list[Batch], producer_id: int, profile: Profile
+) -> list[Finding]:
+    first, last, by = swept
+    age = by["max_timestamp"] - first["max_timestamp"]
+    between = [
+        b
+        for b in failed
+        if b["producer_id"] == producer_id and first["base_offset"] < b["base_offset"] < by["base_offset"]
+    ]
+    if age <= profile.transaction_max_timeout_ms or between:
+        return []
+    return [
+        _finding(
+            "HANGING_TRANSACTION",
+            first,
+            last_offset=max(t["last_offset"] for t in (first, last)),
+            last_sequence=None,
+            related_offset=by["base_offset"],
+            message=f"epoch {first['producer_epoch']}'s transaction swept up by epoch {by['producer_epoch']}",
+        )
+    ]
 
 
 def _producer_batches(rows: Iterable[Batch]) -> list[Batch]:

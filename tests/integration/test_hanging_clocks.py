@@ -4,6 +4,7 @@ its partition leader wrote it. The longer age counts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -75,3 +76,47 @@ def test_an_open_transaction_is_hanging_only_by_one_clock(spark: SparkSession) -
     assert hanging == [("by-data", 6, 0), ("by-markers", 8, 0), ("in-buffer", 16, 0), ("markers-stop", 10, 0)]
     buffered = {f["topic"] for f in rows if "the coordinator's abort may not have landed" in f["message"]}
     assert buffered == {"in-buffer"}
+
+
+def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) -> None:
+    """Transactions V1 before transaction verification (KIP-890 part 1): producer 5's epoch-3
+    transaction aborted (0-1), then a produce request of it landed late (2). Its producer state opened a
+    transaction that no coordinator knew of; three hours later the next session (epoch 4, 3) committed
+    (4), closing it: read_committed consumers were stuck at 2 for three hours, and its record committed.
+    The same with the fencing ABORT between (the normal path), within the timeout, or on a topic the
+    profile names as compacted (the cleaner may have removed a marker between): nothing above info."""
+
+    def log(topic: str, wait_min: int = 180, marker_between: bool = False) -> LogBuilder:
+        built = LogBuilder(topic=topic, file=f"/d/{topic}-0/0.log")
+        built.data(5, 3, 0, transactional=True, timestamp=T0)
+        built.marker(5, 3, "ABORT", timestamp=T0 + 1_000)
+        built.data(5, 3, 1, transactional=True, timestamp=T0 + 2_000)
+        if marker_between:
+            built.marker(5, 4, "ABORT", timestamp=T0 + wait_min * MINUTE)
+        built.data(5, 4, 0, transactional=True, timestamp=T0 + wait_min * MINUTE + 1_000)
+        built.marker(5, 4, "COMMIT", timestamp=T0 + wait_min * MINUTE + 2_000)
+        return built
+
+    logs = [log("swept"), log("fenced", marker_between=True), log("quick", wait_min=5), log("c-swept")]
+    rows = [row for built in logs for row in built.rows]
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+    found = audit(
+        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True), profile
+    ).findings.collect()
+    above_info = [f for f in found if f["severity"] != "info"]
+    assert [(f["topic"], f["kind"]) for f in above_info] == [("swept", "HANGING_TRANSACTION")], [
+        f["message"] for f in above_info
+    ]
+    (swept,) = above_info
+    assert (
+        swept["producer_epoch"],
+        swept["first_offset"],
+        swept["last_offset"],
+        swept["related_offset"],
+    ) == (
+        3,
+        2,
+        2,
+        3,
+    )
+    assert "closed it" in swept["message"] and swept["rule"].startswith("KIP-890"), swept

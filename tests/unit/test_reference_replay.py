@@ -855,3 +855,33 @@ def test_new_epoch_nonzero_after_its_own_kept_marker_on_a_compacted_topic_is_not
     log.marker(PID, 1, "COMMIT")
     assert replay(log, compacted=True) == []
     assert [f["kind"] for f in replay(log)] == ["NEW_EPOCH_NONZERO_SEQUENCE"]
+
+
+def _late_batch_after_abort(
+    log: LogBuilder, *, marker_between: bool = False, wait_ms: int = 3 * 3_600_000
+) -> None:
+    """Producer PID's epoch 5 transaction aborted (0-1), then a produce request of it that landed late
+    (2, epoch 5, sequence 1); three hours later the producer's next session writes epoch 6 (3) and
+    commits (4). Transactions V1: the late batch opened a transaction the epoch change did not close."""
+    log.data(PID, 5, 0, transactional=True)
+    log.marker(PID, 5, "ABORT")
+    log.data(PID, 5, 1, transactional=True)
+    log.wait(wait_ms)
+    if marker_between:
+        log.marker(PID, 6, "ABORT")  # the coordinator's abort at the fenced epoch: the normal path
+    log.data(PID, 6, 0, transactional=True)
+    log.marker(PID, 6, "COMMIT")
+
+
+def test_transactional_data_a_later_epoch_swept_up_is_a_hanging_transaction() -> None:
+    log = LogBuilder()
+    _late_batch_after_abort(log)
+    found = only(replay(log), "HANGING_TRANSACTION")
+    assert evidence(found, "producer_epoch", "first_offset", "last_offset", "related_offset") == (5, 2, 2, 3)
+    # With the marker between, within the timeout, or on a compacted log (the cleaner may have removed
+    # the marker): nothing.
+    for kwargs in ({"marker_between": True}, {"wait_ms": 60_000}):
+        quiet = LogBuilder()
+        _late_batch_after_abort(quiet, **kwargs)  # type: ignore[arg-type]
+        assert "HANGING_TRANSACTION" not in {f["kind"] for f in replay(quiet)}, kwargs
+    assert "HANGING_TRANSACTION" not in {f["kind"] for f in replay(log, compacted=True)}
