@@ -379,7 +379,7 @@ def audit(
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts, unreadable),
         transactions.hanging_transactions(event_rows, producers, profile, failed),
-        transactions.swept_transactions(event_rows, producers, profile, failed),
+        transactions.swept_transactions(event_rows, producers, profile, failed, unreadable),
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,
     ]

@@ -11,7 +11,7 @@ import pytest
 
 from audit_rules.pipeline import Bronze, audit
 from jobs.profiles import load_profile
-from schemas.tables import BATCHES
+from schemas.tables import BATCHES, QUARANTINE
 from tests.strategies import LogBuilder
 
 if TYPE_CHECKING:
@@ -83,27 +83,48 @@ def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) ->
     transaction aborted (0-1), then a produce request of it landed late (2). Its producer state opened a
     transaction that no coordinator knew of; three hours later the next session (epoch 4, 3) committed
     (4), closing it: read_committed consumers were stuck at 2 for three hours, and its record committed.
-    The same with the fencing ABORT between (the normal path), within the timeout, or on a topic the
-    profile names as compacted (the cleaner may have removed a marker between): nothing above info."""
+    The same with the fencing ABORT between (the normal path), within the timeout, on a topic the
+    profile names as compacted (the cleaner may have removed a marker between), or with bytes no header
+    could be read from between (the marker may be there): no HANGING_TRANSACTION."""
+    torn_at: dict[str, int] = {}
 
-    def log(topic: str, wait_min: int = 180, marker_between: bool = False) -> LogBuilder:
+    def log(topic: str, wait_min: int = 180, marker_between: bool = False, torn: bool = False) -> LogBuilder:
         built = LogBuilder(topic=topic, file=f"/d/{topic}-0/0.log")
         built.data(5, 3, 0, transactional=True, timestamp=T0)
         built.marker(5, 3, "ABORT", timestamp=T0 + 1_000)
         built.data(5, 3, 1, transactional=True, timestamp=T0 + 2_000)
         if marker_between:
             built.marker(5, 4, "ABORT", timestamp=T0 + wait_min * MINUTE)
+        if torn:
+            torn_at[topic] = built.position
+            built.position += 500
+            built.next_offset += 1
         built.data(5, 4, 0, transactional=True, timestamp=T0 + wait_min * MINUTE + 1_000)
         built.marker(5, 4, "COMMIT", timestamp=T0 + wait_min * MINUTE + 2_000)
         return built
 
-    logs = [log("swept"), log("fenced", marker_between=True), log("quick", wait_min=5), log("c-swept")]
+    logs = [
+        log("swept"),
+        log("fenced", marker_between=True),
+        log("quick", wait_min=5),
+        log("c-swept"),
+        log("torn", torn=True),
+    ]
     rows = [row for built in logs for row in built.rows]
     profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
-    found = audit(
-        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True), profile
-    ).findings.collect()
-    above_info = [f for f in found if f["severity"] != "info"]
+    region = {
+        **{k: logs[-1].rows[0][k] for k in ("dump_id", "replica", "topic", "partition", "file")},
+        "position": torn_at["torn"],
+        "length": 500,
+        "kind": "UNREADABLE_BATCH",
+        "message": "batch length 1234567 runs past a valid batch",
+    }
+    bronze = replace(
+        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True),
+        quarantine=spark.createDataFrame([region], QUARANTINE.schema),
+    )
+    found = audit(bronze, profile).findings.collect()
+    above_info = [f for f in found if f["severity"] != "info" and f["kind"] != "UNREADABLE_BATCH"]
     assert [(f["topic"], f["kind"]) for f in above_info] == [("swept", "HANGING_TRANSACTION")], [
         f["message"] for f in above_info
     ]
