@@ -1404,5 +1404,12 @@ def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
             return f"no {name}"
         if value is not None and not isinstance(value, str | int):
             return f"{name} {value!r} is not a string"
+        if isinstance(value, str):
+            # JSON's `\ud800` escapes and Python's surrogateescape text read fine, but no UTF-8 holds
+            # them: the Arrow batch of the whole ledger would fail.
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"{name} is not UTF-8 (a lone surrogate at its character {exc.start})"
         out[name] = None if value is None else str(value)
     return out

@@ -230,3 +230,37 @@ def test_a_csv_ledger_after_blank_lines_with_spaces_after_its_commas_is_read(tmp
     assert [(r["topic"], r["offset"]) for r in dt._acks_rows(unit, "acks")] == [("t", 1), ("t", 3)]
     start = sum(len(r) for r in rows[:4])
     assert read(ledger)[1] == [(start, len(rows[4]), "acks row 1: offset 'x' is not an integer")]
+
+
+def test_a_json_key_with_a_lone_surrogate_is_a_bad_row_and_the_ledger_keeps_its_other_rows(
+    tmp_path: Path,
+) -> None:
+    """`json.dumps` writes a key read with surrogateescape as `\\udcff`; JSON reads it back, UTF-8 cannot
+    hold it. It failed the Arrow batch of the whole ledger: no acks, one UNREADABLE_FILE warning."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from schemas.tables import ACKS
+
+    lines = [ack(1), ack(2, key="\udcff"), ack(3, app_producer="a\ud800")]
+    ledger = tmp_path / "acks.jsonl"
+    ledger.write_text("\n".join(lines) + "\n")
+    assert "\\udcff" in lines[1]
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    stream = dt.decode_unit_safely(unit, ACKS.name, to_arrow_schema(ACKS.schema), records=False)
+    offsets: list[int] = []
+    while True:
+        try:
+            offsets += next(stream).column("offset").to_pylist()
+        except StopIteration as done:
+            assert done.value is True
+            break
+    assert offsets == [1]
+    start = len(lines[0]) + 1
+    assert read(ledger)[1] == [
+        (start, len(lines[1]) + 1, "acks row 1: key is not UTF-8 (a lone surrogate at its character 0)"),
+        (
+            start + len(lines[1]) + 1,
+            len(lines[2]) + 1,
+            "acks row 2: app_producer is not UTF-8 (a lone surrogate at its character 1)",
+        ),
+    ]
