@@ -1137,7 +1137,8 @@ def ledger_columns(path: str) -> list[str]:
         if not isinstance(value, dict):
             raise ValueError("first line is not a JSON object")
         return list(value)
-    return [c.strip() for c in next(csv.reader([first]), [])]
+    # Read as `_ledger_rows` reads the header: `"topic", "partition"` names partition, not ` "partition"`.
+    return [c.strip() for c in next(csv.reader([first], skipinitialspace=True), [])]
 
 
 # A ledger row, or why it cannot be read; where it starts (a byte position in a text ledger, the row's

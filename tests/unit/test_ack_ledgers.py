@@ -264,3 +264,15 @@ def test_a_json_key_with_a_lone_surrogate_is_a_bad_row_and_the_ledger_keeps_its_
             "acks row 2: app_producer is not UTF-8 (a lone surrogate at its character 1)",
         ),
     ]
+
+
+def test_a_csv_ledger_whose_quoted_names_follow_comma_space_passes_the_header_check(tmp_path: Path) -> None:
+    """The header check read `"topic", "partition"` without skipping the space, so the second name was
+    ` "partition"` with its quotes: "lacks column(s) partition, offset", exit 2, for rows that read."""
+    from jobs.ingest import check_ledger
+
+    ledger = tmp_path / "acks.csv"
+    ledger.write_text('"topic", "partition", "offset"\n"t", 0, 1\n"t", 0, 2\n')
+    assert dt.ledger_columns(str(ledger)) == ["topic", "partition", "offset"]
+    check_ledger(str(ledger))
+    assert read(ledger) == ([1, 2], [])
