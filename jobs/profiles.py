@@ -144,7 +144,21 @@ def _yaml(text: str, where: str) -> dict[str, Any]:
         raise ProfileError(f"{where}: not valid YAML{at}: {problem}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{where}: expected a mapping of profile settings")
+    _names_only(data, where)
     return _kafka_names(data, where)
+
+
+def _names_only(value: Any, where: str) -> None:
+    """Every mapping's keys are names: YAML reads `1:` as a number and `on:` as true, which no setting
+    is called (and which the messages listing unknown keys could not sort or join)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ProfileError(f"{where}: key {key!r} is not a setting's name (a {type(key).__name__})")
+            _names_only(item, where)
+    elif isinstance(value, list):
+        for item in value:
+            _names_only(item, where)
 
 
 def _kafka_names(data: dict[str, Any], where: str) -> dict[str, Any]:

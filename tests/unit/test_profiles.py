@@ -117,6 +117,12 @@ def test_a_release_setting_must_be_a_boolean_and_the_delete_horizon_not_negative
         ("profile: {bogus_key: 1}\n", r"unknown setting\(s\) bogus_key"),
         # Quoted inside the findings' format_string patterns: `%-r` failed the audit with a Java error.
         ("name: prod-50%-retention\n", r"name must not hold '%'"),
+        # A key YAML reads as a number or a boolean failed sorting or joining the unknown keys: a
+        # TypeError traceback and exit 3.
+        ("1: 2\n", r"key 1 is not a setting's name \(a int\)"),
+        ("profile: {1: 2}\n", r"key 1 is not a setting's name"),
+        ("app_sequence_extractor: {7: x, producer: 'header:a'}\n", r"key 7 is not a setting's name"),
+        ("on: 3\n", r"key True is not a setting's name \(a bool\)"),
     ],
 )
 def test_a_config_of_the_wrong_shape_is_a_usage_error_naming_the_file(
