@@ -217,6 +217,11 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
                     continue
                 seen.add(key)
                 _claim(owners, row, given.path)
+                if row["kind"] == dt.LOG and row["topic"] is not None:
+                    # A directory's segment, as a text dumping it would be claimed: a text of the same
+                    # segment beside its partition directory would be every batch twice in one log.
+                    name = f"{row['topic']}-{row['partition']}/{os.path.basename(row['file'])}"
+                    _claim_text(texts, (item_dump_id, replica, name), row["file"], given.path)
                 plan.pairs.add((item_dump_id, replica))
                 plan.inventory.append(row)
                 if unit is not None:
@@ -274,13 +279,13 @@ def _ledger_parts(given: str, path: str) -> list[str]:
 def _claim_text(
     texts: dict[tuple[str, str | None, str], str], key: tuple[str, str | None, str], text: str, given: str
 ) -> None:
-    """Record the text that dumps `key`'s file first; a UsageError where another text of the same dump
-    and replica dumps it first too."""
+    """Record the text that dumps `key`'s file first (or the partition directory holding it); a
+    UsageError where another text or directory of the same dump and replica gives it too."""
     owner = texts.setdefault(key, text)
     if owner != text:
         raise UsageError(
-            f"{owner} and {given}: both dump {key[2]} first in dump {key[0]!r}, which would be read as one "
-            "log: label the inputs (--input LABEL=PATH) to tell the dumps apart"
+            f"{owner} and {given}: both give segment {key[2]} of dump {key[0]!r}, which would be read as "
+            "one log, every batch twice: label the inputs (--input LABEL=PATH) to tell the dumps apart"
         )
 
 

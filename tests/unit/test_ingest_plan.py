@@ -74,14 +74,14 @@ def test_two_texts_of_one_dumped_file_are_a_usage_error_until_labelled(tmp_path:
     for text in (first, second):
         text.parent.mkdir()
         text.write_text(line)
-    with pytest.raises(UsageError, match=r"both dump orders-0/0+\.log first in dump 'dump'.*label"):
+    with pytest.raises(UsageError, match=r"both give segment orders-0/0+\.log of dump 'dump'.*label"):
         plan_ingest(IngestOptions([LabeledPath(None, str(first)), LabeledPath(None, str(second))], "unused"))
     other_dirs = tmp_path / "b3" / "dump.txt"
     other_dirs.parent.mkdir()
     other_dirs.write_text(
         line.replace("/var/lib/kafka/", "D:\\kafka-log1\\").replace("orders-0/", "orders-0\\")
     )
-    with pytest.raises(UsageError, match=r"both dump orders-0/0+\.log first"):
+    with pytest.raises(UsageError, match=r"both give segment orders-0/0+\.log"):
         plan_ingest(
             IngestOptions([LabeledPath("d", str(first)), LabeledPath("d", str(other_dirs))], "unused")
         )
@@ -97,6 +97,38 @@ def test_two_texts_of_one_dumped_file_are_a_usage_error_until_labelled(tmp_path:
         text.write_text("Dumping 00000000000000000000.log\n")
     plan = plan_ingest(IngestOptions([LabeledPath("d", str(p)) for p in (first, later, *inside)], "unused"))
     assert len(plan.units) == 4
+
+
+def test_a_text_beside_the_partition_directory_of_its_segment_is_a_usage_error_until_labelled(
+    tmp_path: Path,
+) -> None:
+    """A partition directory and a `kafka-dump-log.sh` text of one of its segments, the text named
+    after the partition as the README advises: one dump id, one log, every batch twice. A text of a
+    segment the directory does not hold, and labelled inputs, are not."""
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    folder = tmp_path / "b1" / "foo-0"
+    shutil.copytree(FOO_0, folder)
+    segment = sorted(p.name for p in folder.glob("*.log"))[0]
+    text = tmp_path / "b2" / "foo-0.txt"
+    text.parent.mkdir()
+    text.write_text(f"Dumping {segment}\nLog starting offset: 0\n")
+    for inputs in ((folder, text), (text, folder)):
+        with pytest.raises(UsageError, match=rf"both give segment foo-0/{segment} of dump 'foo-0'.*label"):
+            plan_ingest(IngestOptions([LabeledPath(None, str(p)) for p in inputs], "unused"))
+    other = tmp_path / "b3" / "foo-0.txt"
+    other.parent.mkdir()
+    other.write_text("Dumping 00000000000099999999.log\nLog starting offset: 0\n")
+    assert (
+        len(plan_ingest(IngestOptions([LabeledPath(None, str(p)) for p in (folder, other)], "unused")).units)
+        > 1
+    )
+    labelled = plan_ingest(
+        IngestOptions([LabeledPath("b1", str(folder)), LabeledPath("b2", str(text))], "unused")
+    )
+    assert {u.dump_id for u in labelled.units} == {"b1", "b2"}
 
 
 def test_a_segment_this_user_may_not_read_is_a_usage_error_naming_it(
