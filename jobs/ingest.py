@@ -167,6 +167,8 @@ class IngestPlan:
     # The inputs given without a label: their default dump id (the directory's or file's name) -> the
     # paths they were read from (absolute, and with symlinks resolved).
     unlabelled: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The same of the --acks ledgers given without a label (their default id is the file's name).
+    unlabelled_ledgers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -245,6 +247,8 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
             )
         ledgers[dump_id] = ledger.path
         plan.ledgers.add(dump_id)
+        if ledger.label is None:
+            plan.unlabelled_ledgers[dump_id] = tuple(dict.fromkeys((path, os.path.realpath(path))))
         plan.pairs.add((dump_id, None))
         for part in parts:
             info = _stat(part)
@@ -763,9 +767,10 @@ def _check_sources(spark: SparkSession, output: str, plan: IngestPlan) -> None:
     (its directory's or file's name) that an earlier run read from elsewhere: `/b1/orders-0` then
     `/b2/orders-0` (two brokers' copies of one partition) are both dump `orders-0`, and the second
     ingest would wipe the first's rows without a word. Labels (`--input b2=/b2/orders-0`) tell them
-    apart, or say that the replacement is meant. One small read of `files`, only where the output
-    holds one and an input has no label."""
-    if not plan.unlabelled:
+    apart, or say that the replacement is meant. The same for an `--acks` ledger without a label
+    (`/mon/acks.jsonl` then `/tue/acks.jsonl`: the second wiped Monday's acks). One small read of
+    `files`, only where the output holds one and an input or ledger has no label."""
+    if not plan.unlabelled and not plan.unlabelled_ledgers:
         return
     from pyspark.sql import functions as F
 
@@ -779,7 +784,7 @@ def _check_sources(spark: SparkSession, output: str, plan: IngestPlan) -> None:
         for dump_id, replica in plan.pairs
         if (base := dump_id.split("/", 1)[0]) in plan.unlabelled and dump_id not in plan.ledgers
         for source in plan.unlabelled[base]
-    }
+    } | {(dump_id, None, source) for dump_id, paths in plan.unlabelled_ledgers.items() for source in paths}
     sources = spark.createDataFrame(
         [(dt.as_text(b), dt.as_text(r), dt.as_text(p)) for b, r, p in sorted(replaced, key=str)],
         "base string, source_replica string, source string",
@@ -808,9 +813,12 @@ def _check_sources(spark: SparkSession, output: str, plan: IngestPlan) -> None:
         raise
     if rows:
         row = min(rows, key=lambda r: r["dump_id"])
+        what, option = (
+            ("ledger", "--acks") if row["dump_id"] in plan.unlabelled_ledgers else ("input", "--input")
+        )
         raise UsageError(
             f"{output}: an earlier ingest read dump {row['dump_id']!r} from elsewhere ({row['file']}); this "
-            "input of the same name would replace it: label the input (--input NAME=PATH), with the old "
+            f"{what} of the same name would replace it: label the {what} ({option} NAME=PATH), with the old "
             "name to replace that dump, with a new one to keep both"
         )
 

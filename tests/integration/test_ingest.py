@@ -716,3 +716,27 @@ def test_an_unlabelled_input_does_not_replace_a_dump_of_its_name_read_from_elsew
         ("b2", "b2"),
         ("foo-0", "b2"),
     }
+
+
+def test_an_unlabelled_ledger_does_not_replace_the_acks_of_its_name_read_from_elsewhere(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`--acks /mon/acks.jsonl`, then `--acks /tue/acks.jsonl` (no label): both are dump `acks.jsonl`,
+    and the second ingest wiped Monday's acks without a word, where two such inputs are refused."""
+    from jobs.ingest import UsageError
+
+    ledgers = {}
+    for day, offset in (("mon", 1), ("tue", 2)):
+        (tmp_path / day).mkdir()
+        ledgers[day] = tmp_path / day / "acks.jsonl"
+        ledgers[day].write_text(f'{{"topic": "foo", "partition": 0, "offset": {offset}}}\n')
+    out = tmp_path / "out"
+    ingest(spark, out, acks=[str(ledgers["mon"])])
+    ingest(spark, out, acks=[str(ledgers["mon"])])
+    with pytest.raises(
+        UsageError, match=r"read dump 'acks\.jsonl' from elsewhere .*/mon/acks\.jsonl\).*--acks NAME"
+    ):
+        ingest(spark, out, acks=[str(ledgers["tue"])])
+    assert [(r["dump_id"], r["offset"]) for r in read(out, "acks")] == [("acks.jsonl", 1)]
+    ingest(spark, out, acks=[f"tue={ledgers['tue']}"])
+    assert sorted((r["dump_id"], r["offset"]) for r in read(out, "acks")) == [("acks.jsonl", 1), ("tue", 2)]
