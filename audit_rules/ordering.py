@@ -75,12 +75,19 @@ def app_sequence_rules(
     # The compacted logs: a few rows, or none.
     compacted = None if logs is None else logs.where(F.col("cleaned_to").isNotNull())
     order = Window.partitionBy("log_key", "app_producer").orderBy("offset")
+    before = order.rowsBetween(Window.unboundedPreceding, -1)
     same = Window.partitionBy("log_key", "app_producer", "app_sequence").orderBy("offset")
-    r = (
-        r.withColumn("_prev", F.lag("app_sequence").over(order))
-        .withColumn("_prev_offset", F.lag("offset").over(order))
-        .withColumn("_copy", F.row_number().over(same))
-        .withColumn("_first_offset", F.first("offset").over(same))
+    r = r.withColumn("_copy", F.row_number().over(same)).withColumn(
+        "_first_offset", F.first("offset").over(same)
+    )
+    # The record before, copies left out: in 1,2,3,5,6,3,4,7 the second 3 is a duplicate, and the 4
+    # after it went back from 6 (it was compared with the copy, and the reordering was missed).
+    first_copy = F.col("_copy") == 1
+    r = r.withColumns(
+        {
+            "_prev": F.last(F.when(first_copy, F.col("app_sequence")), ignorenulls=True).over(before),
+            "_prev_offset": F.last(F.when(first_copy, F.col("offset")), ignorenulls=True).over(before),
+        }
     )
     duplicate = to_findings(
         r.where(F.col("_copy") > 1),

@@ -23,6 +23,8 @@ from kafka_harness.broker import KafkaBroker
 
 # Sarama #2619: batches A=(3,4) re-queued behind B=(5,6): the log reads 1,2,5,6,3,4,7.
 SARAMA_ORDER = [1, 2, 5, 6, 3, 4, 7]
+# Seed 002's shape with the first try of [3] written but its ack lost: 3 again, and 4, after 5 and 6.
+RESENT_ORDER = [1, 2, 3, 5, 6, 3, 4, 7]
 # A JSON-stamped producer that re-sent 3 and never sent 4 and 5.
 JSON_ORDER = [1, 2, 3, 3, 6]
 # One counter for a producer's records in all three partitions of a topic, each value sent to the
@@ -35,11 +37,12 @@ PER_PARTITION = [(seq, p) for seq in range(1, 11) for p in range(3) if (seq, p) 
 @pytest.fixture(scope="module")
 def app_log(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> AppLog:
     work = tmp_path_factory.mktemp("app-seq-broker")
-    offsets: dict[str, list[int]] = {"header": [], "json": []}
+    offsets: dict[str, list[int]] = {"header": [], "json": [], "resent": []}
     placed: dict[str, dict[tuple[int, int], list[int]]] = {"spread": {}, "per-partition": {}}
     with KafkaBroker(work) as broker:
         broker.create_topic("app-header")
         broker.create_topic("app-json")
+        broker.create_topic("app-resent")
         broker.create_topic("app-spread", partitions=3)
         broker.create_topic("app-per-partition", partitions=3)
         producer = Producer(
@@ -66,6 +69,14 @@ def app_log(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> AppLog:
                 on_delivery=sent("header"),
             )
             producer.flush(30)  # one record per request: the log order is the send order
+        for seq in RESENT_ORDER:
+            producer.produce(
+                "app-resent",
+                value=f"order {seq}".encode(),
+                headers=[("app-producer", b"orders-2"), ("app-seq", str(seq).encode())],
+                on_delivery=sent("resent"),
+            )
+            producer.flush(30)
         for seq in JSON_ORDER:
             producer.produce(
                 "app-json",
@@ -125,6 +136,19 @@ def test_sarama_reordering_is_one_regression_not_loss_or_duplicates(spark: Any, 
         ("APP_SEQUENCE_REGRESSION", at_three, at_six)
     ]
     assert found[0]["severity"] == "error" and "orders-1" in found[0]["message"]
+
+
+def test_a_reordering_right_after_a_duplicate_is_still_a_regression(spark: Any, app_log: AppLog) -> None:
+    """1,2,3,5,6,3,4,7: the 4 was compared with the copy of 3 before it, not with 6, and the
+    reordering was missed; it is the duplicate and one regression, at 4."""
+    out, offsets, _ = app_log
+    found = sorted(
+        (f["kind"], f["first_offset"], f["related_offset"])
+        for f in findings(spark, out, "header:app-producer", "header:app-seq")
+        if f["topic"] == "app-resent"
+    )
+    o = offsets["resent"]
+    assert found == [("APP_SEQUENCE_REGRESSION", o[6], o[4]), ("DUPLICATE_APP_SEQUENCE", o[5], o[2])]
 
 
 def test_json_stamped_duplicate_and_hole(spark: Any, app_log: AppLog) -> None:
