@@ -318,9 +318,12 @@ def sequence_gaps(
     # it skipped already, and counting it again would report one hole twice.
     jumps = history.where((F.col("transition") == "GAP") & F.col("jump")).alias("j")
     holes = holes.alias("h")
+    # What it skipped starts past that highest sequence, not after the previous batch: in 0-4, 10-14,
+    # 2-3, 20-24 the jump to 20 skips 15-19 only (5-9 is the jump to 10's), whatever follows 2-3.
+    low = F.col("j.max_last_before") + 1
     overlap = (
         F.least(F.col("h.hole_end"), F.col("j.base_sequence_unwrapped") - 1)
-        - F.greatest(F.col("h.hole_start"), F.col("j.expected_unwrapped"))
+        - F.greatest(F.col("h.hole_start"), low)
         + 1
     )
     joined = jumps.join(
@@ -329,7 +332,7 @@ def sequence_gaps(
         & (F.col("j.producer_id") == F.col("h.producer_id"))
         & (F.col("j.producer_epoch") == F.col("h.producer_epoch"))
         & (F.col("h.hole_start") <= F.col("j.base_sequence_unwrapped") - 1)
-        & (F.col("h.hole_end") >= F.col("j.expected_unwrapped")),
+        & (F.col("h.hole_end") >= low),
         "inner",
     ).select(*[F.col(f"j.{k}") for k in ROW_KEY], overlap.alias("_missing"))
     # Summed per batch (its row key), then joined back: grouping by every column of the history would

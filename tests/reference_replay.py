@@ -388,7 +388,9 @@ class _Replay:
     def _resolve_gap(self, gap: _PendingGap, fills: list[tuple[int, int]]) -> None:
         """`fills`: the ranges CRC-failed batches hold of every gap of the stream (`_failed_fills`)."""
         ranges = [(s.base, s.last) for s in gap.stream] + fills
-        missing = _uncovered(gap.expected, gap.base - 1, ranges)
+        # From past the highest sequence before the jump: a hole below it is an earlier jump's.
+        low = gap.expected if gap.highest is None else max(gap.expected, gap.highest + 1)
+        missing = _uncovered(low, gap.base - 1, ranges)
         # The cleaner removes whole batches and keeps offsets: it can have taken the skipped sequences
         # only where the offsets between the two batches could have held them (counted where the
         # previous batch is the stream's highest yet; after a late one they may lie before it).

@@ -540,6 +540,36 @@ def test_a_hole_after_a_late_batch_is_one_gap_counted_by_the_jump_past_it(spark:
     ] == gaps
 
 
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        # 5-9 missing (the jump to 10); 15-19 arrive last: the jump to 20 skips nothing lost.
+        ([(0, 5), (10, 5), (2, 2), (20, 5), (15, 5)], [(1, 5)]),
+        # 15-19 never arrive: five missing at the jump to 20, not ten (5-9 again).
+        ([(0, 5), (10, 5), (2, 2), (20, 5)], [(1, 5), (3, 5)]),
+        # The history starts at 10 at the log start (5-9 below it: retention); 0-4 is a regression and
+        # the jump to 20 skips 15-19 only.
+        ([(10, 5), (0, 5), (20, 5)], [(2, 5)]),
+    ],
+)
+def test_a_jump_after_a_regression_counts_only_what_it_skipped_past_the_highest(
+    spark: SparkSession, shape: list[tuple[int, int]], expected: list[tuple[int, int]]
+) -> None:
+    """The jump after a late batch was measured from that batch's next sequence: in 0-4, 10-14, 2-3,
+    20-24 the hole 5-9 was counted by the jump to 10 and again by the jump to 20, a false or doubled
+    SEQUENCE_GAP (critical). `expected`: (the batch's index, missing records). The reference agrees."""
+    log = LogBuilder()
+    offsets = [log.data(7, 0, base, records)["base_offset"] for base, records in shape]
+    profile = load_profile()
+    found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
+    gaps = [(f["first_offset"], f["missing_records"]) for f in found.collect() if f["kind"] == "SEQUENCE_GAP"]
+    assert sorted(gaps) == [(offsets[i], missing) for i, missing in expected]
+    reference = reference_findings(log.rows, profile=profile, log_start_offset=0, compacted=False)
+    assert sorted(
+        (f["first_offset"], f["missing_records"]) for f in reference if f["kind"] == "SEQUENCE_GAP"
+    ) == sorted(gaps)
+
+
 @pytest.mark.parametrize("profile_name", ["kafka-1.0", "kafka-2.4", "kafka-3.4"])
 def test_a_broker_that_forgot_the_producer_starts_its_cache_again(
     spark: SparkSession, profile_name: str
