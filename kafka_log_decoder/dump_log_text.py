@@ -57,6 +57,7 @@ from kafka_log_decoder.constants import (
     CONTROL_TYPE_UNKNOWN,
     DELETE_HORIZON_FLAG_MASK,
     END_TXN_MARKER_TYPES,
+    INDEX_FILE_SUFFIX,
     LEGACY_TIMESTAMP_TYPE_MASK,
     MAGIC_VALUE_V2,
     NO_PARTITION_LEADER_EPOCH,
@@ -65,9 +66,14 @@ from kafka_log_decoder.constants import (
     NO_SEQUENCE,
     NO_TIMESTAMP,
     NO_TIMESTAMP_TYPE,
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+    TIME_INDEX_FILE_SUFFIX,
     TIMESTAMP_TYPE_MASK,
     TIMESTAMP_TYPE_NAMES,
     TRANSACTIONAL_FLAG_MASK,
+    TXN_INDEX_ENTRY_SIZE,
+    TXN_INDEX_FILE_SUFFIX,
     int_bounds,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError
@@ -137,9 +143,28 @@ _TRAILING_BYTES = re.compile(r"^Found (\d+) invalid bytes at the end of (.*)$")
 # record size 0 smaller than minimum record overhead (14) in file <F>.`
 _TOOL_EXCEPTION = re.compile(r'^Exception in thread "[^"]*" ([\w.$]+)(?::\s*(.*))?$')
 # What the tool says of a producer snapshot it cannot read (`CorruptSnapshotException`'s message; Kafka
-# 4.3.1: `Snapshot is corrupt (CRC is no longer valid). Stored crc: N. Computed crc: M`), after its
-# `Dumping` line, instead of its entries.
-_SNAPSHOT_REFUSED = re.compile(r"^Snapshot (?:is corrupt|failed schema validation)\b")
+# 4.3.1: `Snapshot is corrupt (CRC is no longer valid). Stored crc: N. Computed crc: M`; a version other
+# than 1: `Snapshot contained an unknown file version 2`), after its `Dumping` line, instead of its entries.
+_SNAPSHOT_REFUSED = re.compile(
+    r"^Snapshot (?:is corrupt|failed schema validation|contained an unknown file version)\b"
+)
+# The exceptions of a file the tool could not open (the dumped one, or the .log beside a dumped index,
+# which dumpIndex/dumpTimeIndex open first) or type (`StringIndexOutOfBoundsException`: a name without a
+# `.`, whose suffix `substring(lastIndexOf("."))` takes): no byte of the dumped file was read.
+_FILE_NOT_READ = frozenset(
+    {
+        "NoSuchFileException",
+        "AccessDeniedException",
+        "FileNotFoundException",
+        "StringIndexOutOfBoundsException",
+    }
+)
+# The bytes of one entry of each index the tool dumps, for where it stopped in one.
+_INDEX_ENTRY_SIZES = {
+    INDEX_FILE_SUFFIX: OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_FILE_SUFFIX: TIME_INDEX_ENTRY_SIZE,
+    TXN_INDEX_FILE_SUFFIX: TXN_INDEX_ENTRY_SIZE,
+}
 _STACK_LINE = re.compile(r"^(?:\tat |\t\.\.\. \d+ more$|Caused by: |\tSuppressed: )")
 _STARTING_OFFSET = re.compile(r"^(?:Log starting offset|Starting offset): -?\d+$")
 # Lines the tool prints besides entries (notes, and its stderr summaries when 2>&1 was captured).
@@ -749,6 +774,8 @@ class _DumpLogTextParser:
         self.unreadable_lines = 0
         # The end of the last batch of the current file (position + size), for TRUNCATED_TAIL.
         self.end_of_batches = 0
+        # The index entries dumped from the current file, for where the tool stopped in an index.
+        self.index_entries = 0
         # The offset after the last batch of the current file (at first the file's base offset): where a
         # shallow legacy wrapper, whose line names only its last offset, starts.
         self.next_offset = -1
@@ -931,14 +958,18 @@ class _DumpLogTextParser:
             self._pre_2_2_deep_line(fields, out)
         elif first == "offset" and set(fields.values) == {"offset", "position"}:
             self._flush_batch(out)
+            # Counted before it is read: a line the tool printed is an entry it dumped, read or not.
+            self.index_entries += 1
             out.append(_in_range(IndexEntry(self.file, fields.integer("offset"), fields.integer("position"))))
         elif first == "timestamp" and fields.timestamp_type is None and fields.has("offset"):
             self._flush_batch(out)
+            self.index_entries += 1
             out.append(
                 _in_range(TimeIndexEntry(self.file, fields.integer("timestamp"), fields.integer("offset")))
             )
         elif first == "version":
             self._flush_batch(out)
+            self.index_entries += 1
             out.append(
                 _in_range(
                     TxnIndexEntry(
@@ -1054,13 +1085,42 @@ class _DumpLogTextParser:
             self.pending = _PendingRecord(record, _KeyPayloadText(fields.tail, key_size, value_size))
 
     def _tool_stopped(self, exception: str, message: str, out: list[DumpLogItem]) -> None:
-        """The tool stopped on the dumped file (its exception's line): what follows its last batch was
-        not dumped. A snapshot's failed check is SNAPSHOT_CORRUPT; a log's unreadable bytes a
-        TRUNCATED_TAIL at the end of its last batch (length unknown), as the tool reads no further."""
+        """The tool stopped on the dumped file (its exception's line): what follows its last entry was
+        not dumped. What that says depends on the exception and the file's suffix, as the tool chose its
+        reader by the suffix. A file it could not open or type is UNREADABLE_FILE: none of its bytes was
+        read, so none is a bad batch. An index's failed check or entry (CorruptIndexException, a
+        .txnindex entry of an unknown version, a batch it points at) is INDEX_MISMATCH after the
+        entries dumped: the log's own batches are read when the log is dumped. A snapshot's failed
+        check is SNAPSHOT_CORRUPT; a log's unreadable bytes a TRUNCATED_TAIL at the end of its last
+        batch (length unknown), as the tool reads no further."""
         assert self.file is not None
         self._flush_batch(out)
-        said = f"DumpLogSegments stopped here: {exception.rsplit('.', 1)[-1]}: {message}".rstrip(": ")
-        if self.file.endswith(".snapshot"):
+        thrown = exception.rsplit(".", 1)[-1]
+        said = f"DumpLogSegments stopped here: {thrown}: {message}".rstrip(": ")
+        name = re.split(r"[\\/]", self.file)[-1]
+        suffix = name[name.rfind(".") :] if "." in name else ""
+        if thrown in _FILE_NOT_READ:
+            why = (
+                "the tool takes a file's type from its name after the last `.`, and this name has none"
+                if thrown == "StringIndexOutOfBoundsException"
+                else f"the tool could not open {'the file named' if message else 'a file it reads'}"
+            )
+            out.append(
+                DecodeError(
+                    self.file, 0, CorruptionKind.UNREADABLE_FILE, f"{said}; {why}: this file was not dumped"
+                )
+            )
+        elif suffix in _INDEX_ENTRY_SIZES:
+            position = self.index_entries * _INDEX_ENTRY_SIZES[suffix]
+            out.append(
+                DecodeError(
+                    self.file,
+                    position,
+                    CorruptionKind.INDEX_MISMATCH,
+                    f"{said}; the index's entries from here on were not dumped",
+                )
+            )
+        elif self.file.endswith(".snapshot"):
             out.append(DecodeError(self.file, 0, CorruptionKind.SNAPSHOT_CORRUPT, said))
         else:
             kind = (
@@ -1110,7 +1170,7 @@ class _DumpLogTextParser:
 
     def _end_file(self, out: list[DumpLogItem]) -> None:
         self._flush_batch(out)
-        self.end_of_batches = 0
+        self.end_of_batches = self.index_entries = 0
 
 
 def dumped_parts(dumped: str) -> list[str]:
