@@ -483,13 +483,16 @@ def _apply_swaps(
 def _swap_next_offset(
     log_swap: FileInfo, valid_swaps: dict[str, FileInfo], next_offset: NextOffset | None
 ) -> int:
+    """Where a `.log.swap` ends, as `LogSegment.readNextOffset` reads it. A swap without a whole batch
+    (the cleaner removed every record) ends at its base, not base + 1: LogLoader's delete range
+    [min base, max end) then takes nothing of it, and the snapshot and indexes at its base stay live."""
     base = segment_base_offset(log_swap.path)
     if next_offset is not None:
         return next_offset(log_swap.path)
-    # As `LogSegment.readNextOffset`: the batch headers from the offset index's last entry's position on
-    # (a few KiB: index.interval.bytes), believed only where a batch there reaches the entry's offset
-    # (a stale or torn index says nothing); else from the segment's start, as a broker before 3.0
-    # read it once it had recovered the swap. (index_files imports this module: imported here.)
+    # The batch headers from the offset index's last entry's position on (a few KiB:
+    # index.interval.bytes), believed only where a batch there reaches the entry's offset (a stale or
+    # torn index says nothing); else from the segment's start, as a broker before 3.0 read it once it
+    # had recovered the swap. (index_files imports this module: imported here.)
     from kafka_log_decoder.index_files import read_offset_index
     from kafka_log_decoder.rows import IndexEntry
 
@@ -498,9 +501,9 @@ def _swap_next_offset(
     if entries:
         found = _next_offset_after(log_swap.path, entries[-1].position)
         if found is not None and found > entries[-1].offset:
-            return max(base + 1, found)
+            return max(base, found)
     found = _next_offset_after(log_swap.path, 0)
-    return base + 1 if found is None else max(base + 1, found)
+    return base if found is None else max(base, found)
 
 
 # A swap's batch headers are read in blocks of this many bytes (memory stays bounded whatever the size).

@@ -399,6 +399,25 @@ def test_without_next_offset_or_swap_index_only_the_same_base_is_replaced(tmp_pa
     assert found.segments[0].log.path.endswith(".log.swap")
 
 
+def test_an_empty_swap_replaces_no_range_and_keeps_the_snapshot_and_txn_index_at_its_base(
+    tmp_path: Path,
+) -> None:
+    """The cleaner left an empty swap (it removed every record) when the broker stopped. Its next offset
+    is its base (`LogSegment.readNextOffset` of an empty segment), so LogLoader deletes nothing in
+    [0, 0): only the original .log gives way to the swap, by the rename."""
+    directory = tmp_path / "compacted-0"
+    for suffix in (".log", ".log.swap", ".snapshot", ".txnindex"):
+        touch(directory / name(0, suffix))
+    found = only(discover([directory]), PartitionDir)
+    (kept,) = found.segments
+    assert Path(kept.log.path).name == name(0, ".log.swap")
+    assert kept.txnindex is not None and Path(kept.txnindex.path).name == name(0, ".txnindex")
+    assert [Path(s.file.path).name for s in found.snapshots] == [name(0, ".snapshot")]
+    assert [(Path(e.path).name, e.reason) for e in found.excluded] == [
+        (name(0, ".log"), f"replaced by {directory / name(0, '.log.swap')}")
+    ]
+
+
 def test_swap_at_or_above_the_smallest_cleaned_base_is_an_incomplete_split(tmp_path: Path) -> None:
     directory = tmp_path / "split-0"
     touch(directory / name(0, ".log"))
