@@ -319,10 +319,12 @@ def gone_since_previous_dump(
 
 
 def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last: str) -> DataFrame:
-    """(log_key, producer_id, held_elsewhere) of the `rows` (a log's `log_key`, `replica`, partition and
-    `capture_time_ms` columns, `producer_id` and `last`, an offset) whose producer the log of another
-    replica of the partition and topic incarnation, in a dump captured as late or later, holds up to
-    `last` or further (`producers`: `history.producer_summary`)."""
+    """(log_key, producer_id, held_elsewhere) of the `rows` (a log's `log_key`, `replica` and partition
+    columns, `producer_id` and `last`, an offset) whose producer the log of another replica of the
+    partition and topic incarnation, in a dump captured as late or later, holds up to `last` or further
+    (`producers`: `history.producer_summary`). A dump's time is its newest replica's (`dump_time_ms`):
+    its replicas are one moment, whatever order their files were copied in (`cp` without -p dates each
+    replica's by its copy, seconds apart)."""
     holders = producers.select(
         F.col("log_key").alias("_h_key"), "producer_id", F.col("retained_last_offset").alias("_h_last")
     ).join(
@@ -330,7 +332,7 @@ def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last:
             logs.select(
                 F.col("log_key").alias("_h_key"),
                 *[F.col(c).alias(f"_h_{c}") for c in ("replica", *PARTITION_OF_LOG)],
-                F.col("capture_time_ms").alias("_h_time"),
+                F.col("dump_time_ms").alias("_h_time"),
             )
         ),
         "_h_key",
@@ -342,9 +344,9 @@ def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last:
             "producer_id",
             "replica",
             *PARTITION_OF_LOG,
-            "capture_time_ms",
             F.col(last).alias("_last"),
         )
+        .join(F.broadcast(logs.select("log_key", F.col("dump_time_ms").alias("_time"))), "log_key")
         # The partition's columns are join keys too (null-safe): a producer id is only met again in its
         # own partition's logs.
         .join(
@@ -357,7 +359,7 @@ def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last:
         )
         .where(
             ~F.col("replica").eqNullSafe(F.col("_h_replica"))
-            & (F.col("_h_time") >= F.col("capture_time_ms"))
+            & (F.col("_h_time") >= F.col("_time"))
             & (F.col("_h_last") >= F.col("_last"))
         )
         .select("log_key", "producer_id", F.lit(True).alias("held_elsewhere"))

@@ -33,16 +33,25 @@ def _log(dump_id: str, replica: str, producers: tuple[int, ...]) -> LogBuilder:
     return log
 
 
-def _lost(spark: SparkSession, leader_holds: tuple[int, ...]) -> list[tuple[str | None, int, int, int]]:
+def _lost(
+    spark: SparkSession, leader_holds: tuple[int, ...], copied_later_ms: int = 0
+) -> list[tuple[str | None, int, int, int]]:
     # Replica 1 held producers 5 and 6 (offsets 0-9) at T1; at T2 it holds producer 5 alone (it ends at
-    # offset 5), and replica 2 holds `leader_holds`.
+    # offset 5), and replica 2 holds `leader_holds`. `copied_later_ms`: how much later than replica 2's
+    # files replica 1's were copied into d2 (`cp` without -p: each file's time is its copy's).
+    from pyspark.sql import functions as F
+
     logs = [_log("d1", "1", (5, 6)), _log("d2", "1", (5,)), _log("d2", "2", leader_holds)]
     rows = [row for log in logs for row in log.rows]
     bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema))
+    files = bronze.files
     bronze = replace(
         bronze,
-        files=bronze.files.withColumn(
-            "mtime_ms", (bronze.files["dump_id"] == "d1").cast("int") * (T1 - T2) + T2
+        files=files.withColumn(
+            "mtime_ms",
+            F.when(files["dump_id"] == "d1", T1)
+            .when(files["replica"] == "1", T2 + copied_later_ms)
+            .otherwise(T2),
         ),
     )
     found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
@@ -59,3 +68,13 @@ def test_a_replica_behind_another_that_holds_the_producer_lost_nothing(spark: Sp
 
 def test_a_replica_behind_where_no_replica_holds_the_producer_lost_it(spark: SparkSession) -> None:
     assert _lost(spark, (5, 7)) == [("1", 6, 0, 9)]
+
+
+def test_a_replica_copied_after_the_one_that_holds_the_producer_in_one_dump_lost_nothing(
+    spark: SparkSession,
+) -> None:
+    """One dump's replicas are one moment, whatever order their files were copied in: replica 1's files
+    copied 40 s after replica 2's were taken as a later capture, so replica 2 did not count as holding
+    the producer (UNKNOWN_PRODUCER_LOSS, critical)."""
+    assert _lost(spark, (5, 6), copied_later_ms=40_000) == []
+    assert _lost(spark, (5, 7), copied_later_ms=40_000) == [("1", 6, 0, 9)]
