@@ -263,10 +263,16 @@ def snapshot_producers(
     return retained.unionByName(lost)
 
 
+# One replica's dumps of a partition in time: by capture time, then (two dumps of one time: a
+# `--captured-at` given twice, copies that kept their files' times) by the log's end and start, which only
+# rise for one replica's log but where a follower truncates its tail; the dump id last.
+_DUMP_ORDER = ("capture_time_ms", "log_end_offset", "log_start_offset", "dump_id")
+
+
 def previous_dumps(logs: DataFrame) -> DataFrame:
     """Each log with the log of the same (replica, topic, partition) and topic incarnation
     (`logs.log_bounds`) in the dump captured just before it."""
-    w = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy("capture_time_ms", "dump_id")
+    w = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(*_DUMP_ORDER)
     return logs.select(
         "log_key",
         *LOG_KEY,
@@ -682,9 +688,7 @@ def acked_records(
     Acks of a partition no dump holds are judged by nothing: one ACKS_NOT_CHECKED (warning) per ledger
     and partition says so, with the offsets' range and number."""
     acks = acks.where(F.col("offset") >= 0)
-    newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(
-        F.col("capture_time_ms").desc(), F.col("dump_id").desc()
-    )
+    newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(*[F.col(c).desc() for c in _DUMP_ORDER])
     targets = (
         logs.withColumn("_rank", F.row_number().over(newest))
         .where(F.col("_rank") == 1)

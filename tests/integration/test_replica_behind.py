@@ -78,3 +78,18 @@ def test_a_replica_copied_after_the_one_that_holds_the_producer_in_one_dump_lost
     the producer (UNKNOWN_PRODUCER_LOSS, critical)."""
     assert _lost(spark, (5, 6), copied_later_ms=40_000) == []
     assert _lost(spark, (5, 7), copied_later_ms=40_000) == [("1", 6, 0, 9)]
+
+
+def test_two_dumps_of_one_time_are_ordered_by_the_log_not_by_their_labels(spark: SparkSession) -> None:
+    """Dumps `after` and `before` of one capture time (one `--captured-at` given to both): `after` sorted
+    first by its label, so producer 6, written between them, was gone from `before`: a false
+    UNKNOWN_PRODUCER_LOSS. The log that ends later is the later dump."""
+    logs = [_log("before", "1", (5,)), _log("after", "1", (5, 6))]
+    bronze = Bronze.from_batches(
+        spark.createDataFrame([row for log in logs for row in log.rows], BATCHES.schema)
+    )
+    from pyspark.sql import functions as F
+
+    bronze = replace(bronze, files=bronze.files.withColumn("mtime_ms", F.lit(T2)))
+    found = audit(bronze, load_profile("kafka-3.4")).findings.where("severity != 'info'").collect()
+    assert [(f["kind"], f["dump_id"]) for f in found] == []
