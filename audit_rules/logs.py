@@ -76,8 +76,7 @@ def compaction_evidence() -> Column:
         F.when(
             F.coalesce(F.col("compacted"), F.lit(False)),
             F.format_string(
-                "its topic is in compacted_topics: the log cleaner compacts it below its active segment, "
-                "offset %s",
+                "its topic is in compacted_topics: the log cleaner compacts it below offset %s",
                 F.col("cleaned_to").cast("string"),
             ),
         )
@@ -92,9 +91,9 @@ def compaction_evidence() -> Column:
         .when(
             F.col("compaction_source") == "holes",
             F.format_string(
-                "offsets are free between the batches of a segment below its active one (a broker gives "
-                "every record the next offset; only the log cleaner removes batches): the cleaner compacts "
-                "it below offset %s",
+                "offsets are free between the batches of a segment (a broker gives every record the next "
+                "offset; only the log cleaner removes batches, this broker's or, in what it fetched as a "
+                "follower, its leader's): the cleaner compacts it below offset %s",
                 F.col("cleaned_to").cast("string"),
             ),
         )
@@ -205,8 +204,9 @@ def file_producers(batches: DataFrame) -> DataFrame:
 def segment_files(facts: DataFrame) -> DataFrame:
     """One row per (log, file) of the batches with the batch facts `log_bounds` needs (from
     `file_producers`), a `file_order` numbering the files in (log, file) order (the offset overlap's
-    sort key), and `holed_from`: the file's first batch offset where offsets are free between its
-    batches, else null.
+    sort key), `holed_from`: the file's first batch offset where offsets are free between its
+    batches, else null, and `holed_to` and `trimmed_to`: the file's end where offsets are free between
+    its batches, or where one of them is trimmed (`cleaned_batches`).
 
     A broker gives every record and marker the next offset, so offsets free between two batches of one
     segment were taken by batches the log cleaner removed (it keeps the offsets of the batches it keeps,
@@ -226,6 +226,8 @@ def segment_files(facts: DataFrame) -> DataFrame:
         {
             "file_order": F.row_number().over(order).cast("int"),
             "holed_from": F.when(holed, F.col("first_batch_offset")),
+            "holed_to": F.when(holed, F.col("log_end_offset")),
+            "trimmed_to": F.when(F.col("cleaned_batches").isNotNull(), F.col("log_end_offset")),
         }
     )
 
@@ -257,8 +259,11 @@ def log_bounds(
         "high_watermark": F.max,
         "cleaner_offset": F.max,
         "remote_trace": F.max,
-        # The first offset of the log's first segment with offsets free between its batches.
+        # The first offset of the log's first segment with offsets free between its batches, and the end
+        # of its last such segment, or of its last segment holding a trimmed batch.
         "holed_from": F.min,
+        "holed_to": F.max,
+        "trimmed_to": F.max,
         "unreadable_regions": F.max,
     }
 
@@ -269,7 +274,8 @@ def log_bounds(
             topic_id.cast("string").alias("topic_id"),
         )
 
-    from_batches = facts(segments, **{name: F.col(name) for name in (*_BATCH_FACTS, "holed_from")})
+    evidence = ("holed_from", "holed_to", "trimmed_to")
+    from_batches = facts(segments, **{name: F.col(name) for name in (*_BATCH_FACTS, *evidence)})
     live_segment = (F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull()
     from_files = facts(
         files,
@@ -321,13 +327,17 @@ def log_bounds(
     )
     start = F.greatest(F.col("checkpoint_log_start"), F.col("first_segment_offset"))
     log_start = F.coalesce(start, F.col("first_batch_offset"), F.lit(0)).cast("long")
-    # Offsets free between the batches of a segment below the active one (`segment_files`): the
-    # cleaner's work. In the active segment, which it never touches, or beside unreadable bytes, they
-    # show nothing.
-    holed = F.coalesce(
-        F.col("unreadable_regions").isNull() & (F.col("holed_from") < F.col("last_segment_offset")),
-        F.lit(False),
-    )
+    # Offsets free between the batches of a segment (`segment_files`): the cleaner's work. Beside
+    # unreadable bytes they show nothing (batches may be there).
+    trusted_holes = F.col("unreadable_regions").isNull()
+    holed = F.coalesce(trusted_holes & F.col("holed_from").isNotNull(), F.lit(False))
+    # This broker's cleaner never touches its active segment, the last one; but a follower appends the
+    # batches it fetches with their offsets (`appendAsFollower`) and rolls by its own segment size, so
+    # its active segment may hold its leader's cleaned batches (a replica added to a small compacted
+    # topic holds the whole log in one segment). Where the active segment itself shows the cleaner
+    # (offsets free between its batches, a trimmed batch), the cleaner reached that far: to its end.
+    active_shown = F.greatest(F.when(trusted_holes, F.col("holed_to")), F.col("trimmed_to"))
+    active_end = F.when(active_shown > F.coalesce(F.col("last_segment_offset"), F.lit(0)), active_shown)
     return logs.select(
         *LOG_KEY,
         "capture_time_ms",
@@ -363,14 +373,19 @@ def log_bounds(
         # bounds only the rounds that finished, and a round stopped midway (a broker shutting down)
         # leaves the groups of segments it had already cleaned swapped in. A topic the profile names as
         # compacted is cleaned below its active segment too: the cleaner never touches that one, so what
-        # is missing there is judged as on any other log (where no segment is known, the whole log).
+        # is missing there is judged as on any other log (where no segment is known, the whole log),
+        # unless the active segment shows a leader's cleaner in what this replica fetched (`active_end`).
         F.when(
             F.col("cleaner_offset").isNotNull(),
-            F.greatest(F.col("cleaner_offset"), F.coalesce(F.col("last_segment_offset"), F.lit(0))),
+            F.greatest(
+                F.col("cleaner_offset"), F.coalesce(F.col("last_segment_offset"), F.lit(0)), active_end
+            ),
         )
         .when(
             compacted(profile, F.col("topic")) | F.col("cleaned_batches").isNotNull() | holed,
-            F.coalesce(F.col("last_segment_offset"), F.col("log_end_offset"), F.lit(0)),
+            F.greatest(
+                F.coalesce(F.col("last_segment_offset"), F.col("log_end_offset"), F.lit(0)), active_end
+            ),
         )
         .cast("long")
         .alias("cleaned_to"),
@@ -381,7 +396,8 @@ def log_bounds(
         .when(holed, F.lit("holes"))
         .alias("compaction_source"),
         F.col("topic").isin(*COORDINATOR_TOPICS).alias("coordinator_written"),
-        # The base offset of the log's last segment (the active one): the cleaner never reaches it.
+        # The base offset of the log's last segment (the active one): this broker's cleaner never
+        # reaches it.
         "last_segment_offset",
         "topic_id",
         "incarnation",

@@ -62,27 +62,31 @@ def test_skipped_sequences_with_no_free_offsets_are_not_explained_by_compaction(
     ], [f["message"] for f in found]
 
 
-def test_a_topic_the_profile_names_as_compacted_is_not_compacted_in_its_active_segment(
+def test_free_offsets_in_the_active_segment_are_a_leaders_cleaner_in_what_a_follower_fetched(
     spark: SparkSession,
 ) -> None:
-    """The cleaner never touches the active segment (formats §5.9), whatever names the topic as
-    compacted: the profile's `compacted_topics` excused every hole of the log, the cleaner-offset
-    checkpoint only those below the active segment. Producer 7 skips sequences 5-9 with offsets 5-9 free:
-    excused where its batches lie in a rolled segment, lost where they lie in the active one."""
-    log = _log("c-active", 0)
-    log.data(7, 0, 0, 5)
-    log.next_offset = 10
-    log.data(7, 0, 10, 2)
-    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    """This broker's cleaner never touches its active segment (formats §5.9), but a follower appends
+    the batches it fetches with their offsets and rolls by its own segment size: a replica added to a
+    small compacted topic holds its leader's cleaned log in one segment. Producer 7 skips sequences 5-9
+    with offsets 5-9 free: excused in a rolled segment and in the active one alike (it was a critical
+    SEQUENCE_GAP on every such follower). Skipped with no offset free, they are lost in either."""
     profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
 
-    def verdicts(rolled: bool) -> list[tuple[str, str | None]]:
+    def verdicts(rolled: bool, free: bool) -> list[tuple[str, str, int | None]]:
+        log = _log("c-active", 0)
+        log.data(7, 0, 0, 5)
+        if free:
+            log.next_offset = 10
+        log.data(7, 0, 10, 2)
+        batches = spark.createDataFrame(log.rows, BATCHES.schema)
         found = audit(Bronze.from_batches(batches, rolled=rolled), profile).findings.collect()
-        return sorted((f["kind"], f["explained_by"]) for f in found)
+        return sorted((f["kind"], f["severity"], f["missing_records"]) for f in found)
 
-    assert verdicts(rolled=True) == [], verdicts(rolled=True)
-    (gap,) = audit(Bronze.from_batches(batches), profile).findings.collect()
-    assert (gap["kind"], gap["severity"], gap["missing_records"]) == ("SEQUENCE_GAP", "critical", 5), gap
+    assert verdicts(rolled=True, free=True) == []
+    assert verdicts(rolled=False, free=True) == []
+    gap = [("SEQUENCE_GAP", "critical", 5)]
+    assert verdicts(rolled=True, free=False) == gap
+    assert verdicts(rolled=False, free=False) == gap
 
 
 def test_a_batch_holding_fewer_records_than_its_offsets_shows_the_log_is_compacted(
@@ -116,16 +120,16 @@ def test_a_batch_holding_fewer_records_than_its_offsets_shows_the_log_is_compact
     assert verdicts == [("contiguous", "SEQUENCE_GAP", None)], [f["message"] for f in found]
 
 
-def test_offsets_free_between_whole_batches_show_the_cleaner_only_below_the_active_segment(
+def test_offsets_free_between_whole_batches_show_the_cleaner_unless_beside_unreadable_bytes(
     spark: SparkSession,
 ) -> None:
     """An idempotent producer's one-record batches of a compacted topic, its partition directory copied
     alone: the cleaner removed the batches at offsets 0 and 3 whole (keys written again later), leaving
     sequences 1, 2, 4, 5. No batch is trimmed and nothing names the topic compacted; the free offsets
     show the cleaner, so neither the history's start nor the skipped sequence is loss (they read as
-    HISTORY_START_MISSING and SEQUENCE_GAP, both critical, though offset 0 is not in the log). Free
-    offsets in the active segment, which the cleaner never touches, or beside bytes no header could be
-    read from, show nothing: those logs keep their findings."""
+    HISTORY_START_MISSING and SEQUENCE_GAP, both critical, though offset 0 is not in the log). In the
+    active segment too (a follower's holds its leader's cleaned batches). Beside bytes no header could
+    be read from, they show nothing (batches may be there): that log keeps its findings."""
     log = _log("keyed", 1)
     log.data(7, 0, 1)
     log.data(7, 0, 2)
@@ -153,12 +157,13 @@ def test_offsets_free_between_whole_batches_show_the_cleaner_only_below_the_acti
             if f["kind"] != "TRUNCATED_TAIL"
         )
 
-    ((kind, severity, because, message),) = verdicts(rolled=True)
-    assert (kind, severity, because) == ("HISTORY_TRUNCATED_BY_RETENTION", "info", "compaction"), message
-    assert "offsets are free between the batches of a segment below its active one" in message, message
+    for rolled in (True, False):
+        ((kind, severity, because, message),) = verdicts(rolled=rolled)
+        assert (kind, severity, because) == ("HISTORY_TRUNCATED_BY_RETENTION", "info", "compaction"), message
+        assert "offsets are free between the batches of a segment" in message, message
     lost = [("HISTORY_START_MISSING", "critical", None), ("SEQUENCE_GAP", "critical", None)]
-    assert [v[:3] for v in verdicts(rolled=False)] == lost
     assert [v[:3] for v in verdicts(rolled=True, unreadable=True)] == lost
+    assert [v[:3] for v in verdicts(rolled=False, unreadable=True)] == lost
 
 
 def test_a_new_epochs_first_transaction_the_cleaner_removed_before_its_kept_marker_is_no_finding(
@@ -168,21 +173,24 @@ def test_a_new_epochs_first_transaction_the_cleaner_removed_before_its_kept_mark
     0-1, offsets 2-3) that was aborted; the cleaner removed its data and keeps its ABORT (offset 4)
     until the delete horizon. The next transaction goes on at sequence 2 right after that marker: no
     offset is free between the two, but the removed batches lie before the marker, in the room after
-    epoch 0's COMMIT. The same log in the active segment (the cleaner never touches it) keeps its
+    epoch 0's COMMIT. The same in the active segment, where the free offsets show a leader's cleaner
+    in what this replica fetched; with no offset free for the removed transaction it is a
     NEW_EPOCH_NONZERO_SEQUENCE."""
-    log = _log("c-v1", 0)
-    log.data(7, 0, 0, transactional=True)
-    log.marker(7, 0, "COMMIT")
-    log.next_offset = 4  # 2-3: epoch 1's sequences 0-1, aborted, removed by the cleaner
-    log.marker(7, 1, "ABORT")
-    log.data(7, 1, 2, transactional=True)
-    log.marker(7, 1, "COMMIT")
-    batches = spark.createDataFrame(log.rows, BATCHES.schema)
     profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
 
-    def above_info(rolled: bool) -> list[tuple[str, int]]:
+    def above_info(rolled: bool, free: bool = True) -> list[tuple[str, int]]:
+        log = _log("c-v1", 0)
+        log.data(7, 0, 0, transactional=True)
+        log.marker(7, 0, "COMMIT")
+        if free:
+            log.next_offset = 4  # 2-3: epoch 1's sequences 0-1, aborted, removed by the cleaner
+        log.marker(7, 1, "ABORT")
+        log.data(7, 1, 2, transactional=True)
+        log.marker(7, 1, "COMMIT")
+        batches = spark.createDataFrame(log.rows, BATCHES.schema)
         found = audit(Bronze.from_batches(batches, rolled=rolled), profile).findings.collect()
         return [(f["kind"], f["first_offset"]) for f in found if f["severity"] != "info"]
 
     assert above_info(rolled=True) == []
-    assert above_info(rolled=False) == [("NEW_EPOCH_NONZERO_SEQUENCE", 5)]
+    assert above_info(rolled=False) == []
+    assert above_info(rolled=False, free=False) == [("NEW_EPOCH_NONZERO_SEQUENCE", 3)]
