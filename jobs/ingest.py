@@ -263,9 +263,14 @@ def _ledger_parts(given: str, path: str) -> list[str]:
     left out, as Parquet readers leave out names starting with `_` or `.`)."""
     if not os.path.isdir(path):
         return [path]
+
+    def unreadable(error: OSError) -> None:
+        # `os.walk` skips a directory it cannot list: its parts would be left out without a word.
+        raise UsageError(f"{error.filename or given}: cannot be read ({error.strerror or error})")
+
     parts = sorted(
         os.path.join(root, name)
-        for root, dirs, names in os.walk(path)
+        for root, dirs, names in os.walk(path, onerror=unreadable)
         for name in names
         if name.endswith(".parquet")
         and not name.startswith(("_", "."))

@@ -205,6 +205,41 @@ def test_a_parquet_ledger_written_as_a_directory_is_read_part_by_part(tmp_path: 
         )
 
 
+def test_a_parquet_ledger_directory_with_a_subdirectory_it_cannot_list_is_a_usage_error(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`os.walk` skips a directory it cannot list: a partitioned table's `topic=orders/` without
+    permission lost its parts without a word, and the run could say valid (tests may run as root, so
+    the listing fails on purpose)."""
+    import errno
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    table = tmp_path / "acks"
+    for name in ("a", "b"):
+        (table / name).mkdir(parents=True)
+        pq.write_table(
+            pa.table({"topic": ["t"], "partition": [0], "offset": [1]}), table / name / "part-0.parquet"
+        )
+    hidden = table / "b"
+    listing = os.scandir
+
+    def guarded(path: Any = ".") -> Any:
+        if Path(path) == hidden:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return listing(path)
+
+    assert len(plan_ingest(IngestOptions([], "unused", acks=[LabeledPath("l", str(table))])).units) == 2
+    monkeypatch.setattr(os, "scandir", guarded)
+    with pytest.raises(UsageError) as raised:
+        plan_ingest(IngestOptions([], "unused", acks=[LabeledPath("l", str(table))]))
+    assert str(raised.value) == f"{hidden}: cannot be read (Permission denied)"
+
+
 def test_a_ledger_labelled_as_an_input_or_another_ledger_is_a_usage_error(tmp_path: Path) -> None:
     """A ledger's rows replace its label's rows in every table, as a dump's do: labelled `d` beside an
     input `d`, a later ingest of one would wipe the other's batches or acks."""
