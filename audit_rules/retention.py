@@ -833,7 +833,14 @@ def acked_records(
     # later, reaches past it: this replica was behind (a follower catching up, or a broker the newer
     # dump lacks); the longer log judges the offset.
     lagging = ~covered & (F.col("at") >= F.col("log_end_offset")) & (F.col("at") < F.col("_reach"))
-    outcome = F.when(~below & lagging, F.lit("lag")).otherwise(outcome)
+    # At or above this replica's high watermark the offset was not committed here: a leader that crashed
+    # holds its uncommitted tail until it follows again and truncates it to the new leader's epoch end
+    # (`AbstractFetcherThread`), whose log holds what was acknowledged there. Where such a log, as late
+    # or later, reaches past the offset, that log judges it (as REPLICA_DIVERGENCE stops at the mark).
+    uncommitted = (F.col("at") >= F.col("high_watermark")) & (F.col("at") < F.col("_reach"))
+    outcome = F.when(
+        ~below & (lagging | (uncommitted & outcome.isin("other", "absent"))), F.lit("lag")
+    ).otherwise(outcome)
     # An ack the ledger times after the log's capture (`--captured-at`, else its newest file's mtime):
     # the dump was taken before it, and cannot hold its record (a ledger that runs past the dump).
     later = F.coalesce(F.col("ack_timestamp") > F.col("capture_time_ms"), F.lit(False))
@@ -1203,14 +1210,15 @@ _ACK_IDENTITY = ("at", "ack_producer_id", "ack_producer_epoch", "ack_sequence", 
 
 
 def _reach(logs: DataFrame, targets: DataFrame) -> DataFrame:
-    """Per target log of the acks (the newest log of each replica): its end, its incarnation, and
-    `_reach`, the furthest end of the other replicas' target logs of its partition and incarnation
-    whose dump was captured as late or later (null without one)."""
+    """Per target log of the acks (the newest log of each replica): its end, its incarnation, its high
+    watermark, and `_reach`, the furthest end of the other replicas' target logs of its partition and
+    incarnation whose dump was captured as late or later (null without one)."""
     mine = logs.join(targets.select("log_key"), "log_key", "left_semi").select(
         "log_key",
         *PARTITION_OF_LOG,
         "log_end_offset",
         "last_segment_offset",
+        "high_watermark",
         F.col("dump_time_ms").alias("_time"),
     )
     theirs = mine.select(
@@ -1226,7 +1234,7 @@ def _reach(logs: DataFrame, targets: DataFrame) -> DataFrame:
         .agg(F.max("_o_end").alias("_reach"))
     )
     return mine.join(further, "log_key", "left").select(
-        "log_key", "log_end_offset", "last_segment_offset", "incarnation", "_reach"
+        "log_key", "log_end_offset", "last_segment_offset", "incarnation", "high_watermark", "_reach"
     )
 
 

@@ -225,3 +225,47 @@ def test_an_ack_below_a_log_start_no_checkpoint_gave_may_only_be_missing_from_th
         messages.append(retained)
     assert "deleted by retention, or not in this dump (no log-start-offset checkpoint" in messages[0]
     assert messages[1].endswith("lie below the log start offset 10: deleted by retention, not lost.")
+
+
+def test_a_crashed_leaders_uncommitted_tail_is_judged_by_the_new_leader(spark: SparkSession) -> None:
+    """One dump of two brokers. Broker 2 led, wrote producer 5's sequences 10-14 at offsets 10-14 past its
+    high watermark (10) and crashed; broker 3 took over, wrote producer 6 at 10-12 and producer 5's retry
+    at 13-17, all acknowledged. Broker 2's tail is uncommitted: it truncates it once it follows again.
+    It was ACKED_RECORD_MISSING and UNKNOWN_PRODUCER_LOSS for producer 6 (critical); broker 3's log
+    judges those offsets. A broker 2 whose mark says 15 committed them, and loses the acks."""
+    from schemas.tables import PARTITION_STATE
+
+    old = LogBuilder(dump_id="d", replica="2", file="/d/2/orders-0/0.log")
+    new = LogBuilder(dump_id="d", replica="3", file="/d/3/orders-0/0.log")
+    for log in (old, new):
+        log.data(5, 0, 0, 10)
+    old.data(5, 0, 10, 5)
+    new.data(6, 0, 0, 3)
+    new.data(5, 0, 10, 5)
+    ledger = [(o, 5) for o in range(10)] + [(o, 6) for o in (10, 11, 12)] + [(o, 5) for o in range(13, 18)]
+    acks = spark.createDataFrame([_ack(o, p, i) for i, (o, p) in enumerate(ledger)], ACKS.schema)
+    batches = spark.createDataFrame(old.rows + new.rows, BATCHES.schema)
+
+    def found(mark: int) -> list[tuple[str, str | None]]:
+        state = {
+            "dump_id": "d",
+            "replica": "2",
+            "topic": "orders",
+            "partition": 0,
+            "file": "/d/2/replication-offset-checkpoint",
+            "position": 4,
+            "state": "high_watermark",
+            "offset": mark,
+            "leader_epoch": None,
+            "topic_id": None,
+        }
+        bronze = replace(
+            Bronze.from_batches(batches),
+            acks=acks,
+            partition_state=spark.createDataFrame([state], PARTITION_STATE.schema),
+        )
+        rows = audit(bronze, load_profile("kafka-3.4")).findings.where("severity != 'info'").collect()
+        return sorted((f["kind"], f["replica"]) for f in rows)
+
+    assert found(10) == []
+    assert ("ACKED_RECORD_MISSING", "2") in found(15)
