@@ -41,9 +41,11 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
     rows = history.where(F.col("transition") == "DUPLICATE")
     between = F.col("stream_index") - F.col("copy_of_index") - 1
     if profile.duplicate_window_sequences is not None:
+        # Seed 003: "any sequence that is within 1000 of the latest": the request's (its first) sequence,
+        # at most W below the latest the broker holds.
         in_window = (
-            F.col("prev_last_unwrapped") - F.col("last_sequence_unwrapped")
-        ) < profile.duplicate_window_sequences
+            F.col("prev_last_unwrapped") - F.col("base_sequence_unwrapped")
+        ) <= profile.duplicate_window_sequences
     else:
         in_window = between < profile.duplicate_window_batches
     if batches is not None:

@@ -348,7 +348,7 @@ class _Replay:
         profile = self.profile
         between = len(stream) - stream.index(nearest_copy) - 1
         if profile.duplicate_window_sequences is not None:
-            in_window = previous.last - current.last < profile.duplicate_window_sequences
+            in_window = previous.last - current.base <= profile.duplicate_window_sequences
         else:
             in_window = between < profile.duplicate_window_batches
         # A broker that forgot the producer after the copy started its cache again: the copy left it.

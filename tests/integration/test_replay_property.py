@@ -570,6 +570,34 @@ def test_a_jump_after_a_regression_counts_only_what_it_skipped_past_the_highest(
     ) == sorted(gaps)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "copied", "caught"),
+    [([900, 901], 900, False), ([1, *[100] * 10], 1, True)],
+)
+def test_the_kip_758_window_reads_the_copys_first_sequence(
+    spark: SparkSession, sizes: list[int], caught: bool, copied: int
+) -> None:
+    """Seed 003's window ("within 1000 of the latest sequence number", a request's first): a copy of
+    0-899 after 900-1800 is 1800 back, outside; a copy whose first sequence is exactly 1000 back is
+    inside. The Spark rule and the reference agree."""
+    log = LogBuilder()
+    sequence = 0
+    for size in sizes:
+        log.data(7, 0, sequence, size)
+        sequence += size
+    log.data(7, 0, 0, copied)
+    profile = _profile("kip-758-window")
+    found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
+    (copy,) = found.where("kind = 'DUPLICATE_BATCH'").collect()
+    assert ("should have caught" in copy["message"]) is caught, copy["message"]
+    (expected,) = [
+        f
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=0, compacted=False)
+        if f["kind"] == "DUPLICATE_BATCH"
+    ]
+    assert ("should have caught" in expected["message"]) is caught
+
+
 @pytest.mark.parametrize("profile_name", ["kafka-1.0", "kafka-2.4", "kafka-3.4"])
 def test_a_broker_that_forgot_the_producer_starts_its_cache_again(
     spark: SparkSession, profile_name: str

@@ -441,6 +441,20 @@ def test_duplicate_within_kip_758_sequence_window_is_caught_many_batches_later()
     assert "should have caught" in only(replay(log, profile=KIP_758))["message"]
 
 
+def test_the_kip_758_window_reads_the_copys_first_sequence_and_takes_1000_itself() -> None:
+    """Seed 003: "within 1000 of the latest sequence number", the produce request's: its first. A copy
+    of 0-899 after 900-1800 is 1800 back (it was read from its last, 899: 901, caught); one whose first
+    sequence is exactly 1000 back is within (it was not)."""
+    far = LogBuilder()
+    in_sequence(far, 900, 901)
+    far.data(PID, 0, 0, 900)
+    assert "should have caught" not in only(replay(far, profile=KIP_758))["message"]
+    edge = LogBuilder()
+    in_sequence(edge, 1, *[100] * 10)  # 0, 1-100, ..., 901-1000
+    edge.data(PID, 0, 0, 1)
+    assert "should have caught" in only(replay(edge, profile=KIP_758))["message"]
+
+
 def test_every_further_copy_points_at_the_first() -> None:
     log = LogBuilder()
     log.data(PID, 0, 0, 2)
