@@ -38,7 +38,8 @@ def check_schema(spark: SparkSession, text: str, output: str) -> None:
     from jobs.ingest import table_location
     from schemas.tables import AUDIT_TABLES, TABLES
 
-    if not spark.catalog.databaseExists(".".join(schema_parts(text))):
+    # Quoted: Unity Catalog's names may hold `-`, which Spark's parser takes only between backticks.
+    if not spark.catalog.databaseExists(_quoted(*schema_parts(text))):
         raise UsageError(f"--catalog-schema {text}: no such schema; create it first (CREATE SCHEMA {text})")
     for name in (*TABLES, *AUDIT_TABLES):
         _registered_at(spark, text, name, table_location(output, name))
@@ -61,7 +62,7 @@ def register_tables(spark: SparkSession, text: str, tables: Mapping[str, str]) -
 def _registered_at(spark: SparkSession, text: str, name: str, path: str) -> bool:
     """Whether `<schema>.<name>` is registered (at `path`: else a usage error)."""
     parts = schema_parts(text)
-    if not spark.catalog.tableExists(".".join((*parts, name))):
+    if not spark.catalog.tableExists(_quoted(*parts, name)):
         return False
     detail = spark.sql(f"DESCRIBE DETAIL {_quoted(*parts, name)}").first()
     at = None if detail is None else detail["location"]

@@ -240,6 +240,10 @@ def test_catalog_schema_registers_every_table_where_it_was_written(
         assert main(["audit", "--output", str(out), "--no-gx", "--catalog-schema", "kra_no_such_schema"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "kra_no_such_schema: no such schema" in err
+        # A name with `-` (Unity Catalog takes it; Spark's parser only quoted) was a ParseException, exit 3.
+        assert main(["audit", "--output", str(out), "--no-gx", "--catalog-schema", "kra-no-such"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "kra-no-such: no such schema" in err
         other = tmp_path / "other"
         assert main(["run", *run[1:3], "--output", str(other), "--no-gx", "--catalog-schema", schema]) == 2
         err = capsys.readouterr().err
