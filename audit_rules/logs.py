@@ -134,6 +134,9 @@ _BATCH_FACTS = {
     # count differs from its offsets, LogValidator), so the log is compacted even where no checkpoint
     # or profile says so (a partition directory copied without its log directory's checkpoints).
     "cleaned_batches": F.max,
+    # The highest partition leader epoch of the v2 batches whose CRC holds: a partition's leader epochs
+    # only rise, so a replica's later dump showing a lower one is of another topic of the same name.
+    "max_leader_epoch": F.max,
     # The offsets the batches span (a marker one, a v2 batch its offset range), and 1 where a batch's
     # span cannot be trusted (a legacy entry, read shallow from dump-log text; a CRC-failed batch):
     # with `first_batch_offset` and `log_end_offset`, whether offsets are free between a file's batches
@@ -172,6 +175,10 @@ def file_producers(batches: DataFrame) -> DataFrame:
             & F.col("crc_valid")
             & (F.col("count") < F.col("last_offset") - F.col("base_offset") + 1),
             F.lit(1),
+        ),
+        "max_leader_epoch": F.when(
+            (F.col("magic") >= 2) & F.col("crc_valid") & (F.col("partition_leader_epoch") >= 0),
+            F.col("partition_leader_epoch"),
         ),
         "held_offsets": F.col("last_offset") - F.col("base_offset") + 1,
         "untrusted_spans": F.when(
@@ -245,6 +252,39 @@ def segment_files(facts: DataFrame, files: DataFrame | None = None) -> DataFrame
             "trimmed_to": F.when(F.col("cleaned_batches").isNotNull(), F.col("log_end_offset")),
         }
     ).drop(*(["_base"] if files is not None else []))
+
+
+def _epoch_incarnations(logs: DataFrame, topic_ids: Column) -> DataFrame:
+    """`logs` with the incarnations of a partition whose logs name no topic id (brokers before 2.8,
+    dump-log text) told apart by their leader epochs: a partition's leader epochs only rise, so a dump
+    whose batches' highest (`max_leader_epoch`, over its replicas) is below the previous dump's (in
+    capture time) holds a topic created again under its name (an incarnation `#1`, `#2`, ...; `""`
+    before the first such fall, and for every dump of a partition where none falls). A topic created
+    again on a cluster whose leaders never changed (epoch 0 both times) cannot be told so."""
+    key = ("topic", "partition", "dump_id")
+    per_dump = logs.groupBy(*key).agg(
+        F.max("capture_time_ms").alias("_t"),
+        F.max("max_leader_epoch").alias("_e"),
+    )
+    order = Window.partitionBy("topic", "partition").orderBy("_t", "dump_id")
+    before = F.last("_e", ignorenulls=True).over(order.rowsBetween(Window.unboundedPreceding, -1))
+    per_dump = per_dump.withColumn("_fall", F.coalesce(F.col("_e") < before, F.lit(False)).cast("int"))
+    per_dump = per_dump.withColumns(
+        {
+            "_run": F.sum("_fall").over(order.rowsBetween(Window.unboundedPreceding, 0)),
+            "_runs": F.sum("_fall").over(Window.partitionBy("topic", "partition")),
+        }
+    ).select(*[F.col(k).alias(f"_i_{k}") for k in key], "_run", "_runs")
+    logs = logs.withColumn("_ids", F.size(topic_ids)).join(
+        F.broadcast(per_dump), [F.col(k).eqNullSafe(F.col(f"_i_{k}")) for k in key], "left"
+    )
+    by_epoch = F.coalesce(F.col("_ids") == 0, F.lit(False)) & F.coalesce(F.col("_runs") > 0, F.lit(False))
+    return logs.withColumn(
+        "incarnation",
+        F.when(by_epoch & (F.col("_run") > 0), F.concat(F.lit("#"), F.col("_run").cast("string"))).otherwise(
+            F.col("incarnation")
+        ),
+    ).drop("_ids", "_run", "_runs", *[f"_i_{k}" for k in key])
 
 
 def log_bounds(
@@ -340,6 +380,7 @@ def log_bounds(
         F.col("topic").isNotNull()
         & (F.col("batches").isNotNull() | F.col("first_segment_offset").isNotNull())
     )
+    logs = _epoch_incarnations(logs, topic_ids)
     start = F.greatest(F.col("checkpoint_log_start"), F.col("first_segment_offset"))
     log_start = F.coalesce(start, F.col("first_batch_offset"), F.lit(0)).cast("long")
     # Offsets free between the batches of a segment (`segment_files`): the cleaner's work. Beside
