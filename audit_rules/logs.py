@@ -208,7 +208,7 @@ def file_producers(batches: DataFrame) -> DataFrame:
     )
 
 
-def segment_files(facts: DataFrame, files: DataFrame | None = None) -> DataFrame:
+def segment_files(facts: DataFrame) -> DataFrame:
     """One row per (log, file) of the batches with the batch facts `log_bounds` needs (from
     `file_producers`), a `file_order` numbering the files in (log, file) order (the offset overlap's
     sort key), `holed_from`: the file's first batch offset where offsets are free between its
@@ -220,28 +220,13 @@ def segment_files(facts: DataFrame, files: DataFrame | None = None) -> DataFrame
     formats §5.9): the log is compacted, even where no checkpoint or profile says so and every batch the
     cleaner kept is whole (one record a batch). Only v2 batches whose CRC holds are counted (a legacy
     entry read shallow from dump-log text spans unknown offsets; a failed batch's span is untrusted);
-    overlapping batches (OFFSET_OVERLAP) can only hide a hole.
-
-    Offsets free from the segment's base (its name, in `files`) to its first batch count too: the
-    cleaner names what it writes after the first segment of the group it cleaned
-    (`LogCleaner.createNewCleanedSegment`), whose first batches it may have removed; a broker rolls a
-    segment at the offset of the first batch it appends there."""
+    overlapping batches (OFFSET_OVERLAP) can only hide a hole."""
     per_file = facts.groupBy(*LOG_KEY, "file").agg(
         *[agg(name).cast("long").alias(name) for name, agg in _BATCH_FACTS.items()]
     )
-    start = F.col("first_batch_offset")
-    if files is not None:
-        bases = files.where((F.col("kind") == "log") & F.col("base_offset").isNotNull()).select(
-            *[F.col(k).alias(f"_b_{k}") for k in (*LOG_KEY, "file")], F.col("base_offset").alias("_base")
-        )
-        # One row per segment file: broadcast, and no shuffle of the facts.
-        per_file = per_file.join(
-            F.broadcast(bases),
-            [F.col(k).eqNullSafe(F.col(f"_b_{k}")) for k in (*LOG_KEY, "file")],
-            "left",
-        ).drop(*[f"_b_{k}" for k in (*LOG_KEY, "file")])
-        start = F.least(start, F.coalesce(F.col("_base"), start))
-    holed = F.col("untrusted_spans").isNull() & (F.col("log_end_offset") - start > F.col("held_offsets"))
+    holed = F.col("untrusted_spans").isNull() & (
+        F.col("log_end_offset") - F.col("first_batch_offset") > F.col("held_offsets")
+    )
     # Files are few (one row per segment): one task numbers them.
     order = Window.orderBy(log_key(), F.col("file"))
     return per_file.withColumns(
@@ -251,7 +236,7 @@ def segment_files(facts: DataFrame, files: DataFrame | None = None) -> DataFrame
             "holed_to": F.when(holed, F.col("log_end_offset")),
             "trimmed_to": F.when(F.col("cleaned_batches").isNotNull(), F.col("log_end_offset")),
         }
-    ).drop(*(["_base"] if files is not None else []))
+    )
 
 
 def _epoch_incarnations(logs: DataFrame, topic_ids: Column) -> DataFrame:

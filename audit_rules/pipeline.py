@@ -253,7 +253,7 @@ def audit(
         # Whether one producer holds most of the history (`history.skewed`: one small job), asked
         # beside the logs: only the silver write needs the answer.
         hot = started(spark, lambda: skewed(facts)) if background else (lambda: False)
-        segments = keep(segment_files(facts, bronze.files), "segment files")
+        segments = keep(segment_files(facts), "segment files")
         logs = keep(
             log_bounds(segments, bronze.files, bronze.partition_state, profile, bronze.quarantine),
             "log bounds",

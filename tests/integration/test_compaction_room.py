@@ -194,26 +194,3 @@ def test_a_new_epochs_first_transaction_the_cleaner_removed_before_its_kept_mark
     assert above_info(rolled=True) == []
     assert above_info(rolled=False) == []
     assert above_info(rolled=False, free=False) == [("NEW_EPOCH_NONZERO_SEQUENCE", 3)]
-
-
-def test_offsets_free_between_a_segments_base_and_its_first_batch_show_the_cleaner(
-    spark: SparkSession,
-) -> None:
-    """The cleaner names a cleaned segment after the first segment of its group, whose first batches
-    it may have removed: 0.log, copied alone (no checkpoint, no profile naming the topic), holds
-    producer 7's sequences 3-5 at offsets 3-5. A broker rolls a segment at its first batch's offset,
-    so offsets 0-2 free there are the cleaner's: the history's start is compaction, not a critical
-    HISTORY_START_MISSING. A segment whose first batch is at its base shows nothing."""
-    from pyspark.sql import functions as F
-
-    def verdicts(first_offset: int) -> list[tuple[str, str, str | None]]:
-        log = LogBuilder(topic="c-base", file="/d/c-base-0/0.log", start_offset=first_offset)
-        for sequence in (3, 4, 5):
-            log.data(7, 0, sequence)
-        bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
-        bronze = replace(bronze, files=bronze.files.withColumn("file", F.lit("/d/c-base-0/0.log")))
-        found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
-        return sorted((f["kind"], f["severity"], f["explained_by"]) for f in found)
-
-    assert verdicts(3) == [("HISTORY_TRUNCATED_BY_RETENTION", "info", "compaction")]
-    assert verdicts(0) == [("HISTORY_START_MISSING", "critical", None)]
