@@ -742,7 +742,14 @@ def acked_records(
         F.lit(None).cast("long").alias("cleaned_to"),
         F.col("base_offset").alias("at"),
         F.lit(0).alias("_order"),
-        F.struct("base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence").alias("b"),
+        F.struct(
+            "base_offset",
+            "last_offset",
+            "producer_id",
+            "producer_epoch",
+            "base_sequence",
+            "partition_leader_epoch",
+        ).alias("b"),
     )
     events = events_acks.withColumn("b", F.lit(None).cast(events_batches.schema["b"].dataType)).unionByName(
         events_batches.withColumn("ack_producer_id", F.lit(None).cast("long"))
@@ -835,12 +842,21 @@ def acked_records(
     lagging = ~covered & (F.col("at") >= F.col("log_end_offset")) & (F.col("at") < F.col("_reach"))
     # At or above this replica's high watermark the offset was not committed here: a leader that crashed
     # holds its uncommitted tail until it follows again and truncates it to the new leader's epoch end
-    # (`AbstractFetcherThread`), whose log holds what was acknowledged there. Where such a log, as late
-    # or later, reaches past the offset, that log judges it (as REPLICA_DIVERGENCE stops at the mark).
-    uncommitted = (F.col("at") >= F.col("high_watermark")) & (F.col("at") < F.col("_reach"))
-    outcome = F.when(
-        ~below & (lagging | (uncommitted & outcome.isin("other", "absent"))), F.lit("lag")
-    ).otherwise(outcome)
+    # (`AbstractFetcherThread`). Where another replica's log holds the offset in a batch of a later
+    # leader epoch, that leader's log judges the ack (ACKED_RECORD_MISSING there if the record is not
+    # its), and this one's other record is the tail it will truncate. A batch of the same or an older
+    # epoch elsewhere superseded nothing (a new leader whose mark lags, an unclean election's loser):
+    # the ack is judged here as anywhere.
+    at_offset = Window.partitionBy("topic", "partition", "incarnation", "at")
+    newest_leader = F.max(F.when(covered, F.col("cover.partition_leader_epoch"))).over(at_offset)
+    superseded = (
+        (F.col("at") >= F.col("high_watermark"))
+        & covered
+        & (F.col("cover.partition_leader_epoch") < newest_leader)
+    )
+    outcome = F.when(~below & (lagging | (superseded & (outcome == "other"))), F.lit("lag")).otherwise(
+        outcome
+    )
     # An ack the ledger times after the log's capture (`--captured-at`, else its newest file's mtime):
     # the dump was taken before it, and cannot hold its record (a ledger that runs past the dump).
     later = F.coalesce(F.col("ack_timestamp") > F.col("capture_time_ms"), F.lit(False))

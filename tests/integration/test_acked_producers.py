@@ -228,44 +228,57 @@ def test_an_ack_below_a_log_start_no_checkpoint_gave_may_only_be_missing_from_th
 
 
 def test_a_crashed_leaders_uncommitted_tail_is_judged_by_the_new_leader(spark: SparkSession) -> None:
-    """One dump of two brokers. Broker 2 led, wrote producer 5's sequences 10-14 at offsets 10-14 past its
-    high watermark (10) and crashed; broker 3 took over, wrote producer 6 at 10-12 and producer 5's retry
-    at 13-17, all acknowledged. Broker 2's tail is uncommitted: it truncates it once it follows again.
-    It was ACKED_RECORD_MISSING and UNKNOWN_PRODUCER_LOSS for producer 6 (critical); broker 3's log
-    judges those offsets. A broker 2 whose mark says 15 committed them, and loses the acks."""
+    """One dump of two brokers. Broker 2 led (leader epoch 0), wrote producer 5's sequences 10-14 at
+    offsets 10-14 past its high watermark (10) and crashed; broker 3 took over (epoch 1), wrote producer
+    6 at 10-12 and producer 5's retry at 13-17, all acknowledged. Broker 2's tail is uncommitted: it
+    truncates it once it follows again. It was ACKED_RECORD_MISSING and UNKNOWN_PRODUCER_LOSS for
+    producer 6 (critical); broker 3's log judges those offsets. Not where broker 2's mark says 15 (it
+    committed them), nor where broker 3's batches there are of the same epoch (nothing superseded
+    broker 2's: which holds the acknowledged records is not told by the logs), and not for broker 3,
+    whose newer batches a stale replica's older ones never excuse."""
     from schemas.tables import PARTITION_STATE
 
-    old = LogBuilder(dump_id="d", replica="2", file="/d/2/orders-0/0.log")
-    new = LogBuilder(dump_id="d", replica="3", file="/d/3/orders-0/0.log")
-    for log in (old, new):
-        log.data(5, 0, 0, 10)
-    old.data(5, 0, 10, 5)
-    new.data(6, 0, 0, 3)
-    new.data(5, 0, 10, 5)
-    ledger = [(o, 5) for o in range(10)] + [(o, 6) for o in (10, 11, 12)] + [(o, 5) for o in range(13, 18)]
-    acks = spark.createDataFrame([_ack(o, p, i) for i, (o, p) in enumerate(ledger)], ACKS.schema)
-    batches = spark.createDataFrame(old.rows + new.rows, BATCHES.schema)
-
-    def found(mark: int) -> list[tuple[str, str | None]]:
-        state = {
-            "dump_id": "d",
-            "replica": "2",
-            "topic": "orders",
-            "partition": 0,
-            "file": "/d/2/replication-offset-checkpoint",
-            "position": 4,
-            "state": "high_watermark",
-            "offset": mark,
-            "leader_epoch": None,
-            "topic_id": None,
-        }
+    def found(mark: int, new_epoch: int = 1) -> list[tuple[str, str | None]]:
+        old = LogBuilder(dump_id="d", replica="2", file="/d/2/orders-0/0.log")
+        new = LogBuilder(dump_id="d", replica="3", file="/d/3/orders-0/0.log")
+        for log in (old, new):
+            log.data(5, 0, 0, 10)
+        old.data(5, 0, 10, 5)
+        new.data(6, 0, 0, 3)
+        new.data(5, 0, 10, 5)
+        for row in new.rows[1:]:
+            row["partition_leader_epoch"] = new_epoch
+        # Broker 3's acks, then one of broker 2's (offset 10, producer 5) that broker 3 does not hold:
+        # broker 3's mark (10) lags too, but its batch there is the newest leader's: missing there.
+        ledger = (
+            [(o, 5) for o in range(10)] + [(o, 6) for o in (10, 11, 12)] + [(o, 5) for o in range(13, 18)]
+        )
+        ledger.append((10, 5))
+        acks = spark.createDataFrame([_ack(o, p, i) for i, (o, p) in enumerate(ledger)], ACKS.schema)
+        batches = spark.createDataFrame(old.rows + new.rows, BATCHES.schema)
+        state = [
+            {
+                "dump_id": "d",
+                "replica": replica,
+                "topic": "orders",
+                "partition": 0,
+                "file": f"/d/{replica}/replication-offset-checkpoint",
+                "position": 4,
+                "state": "high_watermark",
+                "offset": offset,
+                "leader_epoch": None,
+                "topic_id": None,
+            }
+            for replica, offset in (("2", mark), ("3", 10))
+        ]
         bronze = replace(
             Bronze.from_batches(batches),
             acks=acks,
-            partition_state=spark.createDataFrame([state], PARTITION_STATE.schema),
+            partition_state=spark.createDataFrame(state, PARTITION_STATE.schema),
         )
         rows = audit(bronze, load_profile("kafka-3.4")).findings.where("severity != 'info'").collect()
         return sorted((f["kind"], f["replica"]) for f in rows)
 
-    assert found(10) == []
+    assert found(10) == [("ACKED_RECORD_MISSING", "3")]
     assert ("ACKED_RECORD_MISSING", "2") in found(15)
+    assert ("ACKED_RECORD_MISSING", "2") in found(10, new_epoch=0)
