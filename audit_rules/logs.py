@@ -251,7 +251,8 @@ def _epoch_incarnations(logs: DataFrame, topic_ids: Column) -> DataFrame:
         F.max("capture_time_ms").alias("_t"),
         F.max("max_leader_epoch").alias("_e"),
     )
-    order = Window.partitionBy("topic", "partition").orderBy("_t", "dump_id")
+    # Dumps of one time in epoch order: which came first is unknown, so no fall is read between them.
+    order = Window.partitionBy("topic", "partition").orderBy("_t", "_e", "dump_id")
     before = F.last("_e", ignorenulls=True).over(order.rowsBetween(Window.unboundedPreceding, -1))
     per_dump = per_dump.withColumn("_fall", F.coalesce(F.col("_e") < before, F.lit(False)).cast("int"))
     per_dump = per_dump.withColumns(
@@ -404,6 +405,7 @@ def log_bounds(
         "high_watermark",
         "max_timestamp",
         "max_data_timestamp",
+        "max_leader_epoch",
         F.coalesce("batches", F.lit(0)).cast("long").alias("batches"),
         F.coalesce("records", F.lit(0)).cast("long").alias("records"),
         F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),

@@ -264,9 +264,10 @@ def snapshot_producers(
 
 
 # One replica's dumps of a partition in time: by capture time, then (two dumps of one time: a
-# `--captured-at` given twice, copies that kept their files' times) by the log's end and start, which only
-# rise for one replica's log but where a follower truncates its tail; the dump id last.
-_DUMP_ORDER = ("capture_time_ms", "log_end_offset", "log_start_offset", "dump_id")
+# `--captured-at` given twice, copies that kept their files' times) by what only rises in one replica's
+# log: its batches' highest leader epoch and its log start; then its end (which a follower's truncation
+# lowers: last); the dump id last.
+_DUMP_ORDER = ("capture_time_ms", "max_leader_epoch", "log_start_offset", "log_end_offset", "dump_id")
 
 
 def previous_dumps(logs: DataFrame) -> DataFrame:

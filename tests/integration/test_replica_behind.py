@@ -93,3 +93,25 @@ def test_two_dumps_of_one_time_are_ordered_by_the_log_not_by_their_labels(spark:
     bronze = replace(bronze, files=bronze.files.withColumn("mtime_ms", F.lit(T2)))
     found = audit(bronze, load_profile("kafka-3.4")).findings.where("severity != 'info'").collect()
     assert [(f["kind"], f["dump_id"]) for f in found] == []
+
+
+def test_two_dumps_of_one_time_are_ordered_by_leader_epoch_before_the_logs_end(spark: SparkSession) -> None:
+    """Dumps `b` (producer 5 at offsets 0-19, leader epoch 0, the last five above the mark) and `a`, of
+    one capture time: a new leader (epoch 1) truncated the follower to 15 and producer 6 wrote 15-17.
+    `a`'s log ends first (18 against 20), but its epoch is the later: by the log's end `a` came first and
+    producer 6 was gone from `b`, a false UNKNOWN_PRODUCER_LOSS."""
+    from pyspark.sql import functions as F
+
+    before = LogBuilder(dump_id="b", replica="1", file="/b/1/orders-0/0.log", clock=T1)
+    after = LogBuilder(dump_id="a", replica="1", file="/a/1/orders-0/0.log", clock=T1)
+    for sequence in range(20):
+        before.data(5, 0, sequence)
+    for sequence in range(15):
+        after.data(5, 0, sequence)
+    for sequence in range(3):
+        after.data(6, 0, sequence)["partition_leader_epoch"] = 1
+    rows = before.rows + after.rows
+    bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema))
+    bronze = replace(bronze, files=bronze.files.withColumn("mtime_ms", F.lit(T2)))
+    found = audit(bronze, load_profile("kafka-3.4")).findings.where("severity != 'info'").collect()
+    assert [(f["kind"], f["dump_id"]) for f in found] == []
