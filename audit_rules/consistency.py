@@ -455,7 +455,7 @@ def snapshot_mismatch(
     )
     # An older snapshot of a compacted log names a batch (and epoch) the cleaner has since removed: the
     # log then holds an earlier batch below the snapshot, or none. The batch lay below the segment the
-    # cleaner stops at (never the active one).
+    # cleaner stops at (not the active one, unless that shows a leader's cleaner: `cleaned_to`).
     replayed_last = F.coalesce(last_offset, F.lit(-1))
     removed = F.coalesce(s.cleaned_to > s.last_offset, F.lit(False))
     # (The cleaner never passes the log end: an entry at or past it names a batch the log lost.)

@@ -53,9 +53,10 @@ def compaction_may_have_removed(after: Column) -> Column:
     """Whether compaction may have removed batches that followed offset `after` in a row's log (column
     `cleaned_to` of `log_bounds`): the profile names the topic as compacted (`compacted_topics`), the
     dump's cleaner-offset-checkpoint lists the log, or its batches show the cleaner's work, and `after`
-    lies below what the cleaner may have reached, never its active segment (kafka-formats-and-rules
-    §3.6, §5.9). The cleaner removes whole batches (keeping each live producer's last one), so sequences
-    skipped there are not loss. Never null."""
+    lies below what the cleaner may have reached: not this broker's active segment, unless that segment
+    shows a leader's cleaner in what this replica fetched (kafka-formats-and-rules §3.6, §5.9). The
+    cleaner removes whole batches (keeping each live producer's last one), so sequences skipped there
+    are not loss. Never null."""
     return F.coalesce(F.col("cleaned_to") > after, F.lit(False))
 
 

@@ -257,7 +257,8 @@ def _partition_holes(values: DataFrame, compacted: DataFrame | None) -> DataFram
     if compacted is not None:
         cleaned = F.broadcast(compacted.select("log_key", "cleaned_to"))
         # The offsets free for the missing values: those between the two records below what the cleaner
-        # may have reached (never the active segment, where other producers' records are no room). A
+        # may have reached (not the active segment, where other producers' records are no room, unless it
+        # shows a leader's cleaner: `log_bounds`, `cleaned_to`). A
         # value below its predecessor's offset (the log went back) leaves the room unknown.
         first = F.least("offset", "_below_offset")
         free = F.least(F.col("offset"), F.col("cleaned_to")) - F.col("_below_offset") - 1

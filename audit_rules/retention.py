@@ -820,8 +820,9 @@ def acked_records(
         .when(matches, F.lit("ok"))
         # The cleaner removes whole batches below its checkpoint (a compacted topic's records are
         # replaced by later ones of their key, tombstones and aborted data in time): an acknowledged
-        # offset there may be gone without loss. Not in the active segment nor past the log's end: the
-        # cleaner never reaches the last segment (a compacted topic named by the profile alone too).
+        # offset there may be gone without loss. Not past `cleaned_to` nor the log's end: this broker's
+        # cleaner never reaches its last segment (a compacted topic named by the profile alone too),
+        # unless that segment shows a leader's cleaner in what this replica fetched.
         .when(
             ~covered
             & compaction_may_have_removed(F.col("at") - 1)
