@@ -242,20 +242,27 @@ def segment_files(facts: DataFrame) -> DataFrame:
 
 def _epoch_incarnations(logs: DataFrame, topic_ids: Column) -> DataFrame:
     """`logs` with the incarnations of a partition whose logs name no topic id (brokers before 2.8,
-    dump-log text) told apart by their leader epochs: a partition's leader epochs only rise, so a dump
-    whose batches' highest (`max_leader_epoch`, over its replicas) is below the previous dump's (in
-    capture time) holds a topic created again under its name (an incarnation `#1`, `#2`, ...; `""`
-    before the first such fall, and for every dump of a partition where none falls). A topic created
-    again on a cluster whose leaders never changed (epoch 0 both times) cannot be told so."""
+    dump-log text) told apart by their leader epochs: a partition's leader epochs only rise, and so
+    does the highest of a replica's batches (`max_leader_epoch`: a follower's carry its leaders'), so a
+    replica's dump whose highest is below that replica's previous dump's (in capture time) holds a topic
+    created again under its name. That dump and the later ones of the partition are another
+    incarnation (`#1`, `#2`, ...; `""` before the first such fall, and for every dump of a partition
+    where none falls). Replicas are compared with themselves: a follower behind its leader by an epoch
+    is no fall. A topic created again on a cluster whose leaders never changed (epoch 0 both times)
+    cannot be told so; a leader whose last epoch's batches were truncated, nothing written since, is
+    taken for one."""
     key = ("topic", "partition", "dump_id")
-    per_dump = logs.groupBy(*key).agg(
-        F.max("capture_time_ms").alias("_t"),
-        F.max("max_leader_epoch").alias("_e"),
+    # One replica's dumps of one time in epoch order: which came first is unknown, so no fall is read.
+    own = Window.partitionBy("topic", "partition", "replica").orderBy(
+        "capture_time_ms", "max_leader_epoch", "dump_id"
     )
-    # Dumps of one time in epoch order: which came first is unknown, so no fall is read between them.
-    order = Window.partitionBy("topic", "partition").orderBy("_t", "_e", "dump_id")
-    before = F.last("_e", ignorenulls=True).over(order.rowsBetween(Window.unboundedPreceding, -1))
-    per_dump = per_dump.withColumn("_fall", F.coalesce(F.col("_e") < before, F.lit(False)).cast("int"))
+    before = F.last("max_leader_epoch", ignorenulls=True).over(own.rowsBetween(Window.unboundedPreceding, -1))
+    per_dump = (
+        logs.withColumn("_fall", F.coalesce(F.col("max_leader_epoch") < before, F.lit(False)).cast("int"))
+        .groupBy(*key)
+        .agg(F.max("capture_time_ms").alias("_t"), F.max("_fall").alias("_fall"))
+    )
+    order = Window.partitionBy("topic", "partition").orderBy("_t", "dump_id")
     per_dump = per_dump.withColumns(
         {
             "_run": F.sum("_fall").over(order.rowsBetween(Window.unboundedPreceding, 0)),
