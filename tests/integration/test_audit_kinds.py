@@ -242,12 +242,15 @@ def batch_level(spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathF
 
     # Two dumps a day apart.
     monday, tuesday = root / "monday", root / "tuesday"
-    # gone: producer 2 is in Monday's dump and not in Tuesday's, whose log still starts at 0.
+    # gone: producer 2 is in Monday's dump and not in Tuesday's, whose log still starts at 0 and whose
+    # offsets 2-3 hold producer 1's batches (a log rewritten there: no offset is left free, which would
+    # show the log cleaner).
     keep = batches_of(1, 0, [b"a", b"b"], start_offset=0, start_seq=0)
     gone = batches_of(2, 0, [b"x", b"y"], start_offset=2, start_seq=0)
     tail = batches_of(1, 0, [b"c"], start_offset=4, start_seq=2)
+    over = batches_of(1, 0, [b"c"], start_offset=2, start_seq=2)
     write_partition(monday, keep + gone + tail, "gone-0")
-    a_day_later(write_partition(tuesday, keep + tail, "gone-0") / "gone-0" / "00000000000000000000.log")
+    a_day_later(write_partition(tuesday, keep + over, "gone-0") / "gone-0" / "00000000000000000000.log")
     # retained: Monday's dump has two segments; by Tuesday retention deleted the first (the fault
     # tool's delete_head_segment: log start offset advanced, checkpoint rewritten) and producer 2 with it.
     part = monday / "dump" / "retained-0"
