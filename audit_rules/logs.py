@@ -251,26 +251,31 @@ def _epoch_incarnations(logs: DataFrame, topic_ids: Column) -> DataFrame:
     is no fall. A topic created again on a cluster whose leaders never changed (epoch 0 both times)
     cannot be told so; a leader whose last epoch's batches were truncated, nothing written since, is
     taken for one."""
-    key = ("topic", "partition", "dump_id")
     # One replica's dumps of one time in epoch order: which came first is unknown, so no fall is read.
     own = Window.partitionBy("topic", "partition", "replica").orderBy(
         "capture_time_ms", "max_leader_epoch", "dump_id"
     )
     before = F.last("max_leader_epoch", ignorenulls=True).over(own.rowsBetween(Window.unboundedPreceding, -1))
-    per_dump = (
-        logs.withColumn("_fall", F.coalesce(F.col("max_leader_epoch") < before, F.lit(False)).cast("int"))
-        .groupBy(*key)
-        .agg(F.max("capture_time_ms").alias("_t"), F.max("_fall").alias("_fall"))
-    )
-    order = Window.partitionBy("topic", "partition").orderBy("_t", "dump_id")
-    per_dump = per_dump.withColumns(
+    logs = logs.withColumn("_fall", F.coalesce(F.col("max_leader_epoch") < before, F.lit(False)).cast("int"))
+    # Per dump (windows, not a join: no job of its own): its time, whether a replica fell, counted once.
+    dump = Window.partitionBy("topic", "partition", "dump_id")
+    logs = logs.withColumns(
         {
-            "_run": F.sum("_fall").over(order.rowsBetween(Window.unboundedPreceding, 0)),
-            "_runs": F.sum("_fall").over(Window.partitionBy("topic", "partition")),
+            "_t": F.max("capture_time_ms").over(dump),
+            "_counted": F.when(
+                F.row_number().over(dump.orderBy(F.col("replica").asc_nulls_first())) == 1,
+                F.max("_fall").over(dump),
+            ).otherwise(F.lit(0)),
         }
-    ).select(*[F.col(k).alias(f"_i_{k}") for k in key], "_run", "_runs")
-    logs = logs.withColumn("_ids", F.size(topic_ids)).join(
-        F.broadcast(per_dump), [F.col(k).eqNullSafe(F.col(f"_i_{k}")) for k in key], "left"
+    )
+    # The falls up to each dump (a range frame: every row of a dump counts its own).
+    order = Window.partitionBy("topic", "partition").orderBy("_t", "dump_id")
+    logs = logs.withColumns(
+        {
+            "_run": F.sum("_counted").over(order),
+            "_runs": F.sum("_counted").over(Window.partitionBy("topic", "partition")),
+            "_ids": F.size(topic_ids),
+        }
     )
     by_epoch = F.coalesce(F.col("_ids") == 0, F.lit(False)) & F.coalesce(F.col("_runs") > 0, F.lit(False))
     return logs.withColumn(
@@ -278,7 +283,7 @@ def _epoch_incarnations(logs: DataFrame, topic_ids: Column) -> DataFrame:
         F.when(by_epoch & (F.col("_run") > 0), F.concat(F.lit("#"), F.col("_run").cast("string"))).otherwise(
             F.col("incarnation")
         ),
-    ).drop("_ids", "_run", "_runs", *[f"_i_{k}" for k in key])
+    ).drop("_fall", "_t", "_counted", "_ids", "_run", "_runs")
 
 
 def log_bounds(
