@@ -68,17 +68,26 @@ class AuditResult:
     gx_failed: tuple[str, ...] = ()
 
 
-def read_bronze(spark: SparkSession, output: str) -> Bronze:
-    """The ingest stage's tables under `output`, each pinned at its current version
-    (`read_table_version`); a usage error if it holds none."""
+def check_bronze(output: str, exists: Callable[[str], bool] | None = None) -> dict[str, str]:
+    """The bronze tables under `output` (name -> path), the optional ones where present; a usage error
+    naming the first required table that is missing. `exists` tells a Delta table (default: a local
+    `_delta_log` directory, so a local output is checked before Spark starts)."""
+    held = exists or (lambda path: os.path.isdir(os.path.join(path, "_delta_log")))
     paths: dict[str, str] = {}
     for name in (*BRONZE_REQUIRED, *BRONZE_OPTIONAL):
         path = table_location(output, name)
-        if not is_delta(spark, path):
+        if not held(path):
             if name in BRONZE_OPTIONAL:
                 continue
             raise UsageError(f"{output}: no Delta table {name!r}: run `replay-audit ingest` first")
         paths[name] = path
+    return paths
+
+
+def read_bronze(spark: SparkSession, output: str) -> Bronze:
+    """The ingest stage's tables under `output`, each pinned at its current version
+    (`read_table_version`); a usage error if it holds none."""
+    paths = check_bronze(output, functools.partial(is_delta, spark))
     frames: dict[str, DataFrame] = {}
 
     def read(name: str) -> None:

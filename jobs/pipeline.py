@@ -11,13 +11,14 @@ from audit_rules.kinds import Severity
 
 def run_cli(args: Any) -> int:
     """Parse the audit options, run the stages, print where the results are; exit 0, 1 or 2."""
-    from jobs.audit import run_audit
+    from jobs.audit import check_bronze, run_audit
     from jobs.catalog import check_schema, register_tables
     from jobs.ingest import (
         DEFAULT_SPLIT_BYTES,
         IngestOptions,
         LabeledPath,
         _check_output,
+        is_uri,
         parse_captured_at,
         plan_ingest,
         run_ingest,
@@ -45,6 +46,9 @@ def run_cli(args: Any) -> int:
         )
         plan = plan_ingest(options)
     _check_output(args.output)  # before Spark starts, for `audit` too
+    if args.command == "audit" and not is_uri(args.output):
+        # A local output never ingested: one line now, not after a JVM's start-up and its log on stderr.
+        check_bronze(args.output)
     spark = get_spark(f"replay-audit {args.command}", job_local_conf(args.command))
     if args.catalog_schema:
         check_schema(spark, args.catalog_schema, args.output)  # before the work, not after it
