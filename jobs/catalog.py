@@ -64,6 +64,10 @@ def _registered_at(spark: SparkSession, text: str, name: str, path: str) -> bool
     parts = schema_parts(text)
     if not spark.catalog.tableExists(_quoted(*parts, name)):
         return False
+    kind = spark.catalog.getTable(_quoted(*parts, name)).tableType
+    if kind is not None and kind.upper() in ("VIEW", "TEMPORARY", "MATERIALIZED_VIEW"):
+        # DESCRIBE DETAIL refuses a view (an AnalysisException, not a usage error).
+        raise UsageError(f"--catalog-schema {text}: {name} is a view there, not this output's table {name}")
     detail = spark.sql(f"DESCRIBE DETAIL {_quoted(*parts, name)}").first()
     at = None if detail is None else detail["location"]
     if at is None or _normal(at) != _normal(path):

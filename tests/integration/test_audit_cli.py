@@ -248,5 +248,15 @@ def test_catalog_schema_registers_every_table_where_it_was_written(
         assert main(["run", *run[1:3], "--output", str(other), "--no-gx", "--catalog-schema", schema]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"registered at file:{out}/" in err and str(other) in err
+        # A view of one of the names: DESCRIBE DETAIL refuses it, which was a traceback and exit 3.
+        views = "kra_catalog_views"
+        spark.sql(f"CREATE DATABASE {views} LOCATION '{tmp_path / 'views'}'")
+        try:
+            spark.sql(f"CREATE VIEW {views}.runs AS SELECT 1 AS x")
+            assert main(["audit", "--output", str(out), "--no-gx", "--catalog-schema", views]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "runs is a view" in err, err
+        finally:
+            spark.sql(f"DROP DATABASE {views} CASCADE")
     finally:
         spark.sql(f"DROP DATABASE {schema} CASCADE")
