@@ -187,6 +187,11 @@ def test_bundle_jobs_validate_and_run_a_real_console_script() -> None:
     (artifact,) = bundle["artifacts"].values()
     assert artifact["type"] == "whl"
     assert (ROOT / artifact["path"] / "pyproject.toml").is_file()
+    # Built by the Makefile's target, which empties dist/ and build/ first: the jobs install every
+    # ../dist/*.whl, so a stale wheel left there would be uploaded too.
+    assert artifact["build"] == "make wheel"
+    recipe = re.search(r"^wheel:.*\n\t(.*)$", (ROOT / "Makefile").read_text(), re.M)
+    assert recipe and recipe.group(1).startswith("rm -rf dist build && "), recipe
 
     variables = set(bundle.get("variables", {}))
     wheel_tasks = 0
