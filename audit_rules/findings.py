@@ -96,8 +96,12 @@ def to_findings(
 
 
 def union_findings(frames: list[DataFrame]) -> DataFrame:
-    """All rule outputs as one findings DataFrame (duplicate ids, if any rule repeats itself, removed)."""
-    return reduce(DataFrame.unionByName, frames).dropDuplicates(["finding_id"])
+    """All rule outputs as one findings DataFrame, a finding that a rule repeats whole kept once.
+
+    Only whole repeats: two findings that share an id but differ elsewhere both stay, for the findings
+    suite's uniqueness check to fail on. Dropping one by id alone would keep whichever the shuffle
+    brought first, and hide the collision."""
+    return reduce(DataFrame.unionByName, frames).dropDuplicates()
 
 
 def fmt(template: str, *cols: Column | str) -> Column:

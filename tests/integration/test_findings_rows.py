@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings
+from audit_rules.findings import fmt, to_findings, union_findings
 from audit_rules.kinds import KINDS, Kind
 from jobs.ingest import session_conf
 from schemas.tables import FINDINGS
@@ -143,3 +143,19 @@ def test_texts_with_quotes_nested_fields_and_either_string_literal_mode(
         expected_id("SEQUENCE_GAP", {**evidence, "replica": "r1", "producer_id": 77}),
         expected_id("SEQUENCE_GAP", {**evidence, "producer_id": 78}),
     ]
+
+
+def test_the_union_keeps_a_whole_repeat_once_and_both_sides_of_an_id_collision(spark: SparkSession) -> None:
+    """A finding a rule repeats whole is one finding; two that share an id and differ elsewhere both
+    stay, so that the findings suite's uniqueness check can fail on them (contract §3: one id per
+    kind and evidence), rather than one of them dropped at the shuffle's whim."""
+    df = rows_of(spark).where(F.col("producer_id") == 77)
+
+    def gap(message: str) -> Any:
+        return to_findings(df, "SEQUENCE_GAP", F.lit(message), first_offset="base_offset")
+
+    once = union_findings([gap("a"), gap("a")]).collect()
+    assert [r["message"] for r in once] == ["a"]
+    both = union_findings([gap("a"), gap("b")]).collect()
+    assert sorted(r["message"] for r in both) == ["a", "b"]
+    assert len({r["finding_id"] for r in both}) == 1
