@@ -384,7 +384,7 @@ def audit(
         overlaps,
     ]
     if "txnindex" in present:
-        frames.append(transactions.txn_index_consistency(event_rows, bronze.txn_index, bronze.files))
+        frames.append(transactions.txn_index_consistency(event_rows, bronze.txn_index, bronze.files, logs))
     # The producers of each log's previous dump it holds no batch of: judged by the snapshot rule or by
     # the earlier-dump rule, whichever saw the producer later (one verdict each).
     # Producers a log holds only in CRC-failed batches are there, unreadable: not absent.

@@ -359,7 +359,9 @@ def _segment(file: Column) -> Column:
     return F.regexp_replace(file, r"\.(log|index|txnindex)(\.swap)?$", "")
 
 
-def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataFrame) -> DataFrame:
+def txn_index_consistency(
+    history: DataFrame, txn_index: DataFrame, files: DataFrame, logs: DataFrame | None = None
+) -> DataFrame:
     """INDEX_MISMATCH (TransactionIndex): ABORT markers closing a transaction and `.txnindex` entries must
     match one to one.
 
@@ -462,6 +464,14 @@ def txn_index_consistency(history: DataFrame, txn_index: DataFrame, files: DataF
         entry_first.isNull() & F.col("txn_first_offset").isNotNull() | entry_first.isNotNull() & ~agrees
     )
     stray = entries.join(aborts.select(*marker), marker, "left_anti")
+    if logs is not None:
+        # Not an entry past the end of the dumped log: the broker appends a marker to the .log and then
+        # its entry to the .txnindex (`UnifiedLog.append`), and a copy of a live directory takes the
+        # .txnindex after the .log (it sorts after it), so it may list markers appended in between.
+        ends = logs.select("log_key", "log_end_offset")
+        stray = stray.join(F.broadcast(ends), "log_key", "left").where(
+            F.coalesce(F.col("base_offset") < F.col("log_end_offset"), F.lit(True))
+        )
     index_name = F.coalesce(
         F.col("_index_file"),
         F.concat(F.col("_segment"), F.lit(".txnindex (no such file, though the segment's .index is there)")),

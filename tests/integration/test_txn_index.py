@@ -49,6 +49,9 @@ def test_entries_pair_with_markers_by_marker_offset_and_excuse_what_lies_below_t
     log.marker(10, 0, "ABORT")  # 18
     entries.append((11, 3, 19))
     log.data(12, 0, 0)  # 19
+    # An entry past the log's end: the .txnindex was copied after the .log while the broker went on
+    # appending (a marker at 21 reached the copy of the index, not the copy of the log).
+    entries.append((13, 20, 21))
 
     def entry(position: int, producer_id: int, first: int, last: int) -> dict[str, Any]:
         return {
