@@ -99,7 +99,9 @@ def epoch_starts(
     # its marker until the delete horizon), so there the room is not counted from the marker: they may
     # lie anywhere the cleaner reached from the log's start (or from the marker, kept below the start).
     after = start_after()
-    room = compaction_room(F.col("base_offset") - after - 1, F.col("base_sequence").cast("long"))
+    # (Only the offsets below what the cleaner may have reached: not the active segment's.)
+    cleanable = F.least(F.col("base_offset"), F.col("cleaned_to"))
+    room = compaction_room(cleanable - after - 1, F.col("base_sequence").cast("long"))
     earliest = F.coalesce(after, F.least(F.col("prev_offset"), F.col("log_start_offset")))
     nonzero = rows.where(
         (F.col("base_sequence") != 0) & ~(compaction_may_have_removed(earliest) & room) & sequenced()

@@ -103,8 +103,11 @@ def history_start(
     cleaned = compaction_may_have_removed(F.col("log_start_offset"))
     below = F.greatest(F.least(F.col("first_kept_offset"), F.col("base_offset")), F.lit(0))
     retained = below >= needed
-    compaction = ~retained & cleaned & compaction_room(F.col("base_offset"), needed)
-    room = F.when(cleaned, F.col("base_offset")).otherwise(below)
+    # The cleaner's offsets: those below what it may have reached (not the active segment's, held by
+    # other producers' batches there, unless that segment shows a leader's cleaner: `cleaned_to`).
+    cleanable = F.least(F.col("base_offset"), F.col("cleaned_to"))
+    compaction = ~retained & cleaned & compaction_room(cleanable, needed)
+    room = F.when(cleaned, cleanable).otherwise(below)
     explained = rows.where(retained | compaction)
     because = F.when(retained, F.lit("retention")).otherwise(F.lit("compaction"))
     truncated = to_findings(
@@ -343,8 +346,9 @@ def sequence_gaps(
     # Counted where the previous batch is the stream's highest yet: after a late one (a copy, a
     # regression) the skipped sequences may lie before it.
     after_highest = F.coalesce(F.col("prev_last_unwrapped") >= F.col("max_last_before"), F.lit(False))
+    # (Only the offsets below what the cleaner may have reached: not the active segment's.)
     room = ~after_highest | compaction_room(
-        F.col("base_offset") - F.col("prev_base_offset") - 1,
+        F.least(F.col("base_offset"), F.col("cleaned_to")) - F.col("prev_base_offset") - 1,
         F.col("base_sequence_unwrapped") - F.col("expected_unwrapped"),
     )
     gaps = jumps.join(missing, list(ROW_KEY), "inner").where(

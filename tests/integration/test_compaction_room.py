@@ -194,3 +194,48 @@ def test_a_new_epochs_first_transaction_the_cleaner_removed_before_its_kept_mark
     assert above_info(rolled=True) == []
     assert above_info(rolled=False) == []
     assert above_info(rolled=False, free=False) == [("NEW_EPOCH_NONZERO_SEQUENCE", 3)]
+
+
+def test_the_room_counts_only_offsets_below_what_the_cleaner_may_have_reached(spark: SparkSession) -> None:
+    """A compacted topic of two segments: offsets 0-9 rolled, 10 onwards active (the cleaner never
+    touches it, formats §5.9), every offset held. Producer 7 starts at sequence 40 at offset 60 with
+    only offsets 0-9 cleanable; or, after its sequence 0 at offset 9, skips sequences 1-29 to offset
+    60, in its epoch or at the start of a new one: producer 8's batches fill offsets 10-59, which no
+    cleaner removed anything from. Counting those as room excused all three (a
+    HISTORY_TRUNCATED_BY_RETENTION by compaction, and no finding at all): each is lost."""
+    from pyspark.sql import functions as F
+
+    def log(topic: str) -> list[dict[str, object]]:
+        start = topic == "c-start"
+        built = _log(topic, 0)
+        built._log["file"] = f"/d/{topic}-0/{0:020d}.log"
+        for sequence in range(10 if start else 9):
+            built.data(8, 0, sequence)
+        if not start:
+            built.data(7, 0, 0)  # offset 9
+        built._log["file"] = f"/d/{topic}-0/{10:020d}.log"
+        built.position = 0
+        for sequence in range(10 if start else 9, 60 if start else 59):
+            built.data(8, 0, sequence)
+        built.data(7, 1 if topic == "c-epoch" else 0, 40 if start else 30)  # offset 60
+        return built.rows
+
+    rows = [row for topic in ("c-start", "c-gap", "c-epoch") for row in log(topic)]
+    bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema))
+    # The second segment of each log (from_batches lists one at offset 0).
+    second = bronze.files.withColumn("base_offset", F.lit(10).cast("long")).withColumn(
+        "file", F.concat(F.lit("/d/"), F.col("topic"), F.lit("-0/"), F.lit(f"{10:020d}.log"))
+    )
+    first = bronze.files.withColumn(
+        "file", F.concat(F.lit("/d/"), F.col("topic"), F.lit("-0/"), F.lit(f"{0:020d}.log"))
+    )
+    bronze = replace(bronze, files=first.unionByName(second))
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+    found = audit(bronze, profile).findings.collect()
+    assert sorted((f["topic"], f["kind"], f["missing_records"]) for f in found) == [
+        ("c-epoch", "NEW_EPOCH_NONZERO_SEQUENCE", None),
+        ("c-gap", "SEQUENCE_GAP", 29),
+        ("c-start", "HISTORY_START_MISSING", 30),
+    ], [f["message"] for f in found]
+    (start,) = [f for f in found if f["topic"] == "c-start"]
+    assert "only 10 offset(s) there can have been removed" in start["message"], start["message"]
