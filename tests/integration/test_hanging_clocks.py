@@ -141,3 +141,54 @@ def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) ->
         3,
     )
     assert "closed it" in swept["message"] and swept["rule"].startswith("KIP-890"), swept
+
+
+def test_the_producers_clock_starts_after_the_data_before_and_the_brokers_within_one_leader(
+    spark: SparkSession,
+) -> None:
+    """Two exactly-once tasks write one partition; task B replays two-hour-old input, its transaction
+    open for a second. Its first batch was appended after task A's record of now, so its age counts
+    from there, not from its event time: not hanging, whether task A's batch before it is its last
+    (`streams-before`), task A writes again after it (`streams-again`), or a plain idempotent producer
+    wrote that record (`plain-before`). And markers two leaders wrote are not read against each other
+    (`leader-change`): the first leader's clock ran 30 minutes ahead; producer 10's transaction is a
+    minute old. Each was a HANGING_TRANSACTION (error). Beside them, a transaction open 20 minutes after
+    such an append (`open-after`) is still hanging."""
+    before = LogBuilder(topic="streams-before", file="/d/streams-before-0/0.log")
+    before.data(20, 0, 0, transactional=True, timestamp=T0)
+    before.marker(20, 0, "COMMIT", timestamp=T0 + 100)
+    before.data(21, 0, 0, transactional=True, timestamp=T0 - 120 * MINUTE)
+
+    again = LogBuilder(topic="streams-again", file="/d/streams-again-0/0.log")
+    again.data(20, 0, 0, transactional=True, timestamp=T0)
+    again.marker(20, 0, "COMMIT", timestamp=T0 + 100)
+    again.data(21, 0, 0, transactional=True, timestamp=T0 - 120 * MINUTE)
+    again.data(20, 0, 1, transactional=True, timestamp=T0 + 500)
+    again.marker(20, 0, "COMMIT", timestamp=T0 + 600)
+
+    plain = LogBuilder(topic="plain-before", file="/d/plain-before-0/0.log")
+    plain.data(22, 0, 0, timestamp=T0)
+    plain.data(23, 0, 0, transactional=True, timestamp=T0 - 120 * MINUTE)
+
+    leaders = LogBuilder(topic="leader-change", file="/d/leader-change-0/0.log")
+    leaders.data(10, 0, 0, transactional=True, timestamp=T0)
+    leaders.data(11, 0, 0, transactional=True, timestamp=T0)
+    leaders.marker(11, 0, "COMMIT", timestamp=T0 + 30 * MINUTE)["partition_leader_epoch"] = 5
+    leaders.data(12, 0, 0, transactional=True, timestamp=T0 + 40_000)["partition_leader_epoch"] = 6
+    leaders.marker(12, 0, "COMMIT", timestamp=T0 + MINUTE)["partition_leader_epoch"] = 6
+    for row in leaders.rows[:2]:
+        row["partition_leader_epoch"] = 5
+
+    after = LogBuilder(topic="open-after", file="/d/open-after-0/0.log")
+    after.data(20, 0, 0, transactional=True, timestamp=T0)
+    after.marker(20, 0, "COMMIT", timestamp=T0 + 100)
+    after.data(21, 0, 0, transactional=True, timestamp=T0 - 120 * MINUTE)
+    after.data(24, 0, 0, timestamp=T0 + 20 * MINUTE)
+
+    rows = [row for log in (before, again, plain, leaders, after) for row in log.rows]
+    found = audit(Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), load_profile("kafka-3.4"))
+    hanging = [f for f in found.findings.collect() if f["kind"] == "HANGING_TRANSACTION"]
+    assert [(f["topic"], f["producer_id"]) for f in hanging] == [("open-after", 21)], [
+        f["message"] for f in hanging
+    ]
+    assert f"at least {20 * MINUTE} ms before" in hanging[0]["message"], hanging[0]["message"]
