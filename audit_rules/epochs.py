@@ -12,8 +12,9 @@ from pyspark.sql import functions as F
 
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
-from audit_rules.history import start_after
+from audit_rules.history import start_after, state_expired
 from audit_rules.logs import compaction_may_have_removed, compaction_room, sequenced
+from audit_rules.profile import Profile
 
 
 def epoch_regression(history: DataFrame) -> DataFrame:
@@ -53,7 +54,10 @@ def epoch_regression(history: DataFrame) -> DataFrame:
 
 
 def epoch_starts(
-    history: DataFrame, filled: DataFrame | None = None, unreadable: DataFrame | None = None
+    history: DataFrame,
+    filled: DataFrame | None = None,
+    unreadable: DataFrame | None = None,
+    profile: Profile | None = None,
 ) -> DataFrame:
     """EPOCH_BUMP (info) when a new epoch starts at sequence 0; NEW_EPOCH_NONZERO_SEQUENCE otherwise
     (KIP-360).
@@ -69,6 +73,11 @@ def epoch_starts(
     sequences it skips (`filled`: `history.filled_starts`, RULES.md failed fill); one names the first
     unreadable region between the producer's previous row and the batch (`unreadable`:
     `consistency.unreadable_regions`), where the epoch's first records may be.
+
+    Where the broker had forgotten the producer by expiry before the new epoch's first batch (`profile`:
+    2.5 and later take an unknown producer's new epoch at any sequence, `ProducerAppendInfo.checkSequence`
+    refuses a nonzero one only against a known epoch), the finding stays, `explained_by` expiry: the
+    broker did not check, and the sequences before it may be lost or never sent.
     """
     rows = history.where(F.col("transition") == "EPOCH_START")
     if filled is not None:
@@ -111,6 +120,20 @@ def epoch_starts(
         nonzero, note = unreadable_before(
             nonzero, unreadable, after, "before it, after the previous epoch", "those records"
         )
+    expired = (
+        state_expired(profile.producer_id_expiration_ms)
+        if profile is not None and profile.accepts_unknown_producer
+        else F.lit(False)
+    )
+    unchecked = F.when(
+        expired,
+        fmt(
+            " The producer had been idle %s ms, longer than producer.id.expiration.ms = %s: the broker had "
+            "forgotten it and took the new epoch's sequence unchecked.",
+            F.col("max_timestamp") - F.col("prev_event_timestamp"),
+            F.lit(profile.producer_id_expiration_ms if profile is not None else None),
+        ),
+    ).otherwise(F.lit(""))
     wrong = to_findings(
         nonzero,
         "NEW_EPOCH_NONZERO_SEQUENCE",
@@ -127,10 +150,12 @@ def epoch_starts(
                 "prev_offset",
                 "base_sequence",
             ),
+            unchecked,
             note,
         ),
         related_offset="prev_offset",
         expected_sequence=F.lit(0),
+        explained_by=F.when(expired, F.lit("expiry")),
         **BATCH_FIELDS,
     )
     return bumps.unionByName(wrong)

@@ -377,7 +377,7 @@ def audit(
         sequences.sequence_regression(checked, profile),
         sequences.sequence_gaps(checked, holes, profile, unreadable),
         epochs.epoch_regression(event_rows),
-        epochs.epoch_starts(event_rows, starts, unreadable),
+        epochs.epoch_starts(event_rows, starts, unreadable, profile),
         transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.swept_transactions(event_rows, producers, profile, failed, unreadable),
         transactions.coordinator_epoch_regression(event_rows),

@@ -261,11 +261,14 @@ class _Replay:
                 or batch["base_offset"] - previous["base_offset"] - 1 >= base_sequence
             )
         ):
+            # 2.5 and later take an unknown (expired) producer's new epoch at any sequence: unchecked.
+            unchecked = self.profile.accepts_unknown_producer and self._expired(state, batch)
             self._emit(
                 "NEW_EPOCH_NONZERO_SEQUENCE",
                 batch,
                 expected_sequence=0,
                 related_offset=related,
+                explained_by="expiry" if unchecked else None,
                 message=f"epoch {epoch} starts at sequence {base_sequence}, not 0",
             )
 

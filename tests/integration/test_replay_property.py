@@ -898,3 +898,40 @@ def test_the_scan_through_pandas_gives_what_the_arrow_udf_gives(
         results.append((history, findings))
     assert hasattr(F, "arrow_udf")
     assert results[0][0] and results[0] == results[1]
+
+
+@pytest.mark.parametrize("profile_name", ["kafka-2.4", "kafka-3.4"])
+def test_a_new_epochs_nonzero_start_after_expiry_was_taken_unchecked_from_2_5(
+    spark: SparkSession, profile_name: str
+) -> None:
+    """Producer 7 idles eight days (past producer.id.expiration.ms) and comes back at epoch 1 from
+    sequence 5. From 2.5 the broker takes an unknown producer's new epoch at any sequence
+    (`ProducerAppendInfo.checkSequence` refuses a nonzero one only against a known epoch): still a
+    NEW_EPOCH_NONZERO_SEQUENCE, explained by expiry, its message saying the broker did not check. A 2.4
+    broker answers UNKNOWN_PRODUCER_ID (that batch is in the log through another path): no explanation.
+    Producer 8's epoch starting at 5 right after its epoch 0 is not explained either way. The reference
+    agrees."""
+    log = LogBuilder()
+    log.data(7, 0, 0, 2)
+    log.wait(8 * DAY_MS)
+    log.data(8, 0, 0, 2)
+    idle = log.data(7, 1, 5)["base_offset"]
+    quick = log.data(8, 1, 5)["base_offset"]
+    profile = load_profile(profile_name)
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
+    found = {
+        f["first_offset"]: f
+        for f in audit(bronze, profile).findings.collect()
+        if f["kind"] == "NEW_EPOCH_NONZERO_SEQUENCE"
+    }
+    assert set(found) == {idle, quick}, found
+    unchecked = profile_name == "kafka-3.4"
+    assert found[idle]["explained_by"] == ("expiry" if unchecked else None)
+    assert ("took the new epoch's sequence unchecked" in found[idle]["message"]) == unchecked, found[idle]
+    assert found[quick]["explained_by"] is None and "unchecked" not in found[quick]["message"]
+    reference = {
+        f["first_offset"]: f["explained_by"]
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=0)
+        if f["kind"] == "NEW_EPOCH_NONZERO_SEQUENCE"
+    }
+    assert reference == {offset: f["explained_by"] for offset, f in found.items()}
