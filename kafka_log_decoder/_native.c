@@ -720,8 +720,9 @@ typedef struct {
  * last record no byte may remain ("Incorrect declared batch size, records still remaining").
  * On REC_BAD, *err is the start of the record that failed (or of the trailing bytes), and the
  * rows hold exactly the records completely decoded before it.  A negative count is an error at
- * p ("Found invalid record count").  REC_HEADERS: as REC_BAD, at the record whose headers passed
- * MAX_BATCH_HEADERS for the batch. */
+ * p ("Found invalid record count").  A count of 0 is no records, whatever bytes follow: Java's
+ * DefaultRecordBatch.iterator() returns an empty iterator when count() == 0 and never reads them.
+ * REC_HEADERS: as REC_BAD, at the record whose headers passed MAX_BATCH_HEADERS for the batch. */
 static int decode_blob(const BatchCtx *c, const uint8_t *p, const uint8_t *end, int32_t count,
                        ColSet *rc, ColSet *hc, Gil *g, const uint8_t **err)
 {
@@ -729,6 +730,8 @@ static int decode_blob(const BatchCtx *c, const uint8_t *p, const uint8_t *end, 
         *err = p;
         return REC_BAD;
     }
+    if (count == 0)
+        return REC_OK;
     /* Reserve up front.  A record is >= 7 bytes (Length, attributes and five 1-byte varints), so
      * at most `fit` records can frame: a garbage count cannot make us allocate beyond that, and
      * the in-loop reserve below only fires if another thread grows a shared bytearray. */
@@ -804,9 +807,12 @@ enum { REASON_REACHED_STOP = 0, REASON_NEED_MORE_DATA = 1, REASON_NOT_V2 = 2, RE
 #define GIL_RELEASE_BYTES (256 * 1024)
 
 /* Control batch: the first record's key is ControlRecordType (int16 version, int16 type); a
- * key under 4 bytes or a negative version is invalid (ControlRecordType.parse).  Returns the raw
- * type if >= 0, else -1.  For ABORT/COMMIT, the value is EndTransactionMarker (int16 version
- * >= 0, int32 coordinatorEpoch, >= 6 bytes). */
+ * key under 4 bytes or a negative version is invalid (ControlRecordType.parseTypeId).  Returns the
+ * raw type if >= 0, else -1 (unknown).  For ABORT/COMMIT, the value is EndTransactionMarker (int16
+ * version >= 0, int32 coordinatorEpoch, >= 6 bytes; a newer version is read as its v0 prefix, as
+ * Kafka does); a marker whose value is not one is invalid (EndTransactionMarker.deserializeValue
+ * throws): -1 too, never ABORT/COMMIT with a made-up coordinator epoch.  Python names the invalid
+ * ones (segment._control_problem), found among the -1s. */
 static void parse_control(const uint8_t *p, const uint8_t *end, int32_t count, int16_t *ctype, int32_t *cepoch)
 {
     *ctype = -1;
@@ -821,9 +827,12 @@ static void parse_control(const uint8_t *p, const uint8_t *end, int32_t count, i
     int16_t type = as_i16(be16(f.key + 2));
     if (type < 0)
         return;
-    *ctype = type;
-    if ((type == 0 || type == 1) && f.val && f.val_len >= 6 && as_i16(be16(f.val)) >= 0)
+    if (type == 0 || type == 1) {
+        if (!f.val || f.val_len < 6 || as_i16(be16(f.val)) < 0)
+            return;
         *cepoch = as_i32(be32(f.val + 2));
+    }
+    *ctype = type;
 }
 
 /* The framing decision at `pos`, shared by the sizing pre-pass and the walk so both stop at

@@ -22,7 +22,8 @@ RECORDS_FRAMING_ERROR = 2
 RECORDS_TOO_MANY_HEADERS = 3
 MAX_BATCH_HEADERS: int = _native.MAX_BATCH_HEADERS
 
-# control_type of a batch that is not a control batch; -1 = a control batch of unknown type.
+# control_type of a batch that is not a control batch; -1 = a control batch of unknown type (also one
+# whose control record is invalid: a key or EndTransactionMarker Kafka refuses; `segment` reports why).
 NOT_CONTROL = -2
 
 BATCH_COLUMNS: dict[str, str] = {

@@ -12,9 +12,10 @@ import os
 import struct
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from kafka_log_decoder import native
 from kafka_log_decoder.codecs import MAX_DECOMPRESSED_BYTES, CodecError, decompress
@@ -43,7 +44,7 @@ from kafka_log_decoder.constants import (
     TRANSACTIONAL_FLAG_MASK,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
-from kafka_log_decoder.legacy import LegacyFormatError, decode_legacy_entry, minimum_message_size
+from kafka_log_decoder.legacy import LegacyEntry, LegacyFormatError, decode_legacy_entry, minimum_message_size
 from kafka_log_decoder.native import Columns
 from kafka_log_decoder.rows import BatchHeader, Record
 
@@ -283,7 +284,8 @@ def iter_segment_runs(
     end_position: int | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> Iterator[BatchRun | list[LogItem]]:
-    """The columnar stream: `BatchRun`s for v2 batches, lists of rows for legacy entries and errors."""
+    """The columnar stream: `BatchRun`s for v2 batches, lists of rows for legacy entries and errors (a
+    legacy wrapper's records may take several lists, the first with its header: `_legacy_lists`)."""
     file = str(path)
     try:
         fd = os.open(file, os.O_RDONLY)
@@ -328,9 +330,12 @@ def iter_segment_runs(
             pos = window.start + walk.next_pos
             if walk.reason in (native.REACHED_STOP, native.FULL):
                 continue
-            items, pos, stop = _python_path(file, window, pos, walk.reason, records, end)
-            if items:
-                yield items
+            lists, pos, stop = _python_path(file, window, pos, walk.reason, records, end)
+            for items in lists:
+                if items:
+                    yield items
+            # A legacy entry's lists, made as they are taken, hold its message set until the last one.
+            del lists
             if stop:
                 break
     finally:
@@ -388,6 +393,14 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
         elif c["records_decoded"][i] == native.RECORDS_TOO_MANY_HEADERS:
             error(i, _too_many_headers(c["err_offset"][i], "batch"))
         is_control = control_types[i] != native.NOT_CONTROL
+        if is_control and codec == 0:
+            # The walker read its control record: of unknown type (-1), it may be invalid.
+            if control_types[i] == -1 and counts[i] > 0:
+                start = c["position"][i]
+                problem = _control_problem(buffer[start + RECORDS_OFFSET : start + sizes[i]])
+                if problem is not None:
+                    error(i, f"invalid control record at byte {RECORDS_OFFSET} of the batch: {problem}")
+            continue
         if codec == 0 or counts[i] == 0 or not (records or is_control):
             continue
         # Compressed: decompress here (the walker never does) for records, or a control type.
@@ -414,7 +427,10 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
         elif error_position >= 0:
             error(i, f"bad record framing at byte {error_position} of the decompressed payload")
         elif is_control:
-            run.control[i] = _control_from_records(plain, columns)
+            control, coordinator_epoch, problem = _control_marker(plain, columns)
+            run.control[i] = (control, coordinator_epoch)
+            if problem is not None:
+                error(i, f"invalid control record at byte 0 of the decompressed payload: {problem}")
         else:
             run.records.append(RecordRun(plain, columns, i))
             held += len(plain) + sum(memoryview(v).nbytes for v in columns.values())
@@ -454,6 +470,9 @@ _FRAMING_ERROR = bytes(
     1 if v in (native.RECORDS_FRAMING_ERROR, native.RECORDS_TOO_MANY_HEADERS) else 0 for v in range(256)
 )
 _LOW_BYTE = 0 if sys.byteorder == "little" else 1
+# Low bytes of the control_type column that may be -1 (a control batch of unknown type; 0xFF also ends
+# some types past 254, looked at and passed over).
+_UNKNOWN_CONTROL = bytes(1 if v == 0xFF else 0 for v in range(256))
 
 
 def _batches_needing_python(c: Columns, n: int, records: bool) -> Iterator[int]:
@@ -464,11 +483,20 @@ def _batches_needing_python(c: Columns, n: int, records: bool) -> Iterator[int]:
     """
     # The walker writes native-endian int16 attributes: every second byte is the low byte.
     flags = _raw(c["attributes"])[_LOW_BYTE::2].translate(_ATTENTION[records])
+    more = []
     if records:
         framing = _raw(c["records_decoded"]).translate(_FRAMING_ERROR)
         if framing.count(0) != n:
-            merged = int.from_bytes(flags, "little") | int.from_bytes(framing, "little")
-            flags = merged.to_bytes(n, "little")
+            more.append(framing)
+    # Control batches of unknown type (-1): their control record may be invalid (`_control_problem`).
+    unknown = _raw(c["control_type"])[_LOW_BYTE::2].translate(_UNKNOWN_CONTROL)
+    if unknown.count(0) != n:
+        more.append(unknown)
+    if more:
+        merged = int.from_bytes(flags, "little")
+        for extra in more:
+            merged |= int.from_bytes(extra, "little")
+        flags = merged.to_bytes(n, "little")
     i = flags.find(1)
     while i >= 0:
         yield i
@@ -481,29 +509,65 @@ def _raw(column: memoryview) -> bytes:
     return raw
 
 
-def _control_from_records(plain: bytes, columns: Columns) -> tuple[int, int]:
-    """Control type and coordinator epoch of a (rare) compressed control batch, from its first record."""
-    if not len(columns["key_len"]) or columns["key_len"][0] < CONTROL_KEY_SIZE:
-        return -1, -1
-    version, control = struct.unpack_from(">hh", plain, columns["key_pos"][0])
-    if version < 0 or control not in CONTROL_TYPE_NAMES:
-        return -1, -1
-    coordinator_epoch = -1
-    if control in (0, 1) and columns["value_len"][0] >= END_TXN_MARKER_VALUE_SIZE:
-        coordinator_epoch = struct.unpack_from(">i", plain, columns["value_pos"][0] + 2)[0]
-    return control, coordinator_epoch
+def _control_marker(data: bytes | memoryview, columns: Columns) -> tuple[int, int, str | None]:
+    """Control type, coordinator epoch and what makes it invalid (None: nothing) of a control batch's
+    first record, decoded in `columns` (positions into `data`), read as Kafka reads it:
+    `ControlRecordType.parseTypeId` wants a key of at least 4 bytes and a version >= 0 (an unknown type,
+    negative ones too, is UNKNOWN, no error); `EndTransactionMarker.deserializeValue` an ABORT/COMMIT
+    value of at least 6 bytes and a version >= 0 (a newer version is read as its v0 prefix). An invalid
+    record is an unknown type (-1), never ABORT/COMMIT with a made-up coordinator epoch."""
+    if not len(columns["key_len"]):
+        return -1, -1, "the record does not frame"
+    key_len = columns["key_len"][0]
+    if key_len < CONTROL_KEY_SIZE:
+        key = "a null key" if key_len < 0 else f"a key of {key_len} bytes"
+        return -1, -1, f"{key}, not a ControlRecordType ({CONTROL_KEY_SIZE} bytes at least)"
+    version, control = struct.unpack_from(">hh", data, columns["key_pos"][0])
+    if version < 0:
+        return -1, -1, f"ControlRecordType version {version}"
+    if control < 0 or CONTROL_TYPE_NAMES.get(control) not in END_TXN_MARKER_TYPES:
+        return max(control, -1), -1, None
+    name = CONTROL_TYPE_NAMES[control]
+    value_len = columns["value_len"][0]
+    if value_len < END_TXN_MARKER_VALUE_SIZE:
+        value = "a null value" if value_len < 0 else f"a value of {value_len} bytes"
+        return (
+            -1,
+            -1,
+            f"{name} with {value}, not an EndTransactionMarker ({END_TXN_MARKER_VALUE_SIZE} bytes at least)",
+        )
+    marker_version, coordinator_epoch = struct.unpack_from(">hi", data, columns["value_pos"][0])
+    if marker_version < 0:
+        return -1, -1, f"{name} with EndTransactionMarker version {marker_version}"
+    return control, coordinator_epoch, None
+
+
+def _control_problem(records: memoryview) -> str | None:
+    """What makes the first record of an uncompressed control batch's `records` invalid, if anything:
+    the walker reads it as an unknown type (-1) and leaves the why to `_control_marker`."""
+    columns, _, _ = native.decode_records(
+        records,
+        base_offset=0,
+        base_timestamp=0,
+        max_timestamp=0,
+        log_append_time=False,
+        base_sequence=-1,
+        count=1,
+    )
+    return _control_marker(records, columns)[2]
 
 
 def _python_path(
     file: str, window: _Window, pos: int, reason: int, records: bool, end: int
-) -> tuple[list[LogItem], int, bool]:
+) -> tuple[Iterable[list[LogItem]], int, bool]:
     """Handle what the walker stopped at: more data, a legacy entry, or corruption.
 
-    Returns the rows, the next position and whether decoding of this range is over.
+    Returns the lists of rows (a legacy entry's records come a list at a time, as they are taken), the
+    next position and whether decoding of this range is over.
     """
     remaining = window.size - pos
     if remaining < HEADER_SIZE_UP_TO_MAGIC:
-        return _tail(file, window, pos), pos, True
+        return [_tail(file, window, pos)], pos, True
     window.ensure(pos, HEADER_SIZE_UP_TO_MAGIC)
     local = pos - window.start
     base_offset, length = struct.unpack_from(">qi", window.buf, local)
@@ -520,7 +584,7 @@ def _python_path(
         and MIN_BATCH_LENGTH <= length <= MAX_SANE_BATCH_LENGTH
     ):
         if LOG_OVERHEAD + length > remaining:
-            return _past_the_end(file, window, pos, end, length)
+            return _one(_past_the_end(file, window, pos, end, length))
         window.ensure(pos, LOG_OVERHEAD + length)
         return [], pos, False
     if (
@@ -529,32 +593,80 @@ def _python_path(
     ):
         total = LOG_OVERHEAD + length
         if total > remaining:
-            return _past_the_end(file, window, pos, end, length)
-        window.ensure(pos, total)
-        try:
-            entry = decode_legacy_entry(
-                memoryview(window.buf), pos - window.start, file=file, file_position=pos, with_records=records
-            )
-        except LegacyFormatError as exc:
-            return _skipped(file, window, pos, total, f"unreadable legacy v{magic} entry: {exc}")
-        items: list[LogItem] = [entry.header]
-        if not entry.header.crc_valid:
-            items.append(_legacy_crc_error(file, window, pos, total, entry.header.crc))
-        items.extend(entry.records)
-        return items, pos + total, False
+            return _one(_past_the_end(file, window, pos, end, length))
+        return _legacy(file, window, pos, magic, total, records)
     if (
         magic not in (MAGIC_VALUE_V0, MAGIC_VALUE_V1, MAGIC_VALUE_V2)
         and MIN_BATCH_LENGTH <= length <= remaining - LOG_OVERHEAD
     ):
         # Sane length, unknown magic: skip exactly this entry and go on.
-        return _skipped(file, window, pos, LOG_OVERHEAD + length, f"unknown magic {magic}")
+        return _one(_skipped(file, window, pos, LOG_OVERHEAD + length, f"unknown magic {magic}"))
     found = _resync(window, pos, end)
     reason_text = f"invalid batch length {length} (magic {magic})"
     if found is None:
         message = f"{reason_text}; no valid batch follows"
-        return [_unreadable(file, pos, window.size - pos, message)], window.size, True
+        return [[_unreadable(file, pos, window.size - pos, message)]], window.size, True
     message = f"{reason_text}; skipped to the next valid batch at byte {found}"
-    return [_unreadable(file, pos, found - pos, message)], found, False
+    return [[_unreadable(file, pos, found - pos, message)]], found, False
+
+
+def _one(judged: tuple[list[LogItem], int, bool]) -> tuple[Iterable[list[LogItem]], int, bool]:
+    items, pos, stop = judged
+    return [items], pos, stop
+
+
+def _legacy(
+    file: str, window: _Window, pos: int, magic: int, total: int, records: bool
+) -> tuple[Iterable[list[LogItem]], int, bool]:
+    """The whole legacy entry of `total` bytes at `pos`: its header (CRC-32 checked first, as Kafka
+    does), its CRC_MISMATCH, and its records a list at a time; or the unreadable region it is."""
+    window.ensure(pos, total)
+    try:
+        entry = decode_legacy_entry(
+            memoryview(window.buf), pos - window.start, file=file, file_position=pos, with_records=records
+        )
+    except LegacyFormatError as exc:
+        return _one(_skipped(file, window, pos, total, f"unreadable legacy v{magic} entry: {exc}"))
+    header = entry.header
+    items: list[LogItem] = [header]
+    if not header.crc_valid:
+        # As for a v2 batch whose CRC fails (`_inside_a_failed_batch`) and an unreadable entry
+        # (`_skipped`): a valid v2 batch inside the bytes its length claims shows the length is what is
+        # corrupt; its bytes up to that batch are an unreadable region.
+        found = _resync(window, pos, pos + total)
+        if found is not None:
+            message = (
+                f"unreadable legacy v{magic} entry: its length {total - LOG_OVERHEAD} runs over a valid "
+                f"batch at byte {found} (its CRC fails over those bytes); skipped to it"
+            )
+            return [[_unreadable(file, pos, found - pos, message)]], found, False
+        items.append(_legacy_crc_error(file, window, pos, total, header.crc))
+    if records and entry.problem is not None:
+        items.append(_records_not_decoded(file, pos, magic, f"bad legacy message framing: {entry.problem}"))
+    if records and header.count > MAX_BATCH_RECORDS:
+        message = f"{header.count} records: more than the {MAX_BATCH_RECORDS} decoded from one batch"
+        items.append(_records_not_decoded(file, pos, magic, message))
+        return [items], pos + total, False
+    return _legacy_lists(items, entry if records else None), pos + total, False
+
+
+def _records_not_decoded(file: str, pos: int, magic: int, message: str) -> DecodeError:
+    """The error row of a legacy entry whose header is read but whose records are not (a v2 batch's is
+    one of its run's errors): over the entry's header fields (offset to timestamp), not its whole
+    bytes, as the header is no unreadable region. A region to the end of the entry would, at the end of
+    the file, read as running past a range's end (`jobs.decode_tasks`): decoded again, its header twice."""
+    return _unreadable(file, pos, LOG_OVERHEAD + minimum_message_size(magic) - 8, message)
+
+
+def _legacy_lists(items: list[LogItem], entry: LegacyEntry | None) -> Iterator[list[LogItem]]:
+    """The header's rows with the first records, then the other records a list at a time: a list holds
+    about `MAX_RUN_DECOMPRESSED_BYTES` of them (a wrapper of 256 MiB holds ten million messages)."""
+    chunks: Iterator[list[Record]] = (
+        iter(()) if entry is None else entry.record_lists(MAX_RUN_DECOMPRESSED_BYTES)
+    )
+    yield [*items, *next(chunks, [])]
+    for chunk in chunks:
+        yield cast(list[LogItem], chunk)
 
 
 def _skipped(
@@ -655,14 +767,18 @@ def _zero_until_end(window: _Window, pos: int) -> bool:
 
 def _resync(window: _Window, bad: int, end: int) -> int | None:
     """The next position after `bad` (and before `end`) where a whole v2 batch with a valid CRC starts;
-    None also once the walk's resync budget (`_Window.resync_budget`) is spent."""
+    None also once the walk's resync budget (`_Window.resync_budget`) is spent. Reads no further than
+    `end` (and a header's bytes up to its magic)."""
     scan_from = bad + 1
+    end = min(end, window.size)
     while scan_from < end:
-        chunk = os.pread(window.fd, min(_ZERO_SCAN_SIZE, window.size - scan_from) + MAGIC_OFFSET, scan_from)
+        # Only the positions before `end` are searched: read no further (but a header's magic).
+        span = min(_ZERO_SCAN_SIZE, end - scan_from)
+        chunk = os.pread(window.fd, span + MAGIC_OFFSET, scan_from)
         at = MAGIC_OFFSET
         while True:
             j = chunk.find(MAGIC_VALUE_V2, at)
-            if j < 0 or j - MAGIC_OFFSET >= _ZERO_SCAN_SIZE:
+            if j < 0 or j - MAGIC_OFFSET >= span:
                 break
             candidate = scan_from + j - MAGIC_OFFSET
             if candidate >= end:
@@ -674,7 +790,7 @@ def _resync(window: _Window, bad: int, end: int) -> int | None:
                 except _BudgetSpent:
                     return None
             at = j + 1
-        scan_from += _ZERO_SCAN_SIZE
+        scan_from += span
     return None
 
 

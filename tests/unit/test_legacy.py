@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
+import zlib
 
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -62,10 +64,26 @@ def test_flipped_value_byte_fails_the_crc32() -> None:
     assert decode(bytes(raw)).header.crc_valid is False
 
 
-def test_corrupt_compressed_value_is_a_format_error() -> None:
+def test_a_corrupt_compressed_value_fails_the_crc_first() -> None:
+    """Kafka checks a legacy entry's CRC before it reads its payload (LegacyRecord.ensureValid): the
+    wrapper's own fields make the header (crc_valid false), its payload is not opened. Its first offset
+    and count need the payload: one message at the wrapper's offset (its last inner one), as a dump-log
+    line of the entry says; its first timestamp is unknown."""
+    raw = bytearray(build_legacy(1, RECORDS, first_offset=0, codec="gzip", timestamp=1_500_000_000_000))
+    raw[40:48] = b"\xff" * 8
+    entry = decode(bytes(raw))
+    h = entry.header
+    assert (h.crc_valid, h.magic, h.compression, h.timestamp_type) == (False, 1, "gzip", "CreateTime")
+    assert (h.base_offset, h.last_offset, h.count, h.base_timestamp) == (2, 2, 1, None)
+    assert h.crc == struct.unpack_from(">I", raw, 12)[0] and h.size_bytes == len(raw)
+    assert entry.records == []
+
+
+def test_a_crc_valid_entry_whose_payload_does_not_decompress_is_a_format_error() -> None:
     raw = bytearray(build_legacy(1, RECORDS, first_offset=0, codec="gzip"))
     raw[40:48] = b"\xff" * 8
-    with pytest.raises(LegacyFormatError):
+    struct.pack_into(">I", raw, 12, zlib.crc32(bytes(raw[16:])))
+    with pytest.raises(LegacyFormatError, match="gzip"):
         decode(bytes(raw))
 
 
@@ -79,3 +97,47 @@ def test_a_v1_inner_offset_past_int64_is_a_format_error() -> None:
     struct.pack_into(">q", raw, 0, 1)
     with pytest.raises(LegacyFormatError, match="9223372036854775808, outside int64"):
         decode(bytes(raw))
+
+
+def null_messages_wrapper(count: int, magic: int = 1) -> bytes:
+    """A gzip wrapper of `count` messages with null key and value (34 bytes each in v1): a few hundred KB
+    hold millions of them."""
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=CODEC_IDS["gzip"], batch_size=1 << 30)
+    for i in range(count):
+        builder.append(i, timestamp=1_500_000_000_000 if magic else None, key=None, value=None)
+    raw = bytearray(builder.build())
+    struct.pack_into(">q", raw, 0, 1000 + count - 1)
+    return bytes(raw)
+
+
+def test_header_only_mode_keeps_no_object_per_inner_message() -> None:
+    """The header needs the inner set's count and first offset, not its messages: a wrapper of 100,000
+    null messages (3.4 MB decompressed) built an object with key and value copies for each, 150 bytes
+    apiece, to count them."""
+    raw = null_messages_wrapper(100_000)
+    tracemalloc.start()
+    try:
+        entry = decode(raw, with_records=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    h = entry.header
+    assert (h.base_offset, h.last_offset, h.count, h.base_timestamp) == (
+        1000,
+        100_999,
+        100_000,
+        1_500_000_000_000,
+    )
+    assert entry.records == []
+    assert peak < 8 << 20, peak
+
+
+def test_records_come_a_bounded_list_at_a_time() -> None:
+    from kafka_log_decoder.legacy import RECORD_OBJECT_BYTES
+
+    raw = null_messages_wrapper(1000)
+    entry = decode(raw)
+    lists = list(entry.record_lists(100 * RECORD_OBJECT_BYTES))
+    assert [len(chunk) for chunk in lists] == [100] * 10
+    assert [r.offset for chunk in lists for r in chunk] == list(range(1000, 2000))
+    assert [r.offset for r in entry.records] == list(range(1000, 2000))
