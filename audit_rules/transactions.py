@@ -25,7 +25,8 @@ def hanging_transactions(
     appended before each of them: its age is at least that; a marker before it, from a leader whose
     clock ran ahead, says nothing of it), within one partition leader epoch (one leader's clock) at a
     time. By the producers': the newest data batch's timestamp in the log less the first batch's, or
-    less the newest of the data batches before it, which it was appended after, where that is later.
+    less the newest of other producers' data batches before it, which it was appended after, where that
+    is later.
     The longer of the two counts (the brokers' stops where markers stop). Mixed, an exactly-once
     application catching up on old input, its transaction open for a second, was hanging by the hours
     between its records' event times and its last commit. A partition where such an application and
@@ -71,18 +72,23 @@ def hanging_transactions(
         .groupBy("log_key", "producer_id")
         .agg(F.max("_span").alias("_marker_span"))
     )
-    # The producers' clock starts no earlier than the newest data batch before the first one: that was
-    # appended after them. An exactly-once task forwarding two-hour-old event times, its transaction
-    # open for a second after another task's record of now, is not two hours old. Seen there: the
-    # transactional data batches (the events) and the producers whose every batch lies before it.
+    # The producers' clock starts no earlier than another producer's newest data batch before the first
+    # one: that was appended after it. An exactly-once task forwarding two-hour-old event times, its
+    # transaction open for a second after another task's record of now, is not two hours old. Seen
+    # there: the transactional data batches (the events) and the producers whose every batch lies
+    # before it. (Its own earlier batches are on its own clock: where they are newer, its timestamps
+    # went back, and the contract's reading, the partition's last timestamp, stands.)
     data_before = (
         firsts.join(
             history.where(F.col("is_transactional") & ~F.col("is_control")).select(
-                "log_key", F.col("base_offset").alias("_d_at"), F.col("max_timestamp").alias("_d_t")
+                "log_key",
+                F.col("producer_id").alias("_d_producer"),
+                F.col("base_offset").alias("_d_at"),
+                F.col("max_timestamp").alias("_d_t"),
             ),
             "log_key",
         )
-        .where(F.col("_d_at") < F.col("_at"))
+        .where((F.col("_d_at") < F.col("_at")) & (F.col("_d_producer") != F.col("producer_id")))
         .groupBy("log_key", "producer_id")
         .agg(F.max("_d_t").alias("_data_before"))
     )

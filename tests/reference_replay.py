@@ -605,7 +605,8 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
     """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout,
     on one clock at a time, the longer: the newest marker's timestamp less the earliest's, of the markers
     after its first batch of one partition leader epoch (the brokers'), and the newest data batch's less
-    its first batch's or the newest data batch's before it, where later (the producers')."""
+    its first batch's or another producer's newest data batch's before it, where later (the
+    producers')."""
     trusted = [b for b in rows if b["crc_valid"]]
     if not trusted:
         return []
@@ -626,12 +627,15 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
             continue
         first, last = open_batches[0], open_batches[-1]
         at = first["base_offset"]
-        # Appended after the data before it: the transactional data batches, and the producers whose
-        # every batch lies before it.
+        # Appended after other producers' data before it: their transactional data batches, and the
+        # producers whose every batch lies before it.
         before = [
             b["max_timestamp"]
             for b in _producer_batches(rows)
-            if b["is_transactional"] and not b["is_control"] and b["base_offset"] < at
+            if b["is_transactional"]
+            and not b["is_control"]
+            and b["base_offset"] < at
+            and b["producer_id"] != first["producer_id"]
         ]
         for others in by_producer.values():
             if max(b["last_offset"] for b in others) < at:
