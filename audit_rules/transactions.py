@@ -23,14 +23,12 @@ def hanging_transactions(
     is the brokers' (the partition leader's, when it wrote the marker). By the brokers' clock: the
     newest less the earliest timestamp of the markers after the transaction's first batch (which was
     appended before each of them: its age is at least that; a marker before it, from a leader whose
-    clock ran ahead, says nothing of it), within one partition leader epoch (one leader's clock) at a
-    time. By the producers': the newest data batch's timestamp in the log less the first batch's, or
-    less the newest of other producers' data batches before it, which it was appended after, where that
-    is later.
-    The longer of the two counts (the brokers' stops where markers stop). Mixed, an exactly-once
-    application catching up on old input, its transaction open for a second, was hanging by the hours
-    between its records' event times and its last commit. A partition where such an application and
-    producers stamping wall-clock time after it both write still mixes the producers' clocks.
+    clock ran ahead, says nothing of it). By the producers': the newest
+    data batch's timestamp in the log less the first batch's. The longer of the two counts (the
+    brokers' stops where markers stop). Mixed, an exactly-once application catching up on old input,
+    its transaction open for a second, was hanging by the hours between its records' event times and
+    its last commit. A partition where such an application and producers stamping wall-clock time both
+    write still mixes the producers' clocks.
 
     `failed` (`history.failed_producer_batches`, where some CRC failed): a failed batch after the open
     data whose header,
@@ -52,63 +50,37 @@ def hanging_transactions(
         F.max("last_sequence").alias("open_last_sequence"),
         F.max("log_max_data_timestamp").alias("max_timestamp"),
     )
-    # The brokers' clock: the markers (any producer's) after each transaction's first offset (a marker
-    # before it, from a leader whose clock ran ahead, says nothing of the transaction's age), the newest
-    # less the earliest of one partition leader epoch at a time: markers a leader with another clock
-    # wrote after a leader change are not read against this one's. (At one offset, an overlapping log,
-    # a marker is not after the transaction.)
-    firsts = F.broadcast(txns.select("log_key", "producer_id", F.col("f.base_offset").alias("_at")))
-    markers = history.where(F.col("is_control")).select(
-        "log_key",
-        F.col("base_offset").alias("_m_at"),
-        F.col("max_timestamp").alias("_m_t"),
-        F.col("partition_leader_epoch").alias("_m_epoch"),
+    # The brokers' clock: the markers (any producer's) of the logs with an open transaction, in one
+    # sort with the transactions' first offsets, from the log's end: the newest and the earliest time of
+    # the markers after each first offset (a marker before it, from a leader whose clock ran ahead,
+    # says nothing of the transaction's age).
+    firsts = txns.select(
+        "log_key", "producer_id", F.col("f.base_offset").alias("_at"), F.lit(None).cast("long").alias("_t")
     )
-    spans = (
-        firsts.join(markers, "log_key")
-        .where(F.col("_m_at") > F.col("_at"))
-        .groupBy("log_key", "producer_id", "_m_epoch")
-        .agg((F.max("_m_t") - F.min("_m_t")).alias("_span"))
-        .groupBy("log_key", "producer_id")
-        .agg(F.max("_span").alias("_marker_span"))
-    )
-    # The producers' clock starts no earlier than another producer's newest data batch before the first
-    # one: that was appended after it. An exactly-once task forwarding two-hour-old event times, its
-    # transaction open for a second after another task's record of now, is not two hours old. Seen
-    # there: the transactional data batches (the events) and the producers whose every batch lies
-    # before it. (Its own earlier batches are on its own clock: where they are newer, its timestamps
-    # went back, and the contract's reading, the partition's last timestamp, stands.)
-    data_before = (
-        firsts.join(
-            history.where(F.col("is_transactional") & ~F.col("is_control")).select(
-                "log_key",
-                F.col("producer_id").alias("_d_producer"),
-                F.col("base_offset").alias("_d_at"),
-                F.col("max_timestamp").alias("_d_t"),
-            ),
+    markers = (
+        history.where(F.col("is_control"))
+        .join(txns.select("log_key").distinct(), "log_key", "left_semi")
+        .select(
             "log_key",
+            F.lit(None).cast("long").alias("producer_id"),
+            F.col("base_offset").alias("_at"),
+            F.col("max_timestamp").alias("_t"),
         )
-        .where((F.col("_d_at") < F.col("_at")) & (F.col("_d_producer") != F.col("producer_id")))
-        .groupBy("log_key", "producer_id")
-        .agg(F.max("_d_t").alias("_data_before"))
     )
-    producers_before = (
-        firsts.join(
-            producers.select(
-                "log_key",
-                F.col("retained_last_offset").alias("_p_last"),
-                F.col("producer_data_timestamp").alias("_p_t"),
-            ),
-            "log_key",
-        )
-        .where(F.col("_p_last") < F.col("_at"))
-        .groupBy("log_key", "producer_id")
-        .agg(F.max("_p_t").alias("_producers_before"))
+    # From the end; at one offset (an overlapping log) the transaction's row before a marker's, which is
+    # then not after it.
+    from_end = Window.partitionBy("log_key").orderBy(F.col("_at").desc(), F.col("producer_id").isNull())
+    after = from_end.rowsBetween(Window.unboundedPreceding, 0)
+    clock = (
+        markers.unionByName(firsts)
+        .withColumns({"_marker_after": F.min("_t").over(after), "_newest_marker": F.max("_t").over(after)})
+        .where(F.col("producer_id").isNotNull())
+        .select("log_key", "producer_id", "_marker_after", "_newest_marker")
     )
-    key = ["log_key", "producer_id"]
-    txns = txns.join(spans, key, "left").join(data_before, key, "left").join(producers_before, key, "left")
-    opened = F.greatest(F.col("f.max_timestamp"), F.col("_data_before"), F.col("_producers_before"))
-    age = F.greatest(F.col("_marker_span"), F.col("max_timestamp") - opened)
+    txns = txns.join(clock, ["log_key", "producer_id"], "left")
+    age = F.greatest(
+        F.col("_newest_marker") - F.col("_marker_after"), F.col("max_timestamp") - F.col("f.max_timestamp")
+    )
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
     note = F.lit("")
     if failed is not None:

@@ -849,37 +849,20 @@ def _gap(log: PartitionLog, before: LogBatch, after: LogBatch, missing: int) -> 
 def _hanging_transactions(log: PartitionLog) -> list[ExpectedFinding]:
     """HANGING_TRANSACTION for each producer whose transactional data after its last marker began more
     than `transaction.max.timeout.ms` before the partition's last timestamp (KIP-664), on one clock at a
-    time, the longer: the newest marker's less the earliest marker's after its first batch, of one
-    partition leader epoch (the brokers'), and the newest data batch's less its first batch's or another
-    producer's newest data batch's before it, where later: it was appended after them (the producers';
-    seen before it: the transactional data batches, and the producers whose every batch lies before
-    it)."""
+    time, the longer: the newest marker's less the earliest marker's after its first batch (the
+    brokers'), and the newest data batch's less its first batch's (the producers')."""
     trusted = log.trusted()
     if not trusted:
         return []
     data_max = max((b.max_timestamp for b in trusted if not b.is_control), default=None)
     markers = [b for b in trusted if b.is_control]
-    producers = [b for b in trusted if b.producer_id >= 0]
-    last_of: dict[int, int] = {}
-    for b in producers:
-        last_of[b.producer_id] = max(last_of.get(b.producer_id, b.last_offset), b.last_offset)
+    newest_marker = max((m.max_timestamp for m in markers), default=None)
 
     def age(first: LogBatch) -> int:
-        at = first.base_offset
-        before = [
-            b.max_timestamp
-            for b in producers
-            if not b.is_control
-            and b.producer_id != first.producer_id
-            and ((b.is_transactional and b.base_offset < at) or last_of[b.producer_id] < at)
-        ]
-        opened = max([first.max_timestamp, *before])
-        ages = [] if data_max is None else [data_max - opened]
-        by_leader: dict[int, list[int]] = {}
-        for m in markers:
-            if m.base_offset > at:
-                by_leader.setdefault(m.partition_leader_epoch, []).append(m.max_timestamp)
-        ages += [max(times) - min(times) for times in by_leader.values()]
+        ages = [] if data_max is None else [data_max - first.max_timestamp]
+        after = [m.max_timestamp for m in markers if m.base_offset > first.base_offset]
+        if after and newest_marker is not None:
+            ages.append(newest_marker - min(after))
         return max(ages, default=0)
 
     open_first: dict[int, LogBatch] = {}

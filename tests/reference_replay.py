@@ -604,8 +604,7 @@ def _offset_overlaps(rows: list[Batch]) -> list[Finding]:
 def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
     """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout,
     on one clock at a time, the longer: the newest marker's timestamp less the earliest's, of the markers
-    after its first batch of one partition leader epoch (the brokers'), and the newest data batch's less
-    its first batch's or another producer's newest data batch's before it, where later (the
+    after its first batch (the brokers'), and the newest data batch's less its first batch's (the
     producers')."""
     trusted = [b for b in rows if b["crc_valid"]]
     if not trusted:
@@ -626,28 +625,10 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
         if not open_batches:
             continue
         first, last = open_batches[0], open_batches[-1]
-        at = first["base_offset"]
-        # Appended after other producers' data before it: their transactional data batches, and the
-        # producers whose every batch lies before it.
-        before = [
-            b["max_timestamp"]
-            for b in _producer_batches(rows)
-            if b["is_transactional"]
-            and not b["is_control"]
-            and b["base_offset"] < at
-            and b["producer_id"] != first["producer_id"]
-        ]
-        for others in by_producer.values():
-            if max(b["last_offset"] for b in others) < at:
-                before += [b["max_timestamp"] for b in others if not b["is_control"]]
-        opened = max([first["max_timestamp"], *before])
-        ages = [] if data_max is None else [data_max - opened]
-        # The markers after it, one partition leader epoch (one leader's clock) at a time.
-        by_leader: dict[int, list[int]] = {}
-        for m in markers:
-            if m["base_offset"] > at:
-                by_leader.setdefault(m["partition_leader_epoch"], []).append(m["max_timestamp"])
-        ages += [max(times) - min(times) for times in by_leader.values()]
+        ages = [] if data_max is None else [data_max - first["max_timestamp"]]
+        after = [m["max_timestamp"] for m in markers if m["base_offset"] > first["base_offset"]]
+        if after:
+            ages.append(max(after) - min(after))
         age = max(ages, default=0)
         if age > profile.transaction_max_timeout_ms:
             out.append(
