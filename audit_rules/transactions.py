@@ -465,12 +465,22 @@ def txn_index_consistency(
     )
     stray = entries.join(aborts.select(*marker), marker, "left_anti")
     if logs is not None:
-        # Not an entry past the end of the dumped log: the broker appends a marker to the .log and then
-        # its entry to the .txnindex (`UnifiedLog.append`), and a copy of a live directory takes the
-        # .txnindex after the .log (it sorts after it), so it may list markers appended in between.
+        # Not an entry of the active segment's .txnindex past the end of the dumped log: the broker
+        # appends a marker to the .log and then its entry to the .txnindex (`UnifiedLog.append`), and a
+        # copy of a live directory takes the .txnindex after the .log (it sorts after it), so it may
+        # list markers appended in between. (A rolled segment's entries never pass its log's end.)
         ends = logs.select("log_key", "log_end_offset")
-        stray = stray.join(F.broadcast(ends), "log_key", "left").where(
-            F.coalesce(F.col("base_offset") < F.col("log_end_offset"), F.lit(True))
+        bases = keyed.where(F.col("kind") == "txnindex").select(
+            "log_key", F.col("file").alias("_index_file"), F.col("base_offset").alias("_index_base")
+        )
+        live_tail = (F.col("_index_base") >= F.col("_active")) & (
+            F.col("base_offset") >= F.col("log_end_offset")
+        )
+        stray = (
+            stray.join(F.broadcast(ends), "log_key", "left")
+            .join(bases, ["log_key", "_index_file"], "left")
+            .join(active, "log_key", "left")
+            .where(~F.coalesce(live_tail, F.lit(False)))
         )
     index_name = F.coalesce(
         F.col("_index_file"),

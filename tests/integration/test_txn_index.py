@@ -184,3 +184,39 @@ def test_a_segments_index_files_pair_by_name_in_one_dump_and_a_missing_txnindex_
     messages = {f["topic"]: f["message"] for f in found}
     assert swap_index in messages["swapped"]
     assert "no such file, though the segment's .index is there" in messages["unindexed"]
+
+
+@pytest.mark.parametrize("rolled", [False, True])
+def test_an_entry_past_the_log_end_is_excused_only_in_the_active_segments_index(
+    spark: SparkSession, rolled: bool
+) -> None:
+    """Producer 5's ABORT at 11 is in the log; the .txnindex also lists producer 6's, closed at 13, past
+    the log's end (12). In the active segment's index that is a live copy taking the index after the log
+    (no finding); in a rolled segment's, whose entries never pass its log's end, it is stray."""
+    from pyspark.sql import functions as F
+
+    log = LogBuilder(start_offset=10, file=SEGMENT)
+    log.data(5, 0, 0, transactional=True)  # 10
+    log.marker(5, 0, "ABORT")  # 11
+    index = SEGMENT.replace(".log", ".txnindex")
+    entries = [
+        {
+            "dump_id": "dump-1", "replica": "1", "topic": "orders", "partition": 0, "file": index,
+            "position": i * 34, "version": 0, "producer_id": pid, "first_offset": first,
+            "last_offset": last, "last_stable_offset": first,
+        }
+        for i, (pid, first, last) in enumerate([(5, 10, 11), (6, 12, 13)])
+    ]  # fmt: skip
+    bronze = Bronze.from_batches(
+        spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10, rolled=rolled
+    )
+    segment = bronze.files.where(F.col("base_offset") == 10)
+    index_file = segment.withColumn("file", F.lit(index)).withColumn("kind", F.lit("txnindex"))
+    bronze = replace(
+        bronze,
+        files=bronze.files.unionByName(index_file),
+        txn_index=spark.createDataFrame(entries, TXN_INDEX.schema),
+    )
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    mismatches = [(f["producer_id"], f["last_offset"]) for f in found if f["kind"] == "INDEX_MISMATCH"]
+    assert mismatches == ([(6, 13)] if rolled else []), [f["message"] for f in found]
