@@ -196,9 +196,33 @@ def decode_legacy_entry(
             header(offset, 1, timestamp), buffer=single if with_records else None, wrapper_timestamp=timestamp
         )
     if not crc_valid:
-        # The inner set is not read: its first offset and count are unknown. As a dump-log line of the
-        # entry says them (`dump_log_text`): one message at the wrapper's offset, the last inner one.
-        return LegacyEntry(header(offset, 1, NO_TIMESTAMP if magic == MAGIC_VALUE_V0 else None))
+        # Its inner set, if it still opens, gives the first offset and count (contract §5: a legacy
+        # entry's base offset is its first inner one), so the offsets it covers stay covered; a payload
+        # that does not open, or whose inner offsets pass the wrapper's, leaves them unknown. As a
+        # dump-log line of the entry says them (`dump_log_text`): one message at the wrapper's offset.
+        try:
+            inner: tuple[int, int, int, memoryview, int | None] | None = _opened(single, offset, magic, codec)
+        except LegacyFormatError:
+            inner = None
+        if inner is None or not inner[0] <= offset:
+            return LegacyEntry(header(offset, 1, NO_TIMESTAMP if magic == MAGIC_VALUE_V0 else None))
+    else:
+        inner = _opened(single, offset, magic, codec)
+    first_offset, count, first_timestamp, plain, base = inner
+    return LegacyEntry(
+        header(first_offset, count, first_timestamp),
+        buffer=plain if with_records else None,
+        base=base,
+        wrapper_timestamp=timestamp,
+    )
+
+
+def _opened(
+    single: memoryview, offset: int, magic: int, codec: int
+) -> tuple[int, int, int, memoryview, int | None]:
+    """The inner set of the compressed wrapper entry `single` (at `offset`): its first offset, count,
+    first timestamp, the decompressed set and what its v1 relative offsets are added to. A
+    LegacyFormatError where it does not open or frame."""
     value = _wrapper_value(single)
     try:
         plain = memoryview(decompress(COMPRESSION_NAMES[codec], value, magic=magic))
@@ -222,12 +246,7 @@ def decode_legacy_entry(
                     f"inner offset {relative} from base {base} is {base + relative}, outside int64"
                 )
         first_offset += base
-    return LegacyEntry(
-        header(first_offset, count, first_timestamp),
-        buffer=plain if with_records else None,
-        base=base,
-        wrapper_timestamp=timestamp,
-    )
+    return first_offset, count, first_timestamp, plain, base
 
 
 def _message_head(message: memoryview) -> tuple[int, int, int]:

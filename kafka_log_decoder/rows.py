@@ -12,8 +12,8 @@ class BatchHeader:
 
     For a legacy entry `base_offset` is the first inner offset and the producer fields are -1.
     `base_timestamp` is None only where the source does not carry it: dump-log text, and a compressed
-    legacy v1 wrapper whose CRC fails (its inner set is not read: its first timestamp is unknown, and its
-    `base_offset` and `count` are the wrapper's own offset and 1).
+    legacy v1 wrapper whose CRC fails and whose inner set does not open (its first timestamp is unknown,
+    and its `base_offset` and `count` are the wrapper's own offset and 1).
     """
 
     file: str

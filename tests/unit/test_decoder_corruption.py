@@ -71,6 +71,19 @@ def test_a_legacy_wrapper_whose_crc_fails_is_a_header_and_a_crc_mismatch(
     assert f"byte 0: CRC_MISMATCH: stored CRC {struct.unpack_from('>I', legacy, 12)[0]}" in str(items[1])
 
 
+def test_a_legacy_wrapper_whose_crc_fails_but_opens_keeps_its_first_inner_offset(tmp_path: Path) -> None:
+    """A bit of a v1 gzip wrapper's timestamp flipped: its CRC fails, its payload still opens. The header
+    is still the entry's whole range, offsets 10-14 (contract §5: a legacy entry's base offset is its
+    first inner one), so the offsets it holds stay covered; and a CRC_MISMATCH."""
+    legacy = bytearray(
+        build_legacy(1, [(b"k%d" % i, b"v%d" % i) for i in range(5)], first_offset=10, codec="gzip")
+    )
+    legacy[20] ^= 0x10  # in the wrapper's timestamp (message bytes 6-13), outside the payload
+    items = list(read_log_segment(write(tmp_path, bytes(legacy))))
+    assert shape(items) == [("B", 0, 1, 10, 14, False), ("E", 0, CorruptionKind.CRC_MISMATCH, len(legacy))]
+    assert items[0].count == 5
+
+
 def test_a_crc_valid_legacy_wrapper_that_does_not_decompress_stays_unreadable(tmp_path: Path) -> None:
     legacy = bytearray(
         build_legacy(1, [(b"k%d" % i, b"v%d" % i) for i in range(5)], first_offset=10, codec="gzip")
