@@ -321,6 +321,11 @@ def _dump_log_text(path: str) -> DumpLogText:
         )
     number, line = first
     dumped = line[len(_DUMP_LOG_FIRST_LINE) :].decode("utf-8", "replace").strip()
+    parts = dumped_parts(dumped)
+    not_live = _not_live_dir_reason(parts[-2]) if len(parts) >= 2 else None
+    if not_live is not None:
+        # Not read as the partition its text is named after: its directory says what it is.
+        raise NotAKafkaArtifact(f"{path}: line {number}: the dumped file {dumped} lies in a {not_live}")
     partition = None
     if dumped_partition(dumped) is None:
         # The tool was run inside the partition directory, or on a copy elsewhere: the text's own name
@@ -628,10 +633,18 @@ def _offset_from_file_name(name: str) -> int | None:
 
 
 def _not_live_dir_reason(name: str) -> str | None:
+    """Why a directory of this name is not part of the live log, as Kafka names such directories:
+    `<topic>-<partition>.<uniqueId>-delete` (and `-future`, `-stray`; `LocalLog.DELETE_DIR_PATTERN`,
+    `logDirNameWithSuffix`). A name that merely ends in `-delete` (an `incident/before-delete` copy, a
+    `kafka-logs-future` log directory) is not one."""
     for suffix, reason in _NOT_LIVE_DIR_REASONS.items():
-        if name.endswith(suffix):
+        if _NOT_LIVE_DIR.fullmatch(name.removesuffix(suffix)) and name.endswith(suffix):
             return reason
     return None
+
+
+# `^(\S+)-(\S+)\.(\S+)` before the suffix (LocalLog's DELETE/FUTURE/STRAY_DIR_PATTERN).
+_NOT_LIVE_DIR = re.compile(r"\S+-\S+\.\S+")
 
 
 def _is_partition_file_name(name: str) -> bool:

@@ -282,6 +282,35 @@ def test_a_delete_directory_given_directly_is_a_usage_error(tmp_path: Path) -> N
         discover([directory])
 
 
+def test_only_kafkas_own_names_of_not_live_directories_are_excluded(tmp_path: Path) -> None:
+    """Kafka names such a directory `<topic>-<partition>.<uniqueId>-delete` (`-future`, `-stray`;
+    `LocalLog.DELETE_DIR_PATTERN`). A directory of log directories named `before-delete` and
+    `after-delete` by the user was one log directory with both excluded, and `replay-audit dump` printed
+    nothing; a log directory named `kafka-logs-future` given directly was refused."""
+    incident = tmp_path / "incident"
+    for copy in ("before-delete", "after-delete"):
+        touch(incident / copy / "meta.properties", b"version=0\nbroker.id=3\n")
+        touch(incident / copy / "orders-0" / name(0, ".log"))
+    found = all_of(discover([incident]), LogDir)
+    assert sorted(Path(d.path).name for d in found) == ["after-delete", "before-delete"]
+    assert all(names(d) == ["orders-0"] and d.replica_id == 3 for d in found)
+    future = tmp_path / "kafka-logs-future"
+    touch(future / "meta.properties", b"version=0\nbroker.id=4\n")
+    touch(future / "orders-0" / name(0, ".log"))
+    assert names(only(discover([future]), LogDir)) == ["orders-0"]
+
+
+def test_a_dump_text_of_a_segment_in_a_future_directory_is_not_the_live_partition(tmp_path: Path) -> None:
+    """kafka-dump-log.sh run on an alter-log-dirs copy in progress (KIP-113): its text, named after the
+    partition, was read as the live `orders-0`, beside the live directory's own segments."""
+    dumped = (
+        b"Dumping /var/lib/kafka/orders-0.0c6d4e3b8a1f4a5c9f7e2d1b0a9c8d7e-future/" + name(0, ".log").encode()
+    )
+    text = touch(tmp_path / "orders-0.txt", dumped + b"\nLog starting offset: 0\n")
+    with pytest.raises(NotAKafkaArtifact, match=r"orders-0.txt: line 1: .* lies in a .*\(-future\)"):
+        discover([text])
+
+
 def test_an_index_without_its_log_is_excluded_as_orphaned(tmp_path: Path) -> None:
     directory = tmp_path / "orders-0"
     touch(directory / name(0, ".log"))
