@@ -230,6 +230,12 @@ class IndexCheck:
         if self.partial is not None:
             yield self.partial
 
+    def _log_size(self) -> int | None:
+        try:
+            return os.stat(self.log_file).st_size
+        except OSError:
+            return None
+
     def _problem(self, i: int) -> str | None:
         """What is wrong with the entry `i` the walk did not find right; None when nothing is."""
         number, offset, position = int(self.numbers[i]), int(self.offsets[i]), int(self.positions[i])
@@ -240,6 +246,16 @@ class IndexCheck:
             head = read_v2_head(self.log_file, position)
             base = None if head is None else int(_HEAD.unpack_from(head)[0])
         if base is None:
+            size = self._log_size()
+            if size is not None and position >= size:
+                # `OffsetIndex.truncateTo` only moves the index's position: the entries past it stay
+                # until the broker trims the file (closing or rolling the segment), so a copy of a
+                # segment truncated since (a follower catching up, a recovery) still holds them.
+                return (
+                    f"points past the end of {self.log_file} ({size} bytes): left by a truncation of the "
+                    "segment (the broker trims its index only when it closes or rolls it), or the .log was "
+                    "cut short"
+                )
             return f"does not point at the start of a batch in {self.log_file}"
         if base > offset:
             return f"points at a batch starting at offset {base}, above the entry's, in {self.log_file}"

@@ -232,6 +232,21 @@ def test_an_entry_inside_a_batch_is_a_mismatch(
     assert number == 10 and "does not point at the start of a batch" in message
 
 
+def test_entries_past_a_truncated_logs_end_say_so(
+    follower: tuple[list[Built], list[tuple[int, int]], Path],
+) -> None:
+    """The segment truncated after its index was written (`OffsetIndex.truncateTo` leaves the entries
+    past the new end until the index is trimmed): the entries past the .log's end say that, not only
+    that they do not point at a batch."""
+    _, entries, log = follower
+    cut = entries[-3][1]
+    with open(log, "r+b") as segment:
+        segment.truncate(cut)
+    found = flagged(log)
+    assert [number for number, _ in found] == [len(entries) - 3, len(entries) - 2, len(entries) - 1]
+    assert all(f"points past the end of {log} ({cut} bytes): left by a truncation" in m for _, m in found)
+
+
 def test_an_entry_at_a_batch_starting_above_its_offset_is_a_mismatch(
     follower: tuple[list[Built], list[tuple[int, int]], Path],
 ) -> None:
