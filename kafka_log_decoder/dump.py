@@ -93,7 +93,12 @@ def _starts_with_text(path: Path) -> bool:
 
 def kind_from_name(path: Path) -> str | None:
     """What a file of a partition or log directory is, from its name alone (as discovery classed it)."""
-    name = path.name.removesuffix(".swap")  # a .swap file is the segment file it replaces
+    # A .swap file is the segment file it replaces; a .deleted or .cleaned one (not live: discovery
+    # leaves it out of a directory) is still that file's bytes when the user names it, evidence of what
+    # was removed (formats §3.7).
+    name = path.name
+    for suffix in (".swap", ".deleted", ".cleaned"):
+        name = name.removesuffix(suffix)
     for suffix, kind in ((".log", "log"), (".index", "index"), (".timeindex", "timeindex")):
         if name.endswith(suffix):
             return kind

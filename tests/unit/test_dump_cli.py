@@ -361,6 +361,17 @@ def test_a_segment_of_any_name_is_still_read_as_a_segment(tmp_path: Path) -> Non
     assert status == 0 and [o["type"] for o in objs] == ["batch", "batch"]
 
 
+def test_a_deleted_or_cleaned_segment_named_directly_is_dumped(tmp_path: Path) -> None:
+    """A `.log.deleted` (retention's, before the file is removed) or `.log.cleaned` file is not live, and
+    discovery leaves it out of a directory; named by the user it is still a segment's bytes, evidence of
+    what was removed (formats §3.7). It was refused as not a Kafka artifact."""
+    for suffix in (".deleted", ".cleaned"):
+        kept = tmp_path / f"00000000000000000000.log{suffix}"
+        shutil.copy(FOO_0 / "00000000000000000000.log", kept)
+        status, objs = dump(kept)
+        assert status == 0 and [o["type"] for o in objs] == ["batch", "batch"], (suffix, objs)
+
+
 def test_quorum_state_is_dumped_alone_and_with_its_partition() -> None:
     metadata = REAL / "codecrafters-kraft-3x" / "__cluster_metadata-0"
     status, (state,) = dump(metadata / "quorum-state")
