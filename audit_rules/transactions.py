@@ -23,7 +23,9 @@ def hanging_transactions(
     is the brokers' (the partition leader's, when it wrote the marker). By the brokers' clock: the
     newest less the earliest timestamp of the markers after the transaction's first batch (which was
     appended before each of them: its age is at least that; a marker before it, from a leader whose
-    clock ran ahead, says nothing of it). By the producers': the newest
+    clock ran ahead, says nothing of it), summed over the partition leader epochs (each leader's
+    markers on its own clock: a leader change does not read one clock against another). By the
+    producers': the newest
     data batch's timestamp in the log less the first batch's. The longer of the two counts (the
     brokers' stops where markers stop). Mixed, an exactly-once application catching up on old input,
     its transaction open for a second, was hanging by the hours between its records' event times and
@@ -54,33 +56,42 @@ def hanging_transactions(
     # sort with the transactions' first offsets, from the log's end: the newest and the earliest time of
     # the markers after each first offset (a marker before it, from a leader whose clock ran ahead,
     # says nothing of the transaction's age).
-    firsts = txns.select(
-        "log_key", "producer_id", F.col("f.base_offset").alias("_at"), F.lit(None).cast("long").alias("_t")
-    )
+    # One leader's clock at a time: each partition leader epoch's markers after the first offset span
+    # part of the transaction's life, on the clock of the leader that wrote them, and the leaders held
+    # the partition one after another, so the spans add up (a leader whose clock ran ahead, before a
+    # leader change, makes no span of the markers after it). Each transaction's row goes to every
+    # leader epoch of its log's markers (a handful), and one sort per (log, epoch) from its end gives
+    # the newest and the earliest time after each first offset.
     markers = (
         history.where(F.col("is_control"))
         .join(txns.select("log_key").distinct(), "log_key", "left_semi")
         .select(
             "log_key",
+            F.col("partition_leader_epoch").alias("_epoch"),
             F.lit(None).cast("long").alias("producer_id"),
             F.col("base_offset").alias("_at"),
             F.col("max_timestamp").alias("_t"),
         )
     )
+    epochs = markers.select("log_key", "_epoch").distinct()
+    firsts = txns.select(
+        "log_key", "producer_id", F.col("f.base_offset").alias("_at"), F.lit(None).cast("long").alias("_t")
+    ).join(epochs, "log_key")
     # From the end; at one offset (an overlapping log) the transaction's row before a marker's, which is
     # then not after it.
-    from_end = Window.partitionBy("log_key").orderBy(F.col("_at").desc(), F.col("producer_id").isNull())
+    from_end = Window.partitionBy("log_key", "_epoch").orderBy(
+        F.col("_at").desc(), F.col("producer_id").isNull()
+    )
     after = from_end.rowsBetween(Window.unboundedPreceding, 0)
     clock = (
         markers.unionByName(firsts)
-        .withColumns({"_marker_after": F.min("_t").over(after), "_newest_marker": F.max("_t").over(after)})
+        .withColumn("_span", F.max("_t").over(after) - F.min("_t").over(after))
         .where(F.col("producer_id").isNotNull())
-        .select("log_key", "producer_id", "_marker_after", "_newest_marker")
+        .groupBy("log_key", "producer_id")
+        .agg(F.sum("_span").alias("_marker_span"))
     )
     txns = txns.join(clock, ["log_key", "producer_id"], "left")
-    age = F.greatest(
-        F.col("_newest_marker") - F.col("_marker_after"), F.col("max_timestamp") - F.col("f.max_timestamp")
-    )
+    age = F.greatest(F.col("_marker_span"), F.col("max_timestamp") - F.col("f.max_timestamp"))
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
     note = F.lit("")
     if failed is not None:

@@ -849,20 +849,23 @@ def _gap(log: PartitionLog, before: LogBatch, after: LogBatch, missing: int) -> 
 def _hanging_transactions(log: PartitionLog) -> list[ExpectedFinding]:
     """HANGING_TRANSACTION for each producer whose transactional data after its last marker began more
     than `transaction.max.timeout.ms` before the partition's last timestamp (KIP-664), on one clock at a
-    time, the longer: the newest marker's less the earliest marker's after its first batch (the
-    brokers'), and the newest data batch's less its first batch's (the producers')."""
+    time, the longer: the newest marker's less the earliest marker's after its first batch, summed over
+    the partition leader epochs (the brokers'), and the newest data batch's less its first batch's (the
+    producers')."""
     trusted = log.trusted()
     if not trusted:
         return []
     data_max = max((b.max_timestamp for b in trusted if not b.is_control), default=None)
     markers = [b for b in trusted if b.is_control]
-    newest_marker = max((m.max_timestamp for m in markers), default=None)
 
     def age(first: LogBatch) -> int:
         ages = [] if data_max is None else [data_max - first.max_timestamp]
-        after = [m.max_timestamp for m in markers if m.base_offset > first.base_offset]
-        if after and newest_marker is not None:
-            ages.append(newest_marker - min(after))
+        by_leader: dict[int, list[int]] = {}
+        for m in markers:
+            if m.base_offset > first.base_offset:
+                by_leader.setdefault(m.partition_leader_epoch, []).append(m.max_timestamp)
+        if by_leader:
+            ages.append(sum(max(times) - min(times) for times in by_leader.values()))
         return max(ages, default=0)
 
     open_first: dict[int, LogBatch] = {}

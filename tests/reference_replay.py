@@ -604,8 +604,8 @@ def _offset_overlaps(rows: list[Batch]) -> list[Finding]:
 def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
     """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout,
     on one clock at a time, the longer: the newest marker's timestamp less the earliest's, of the markers
-    after its first batch (the brokers'), and the newest data batch's less its first batch's (the
-    producers')."""
+    after its first batch, summed over the partition leader epochs (the brokers'), and the newest data
+    batch's less its first batch's (the producers')."""
     trusted = [b for b in rows if b["crc_valid"]]
     if not trusted:
         return []
@@ -626,9 +626,13 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
             continue
         first, last = open_batches[0], open_batches[-1]
         ages = [] if data_max is None else [data_max - first["max_timestamp"]]
-        after = [m["max_timestamp"] for m in markers if m["base_offset"] > first["base_offset"]]
-        if after:
-            ages.append(max(after) - min(after))
+        # The markers after it, one partition leader epoch (one leader's clock) at a time, summed.
+        by_leader: dict[int, list[int]] = {}
+        for m in markers:
+            if m["base_offset"] > first["base_offset"]:
+                by_leader.setdefault(m["partition_leader_epoch"], []).append(m["max_timestamp"])
+        if by_leader:
+            ages.append(sum(max(times) - min(times) for times in by_leader.values()))
         age = max(ages, default=0)
         if age > profile.transaction_max_timeout_ms:
             out.append(

@@ -141,3 +141,33 @@ def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) ->
         3,
     )
     assert "closed it" in swept["message"] and swept["rule"].startswith("KIP-890"), swept
+
+
+def test_the_brokers_clock_adds_up_each_leaders_markers(spark: SparkSession) -> None:
+    """Markers carry the time the partition's leader wrote them, on that leader's clock. `leader-change`:
+    the first leader's clock ran 30 minutes ahead; after a leader change, another leader's marker a
+    minute after the transaction began. Read against each other they made producer 10's one-minute-old
+    transaction 29 minutes old (a HANGING_TRANSACTION); per leader, nothing. `rolling`: producer 1's
+    transaction never ends while producer 2 (old event times) commits every minute for 40 minutes and
+    the leader changes every 10: 35 minutes of markers in all, hanging, though no one leader's markers
+    span 15."""
+    leaders = LogBuilder(topic="leader-change", file="/d/leader-change-0/0.log")
+    leaders.data(10, 0, 0, transactional=True, timestamp=T0)
+    leaders.data(11, 0, 0, transactional=True, timestamp=T0)
+    leaders.marker(11, 0, "COMMIT", timestamp=T0 + 30 * MINUTE)
+    leaders.data(12, 0, 0, transactional=True, timestamp=T0 + 40_000)["partition_leader_epoch"] = 6
+    leaders.marker(12, 0, "COMMIT", timestamp=T0 + MINUTE)["partition_leader_epoch"] = 6
+
+    rolling = LogBuilder(topic="rolling", file="/d/rolling-0/0.log")
+    rolling.data(1, 0, 0, transactional=True, timestamp=T0)
+    for minute in range(1, 41):
+        rolling.data(2, 0, minute - 1, transactional=True, timestamp=T0 - 180 * MINUTE)
+        marker = rolling.marker(2, 0, "COMMIT", timestamp=T0 + minute * MINUTE)
+        marker["partition_leader_epoch"] = minute // 10
+    rows = [row for log in (leaders, rolling) for row in log.rows]
+    found = audit(Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), load_profile("kafka-3.4"))
+    hanging = [f for f in found.findings.collect() if f["kind"] == "HANGING_TRANSACTION"]
+    assert [(f["topic"], f["producer_id"]) for f in hanging] == [("rolling", 1)], [
+        f["message"] for f in hanging
+    ]
+    assert f"at least {35 * MINUTE} ms before" in hanging[0]["message"], hanging[0]["message"]
