@@ -201,10 +201,12 @@ def decode_legacy_entry(
         # that does not open, or whose inner offsets pass the wrapper's, leaves them unknown. As a
         # dump-log line of the entry says them (`dump_log_text`): one message at the wrapper's offset.
         try:
-            inner: tuple[int, int, int, memoryview, int | None] | None = _opened(single, offset, magic, codec)
+            inner: tuple[int, int, int, memoryview, int | None] | None = _opened(
+                single, offset, magic, codec, trusted=False
+            )
         except LegacyFormatError:
             inner = None
-        if inner is None or not inner[0] <= offset:
+        if inner is None:
             return LegacyEntry(header(offset, 1, NO_TIMESTAMP if magic == MAGIC_VALUE_V0 else None))
     else:
         inner = _opened(single, offset, magic, codec)
@@ -218,11 +220,14 @@ def decode_legacy_entry(
 
 
 def _opened(
-    single: memoryview, offset: int, magic: int, codec: int
+    single: memoryview, offset: int, magic: int, codec: int, *, trusted: bool = True
 ) -> tuple[int, int, int, memoryview, int | None]:
     """The inner set of the compressed wrapper entry `single` (at `offset`): its first offset, count,
     first timestamp, the decompressed set and what its v1 relative offsets are added to. A
-    LegacyFormatError where it does not open or frame."""
+    LegacyFormatError where it does not open or frame; and, not `trusted` (its CRC failed: snappy and
+    lz4 carry no checksum of their own, so flipped bits may still decompress), where its offsets do not
+    hold together as a broker writes them: from a first offset >= 0, the least, up to the wrapper's
+    offset, the greatest and last, with no more messages than offsets between."""
     value = _wrapper_value(single)
     try:
         plain = memoryview(decompress(COMPRESSION_NAMES[codec], value, magic=magic))
@@ -246,6 +251,16 @@ def _opened(
                     f"inner offset {relative} from base {base} is {base + relative}, outside int64"
                 )
         first_offset += base
+    if not trusted:
+        last = last_relative + (base or 0)
+        if not (
+            low + (base or 0) == first_offset
+            and high == last_relative
+            and first_offset >= 0
+            and last == offset
+            and count <= offset - first_offset + 1
+        ):
+            raise LegacyFormatError("the inner offsets of a wrapper whose CRC fails do not hold together")
     return first_offset, count, first_timestamp, plain, base
 
 

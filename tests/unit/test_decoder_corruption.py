@@ -84,6 +84,29 @@ def test_a_legacy_wrapper_whose_crc_fails_but_opens_keeps_its_first_inner_offset
     assert items[0].count == 5
 
 
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_crc_failed_wrappers_inner_offsets_that_do_not_hold_together_are_not_trusted(
+    tmp_path: Path, magic: int
+) -> None:
+    """A snappy wrapper at offset 21 whose first inner offset is far below zero (v0: -2^62 absolute, v1:
+    -2^40 relative), its CRC broken: bits that flipped inside a payload with no checksum of its own can
+    still decompress. Its offsets do not hold together as a broker writes them, so the header is the
+    wrapper's offset alone; a range from -2^62 overflowed the per-file sums of held offsets."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=2, batch_size=1 << 30)
+    builder.append(-(2**62) if magic == 0 else -(2**40), timestamp=1 if magic else None, key=None, value=b"a")
+    builder.append(1 if magic else 21, timestamp=1 if magic else None, key=None, value=b"b")
+    wrapper = bytearray(builder.build())
+    struct.pack_into(">q", wrapper, 0, 21)
+    wrapper[12] ^= 0xFF  # the stored CRC: the payload is intact
+    before = build_legacy(magic, [(None, b"x")] * 20, first_offset=0, codec="none")
+    for records in (False, True):
+        items = list(read_log_segment(write(tmp_path, before + bytes(wrapper)), records=records))
+        failed = [i for i in items if isinstance(i, BatchHeader) and not i.crc_valid]
+        assert [(h.base_offset, h.last_offset, h.count) for h in failed] == [(21, 21, 1)], records
+
+
 def test_a_crc_valid_legacy_wrapper_that_does_not_decompress_stays_unreadable(tmp_path: Path) -> None:
     legacy = bytearray(
         build_legacy(1, [(b"k%d" % i, b"v%d" % i) for i in range(5)], first_offset=10, codec="gzip")
