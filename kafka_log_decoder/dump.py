@@ -168,9 +168,11 @@ def _index_mismatches(index: Path) -> Iterator[DecodeError]:
     from kafka_log_decoder.index_check import IndexCheck
     from kafka_log_decoder.segment import iter_segment_runs
 
-    swap = index.name.endswith(".swap")
-    name = index.name.removesuffix(".swap")
-    log = index.with_name(name.removesuffix(".index") + ".log" + (".swap" if swap else ""))
+    # Its .log of the same state: `0.index.swap` beside `0.log.swap`, `0.index.deleted` beside
+    # `0.log.deleted` (a file the user named: `kind_from_name`).
+    state = next((s for s in (".swap", ".deleted", ".cleaned") if index.name.endswith(s)), "")
+    name = index.name.removesuffix(state)
+    log = index.with_name(name.removesuffix(".index") + ".log" + state)
     if not log.is_file():
         return
     check = IndexCheck.of(str(log), str(index))

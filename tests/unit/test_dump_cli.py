@@ -324,6 +324,12 @@ def test_an_index_is_checked_against_the_log_beside_it(tmp_path: Path) -> None:
     status, objs = dump(index)
     errors = [(o["position"], o["kind"], o["length"]) for o in objs if o["type"] == "error"]
     assert (status, errors) == (0, [(800, "INDEX_MISMATCH", 8)])
+    # Retention's `.deleted` pair, named directly: checked against each other as well.
+    deleted = index.with_name(index.name + ".deleted")
+    shutil.copy(index, deleted)
+    shutil.copy(log, log.with_name(log.name + ".deleted"))
+    errors = [(o["position"], o["kind"], o["length"]) for o in dump(deleted)[1] if o["type"] == "error"]
+    assert errors == [(800, "INDEX_MISMATCH", 8)]
     log.unlink()
     assert [o for o in dump(index)[1] if o["type"] == "error"] == []
 
