@@ -230,14 +230,15 @@ def batch_level(spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathF
     )
     snapshot_partition(root, "hanging-2", [*live, resumed], [hanging])
     # A real broker partition with aborted transactions: one entry dropped from its `.txnindex` and one
-    # added that no ABORT marker closes.
+    # added that no ABORT marker closes, at the offset before the dropped one's marker (inside the log:
+    # one past the log's end, in the active segment's index, is a live copy's, no finding).
     part = root / "dump" / f"{TXN_INDEXED}-0"
     shutil.copytree(broker_dump.log_dir / f"{TXN_INDEXED}-0", part)
     index = next(p for p in sorted(part.glob("*.txnindex")) if p.stat().st_size >= ABORTED_TXN.size)
     raw = index.read_bytes()
     entries = [ABORTED_TXN.unpack_from(raw, at) for at in range(0, len(raw), ABORTED_TXN.size)]
     dropped, kept = entries[0], entries[1:]
-    stray = (0, dropped[1], 1_000_000, 1_000_005, 1_000_006)
+    stray = (0, dropped[1], dropped[3] - 1, dropped[3] - 1, dropped[3])
     index.write_bytes(b"".join(ABORTED_TXN.pack(*e) for e in [*kept, stray]))
 
     # Two dumps a day apart.
