@@ -99,6 +99,9 @@ PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
 DELETED_FILE_SUFFIX = ".deleted"
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
+# The suffixes a segment file takes on its way in or out of the log (LogFileUtils): what it was before
+# them is its kind.
+FILE_STATE_SUFFIXES = (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
 # CheckpointFile.java / PartitionMetadataFile: writes go to `<name>.tmp`, then an atomic rename.
 TMP_FILE_SUFFIX = ".tmp"
 DELETE_DIR_SUFFIX = "-delete"

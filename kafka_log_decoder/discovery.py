@@ -23,6 +23,7 @@ from kafka_log_decoder.constants import (
     CLEANED_FILE_SUFFIX,
     DELETE_DIR_SUFFIX,
     DELETED_FILE_SUFFIX,
+    FILE_STATE_SUFFIXES,
     FUTURE_DIR_SUFFIX,
     INDEX_FILE_SUFFIX,
     KRAFT_BOOTSTRAP_FILENAME,
@@ -648,7 +649,7 @@ _NOT_LIVE_DIR = re.compile(r"\S+-\S+\.\S+")
 
 
 def _is_partition_file_name(name: str) -> bool:
-    for suffix in (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX):
+    for suffix in FILE_STATE_SUFFIXES:
         name = name.removesuffix(suffix)
     if name in _PARTITION_FILE_NAMES or _KRAFT_SNAPSHOT.fullmatch(name):
         return True

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_log_decoder.constants import KRAFT_BOOTSTRAP_FILENAME, QUORUM_STATE_FILENAME
+from kafka_log_decoder.constants import FILE_STATE_SUFFIXES, KRAFT_BOOTSTRAP_FILENAME, QUORUM_STATE_FILENAME
 from kafka_log_decoder.discovery import DumpLogText, discover, first_dumping_line, stat_given
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
 from kafka_log_decoder.remote_log_metadata import RemoteLogMetadataError, decode_remote_log_metadata
@@ -97,7 +97,7 @@ def kind_from_name(path: Path) -> str | None:
     # leaves it out of a directory) is still that file's bytes when the user names it, evidence of what
     # was removed (formats §3.7).
     name = path.name
-    for suffix in (".swap", ".deleted", ".cleaned"):
+    for suffix in FILE_STATE_SUFFIXES:
         name = name.removesuffix(suffix)
     for suffix, kind in ((".log", "log"), (".index", "index"), (".timeindex", "timeindex")):
         if name.endswith(suffix):
@@ -170,7 +170,7 @@ def _index_mismatches(index: Path) -> Iterator[DecodeError]:
 
     # Its .log of the same state: `0.index.swap` beside `0.log.swap`, `0.index.deleted` beside
     # `0.log.deleted` (a file the user named: `kind_from_name`).
-    state = next((s for s in (".swap", ".deleted", ".cleaned") if index.name.endswith(s)), "")
+    state = next((s for s in FILE_STATE_SUFFIXES if index.name.endswith(s)), "")
     name = index.name.removesuffix(state)
     log = index.with_name(name.removesuffix(".index") + ".log" + state)
     if not log.is_file():
