@@ -84,21 +84,42 @@ def check_bronze(output: str, exists: Callable[[str], bool] | None = None) -> di
     return paths
 
 
+# How many times the audit reads the bronze tables again when an ingest commits to the inventory
+# while it reads them (`read_bronze`), before it gives up with a usage error.
+PIN_ATTEMPTS = 3
+
+
 def read_bronze(spark: SparkSession, output: str) -> Bronze:
     """The ingest stage's tables under `output`, each pinned at its current version
-    (`read_table_version`); a usage error if it holds none."""
-    paths = check_bronze(output, functools.partial(is_delta, spark))
-    frames: dict[str, DataFrame] = {}
+    (`read_table_version`); a usage error if it holds none.
 
-    def read(name: str) -> None:
+    The tables are pinned one by one, so an ingest committing meanwhile could leave the inventory
+    (`files`) of one ingest beside the batches of another. An ingest commits to `files` first (it takes
+    its pairs out) and last (it lists them again), so while the inventory's version holds from before
+    the first pin to after the last, no ingest started or ended in between, and any ingest still
+    running shows as a dump the inventory does not list (`_check_complete`). When it moved, the
+    tables are read again."""
+    paths = check_bronze(output, functools.partial(is_delta, spark))
+
+    def read(frames: dict[str, DataFrame], name: str) -> None:
         frames[name] = read_table_version(spark, paths[name])
 
-    # The tables at once, each on a driver thread: reading a table's log and listing its files are a
-    # few small Spark jobs that wait on the driver more than on the cores. A cold JVM's first audit of
-    # 8 MB (bench, 2026-11-29) still spends 17-19 s here, against 18-27 s one table after another: the
-    # JVM's warm-up, which the plain reads paid later, inside the history's and the run id's phases.
-    concurrently(spark, [functools.partial(read, name) for name in paths])
-    return Bronze(**{name: frames[name] for name in paths})
+    for _ in range(PIN_ATTEMPTS):
+        before = table_version(spark, paths["files"])
+        frames: dict[str, DataFrame] = {}
+
+        # The tables at once, each on a driver thread: reading a table's log and listing its files are
+        # a few small Spark jobs that wait on the driver more than on the cores. A cold JVM's first
+        # audit of 8 MB (bench, 2026-11-29) still spends 17-19 s here, against 18-27 s one table after
+        # another: the JVM's warm-up, which the plain reads paid later, inside the history's and the
+        # run id's phases.
+        concurrently(spark, [functools.partial(read, frames, name) for name in paths])
+        if before is None or table_version(spark, paths["files"]) == before:
+            return Bronze(**{name: frames[name] for name in paths})
+    raise UsageError(
+        f"{output}: an ingest committed to the inventory (`files`) each of the {PIN_ATTEMPTS} times the "
+        "audit read the tables: audit once the ingest has ended"
+    )
 
 
 def _check_complete(bronze: Bronze, output: str) -> None:
@@ -157,14 +178,13 @@ def read_table_version(spark: SparkSession, path: str) -> DataFrame:
     of files through `DeltaLog.createDataFrame` (a `TahoeBatchFileIndex`, deletion vectors and column
     mapping applied as for any Delta scan). Where that JVM API is not reachable (Spark Connect,
     Databricks' own Delta classes) the frame is the plain read."""
-    from py4j.java_gateway import JavaClass
     from py4j.protocol import Py4JError
     from pyspark.sql import DataFrame
 
-    jvm: Any = getattr(spark, "_jvm", None)
-    delta_log = getattr(jvm, "org.apache.spark.sql.delta.DeltaLog", None) if jvm is not None else None
-    if isinstance(delta_log, JavaClass):
+    delta_log = _delta_log(spark)
+    if delta_log is not None:
         try:
+            jvm: Any = getattr(spark, "_jvm", None)
             none = jvm.scala.Option.empty()
             log = delta_log.forTable(spark._jsparkSession, path)
             snapshot = log.update(False, none, none)
@@ -172,6 +192,30 @@ def read_table_version(spark: SparkSession, path: str) -> DataFrame:
         except Py4JError:
             pass  # a JVM that refuses the call (a cluster's allowlist): the plain read below
     return spark.read.format("delta").load(path)
+
+
+def table_version(spark: SparkSession, path: str) -> int | None:
+    """The latest version of the Delta table at `path` (a listing of its log, no Spark job); None where
+    Delta's JVM API is out of reach (`read_table_version` then reads the latest version anyway)."""
+    from py4j.protocol import Py4JError
+
+    delta_log = _delta_log(spark)
+    if delta_log is None:
+        return None
+    try:
+        none = spark._jvm.scala.Option.empty()  # type: ignore[union-attr]
+        return int(delta_log.forTable(spark._jsparkSession, path).update(False, none, none).version())
+    except Py4JError:
+        return None
+
+
+def _delta_log(spark: SparkSession) -> Any:
+    """Delta's `DeltaLog` class on the session's JVM, or None (Spark Connect, no `_jvm`)."""
+    from py4j.java_gateway import JavaClass
+
+    jvm: Any = getattr(spark, "_jvm", None)
+    delta_log = getattr(jvm, "org.apache.spark.sql.delta.DeltaLog", None) if jvm is not None else None
+    return delta_log if isinstance(delta_log, JavaClass) else None
 
 
 def _live_files(jvm: Any, snapshot: Any) -> Any:

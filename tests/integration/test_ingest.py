@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -399,6 +399,68 @@ def test_an_audit_of_an_ingest_killed_halfway_is_refused_until_it_is_rerun(
     assert not (tmp_path / "findings").exists()
     ingest(spark, tmp_path, f"a={SMALL}")
     assert cli_main(["audit", "--output", str(tmp_path)]) in (0, 1)
+
+
+def reading_the_inventory_commits_to_it(
+    monkeypatch: pytest.MonkeyPatch, output: Path, commit: Callable[[str], None], times: int
+) -> list[int]:
+    """Each of the audit's first `times` pins of `files` is followed by `commit(path)` to that table, as
+    an ingest starting meanwhile commits; the sizes of the frames pinned are returned."""
+    from jobs import audit as audit_job
+
+    pin = audit_job.read_table_version
+    inventory = str(output / "files")
+    sizes: list[int] = []
+
+    def read_then_commit(spark: Any, path: str) -> Any:
+        frame = pin(spark, path)
+        if path == inventory:
+            sizes.append(frame.count())
+            if len(sizes) <= times:
+                commit(path)
+        return frame
+
+    monkeypatch.setattr(audit_job, "read_table_version", read_then_commit)
+    return sizes
+
+
+def test_an_ingest_starting_while_the_audit_reads_the_tables_is_read_again(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pinned before an ingest's first commit (its pairs taken out of `files`), the inventory would list
+    the dump beside batches the ingest may already have replaced: the audit reads the tables again,
+    and then refuses the dump the inventory no longer lists."""
+    from jobs.audit import read_bronze
+
+    ingest(spark, tmp_path, f"a={SMALL}")
+    sizes = reading_the_inventory_commits_to_it(
+        monkeypatch, tmp_path, lambda path: spark.sql(f"DELETE FROM delta.`{path}` WHERE dump_id = 'a'"), 1
+    )
+    bronze = read_bronze(spark, str(tmp_path))
+    assert sizes[0] > 0 and sizes[1:] == [0]
+    assert bronze.files.count() == 0 and bronze.batches.count() > 0
+    assert cli_main(["audit", "--output", str(tmp_path)]) == 2
+
+
+def test_an_audit_whose_reads_an_ingest_keeps_overtaking_gives_up_in_one_line(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobs.audit import PIN_ATTEMPTS
+
+    ingest(spark, tmp_path, f"a={SMALL}")
+    commits = iter(range(PIN_ATTEMPTS))
+    sizes = reading_the_inventory_commits_to_it(
+        monkeypatch,
+        tmp_path,
+        lambda path: spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('probe' = '{next(commits)}')"),
+        PIN_ATTEMPTS,
+    )
+    capsys.readouterr()
+    assert cli_main(["audit", "--output", str(tmp_path)]) == 2
+    assert len(sizes) == PIN_ATTEMPTS
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "an ingest committed to the inventory" in err[0], err
+    assert not (tmp_path / "findings").exists()
 
 
 # ---------------------------------------------------------------------------------------------
