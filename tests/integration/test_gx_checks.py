@@ -35,6 +35,9 @@ def clean_tables(spark: SparkSession) -> dict[str, DataFrame]:
         # A legacy (magic 1) entry: no producer, epoch -1, outside the epoch range check.
         batch(6, magic=1, producer_id=-1, producer_epoch=-1, base_sequence=-1, last_sequence=-1),
         batch(0, replica="2"),
+        # A batch that fails its CRC (a CRC_MISMATCH finding) with its header bytes damaged: outside the
+        # range checks, and one such batch in a small dump does not fail the CRC check.
+        batch(9, crc_valid=False, producer_epoch=-32768, last_offset=-2147483641),
     ]
     summary = [
         partition_summary(0),
@@ -60,6 +63,8 @@ def bad_tables(spark: SparkSession) -> dict[str, DataFrame]:
         batch(0),  # the same (dump_id, replica, file, position) twice
         batch(3, producer_epoch=-1),  # a producer id without an epoch
         batch(6, last_offset=5),  # last offset below base offset
+        # Most batches failing their CRC: the decoder's CRC, more likely than the disk.
+        *[batch(100 + i, crc_valid=False) for i in range(5)],
     ]
     summary = [
         partition_summary(0, verdict="fine"),
@@ -138,10 +143,11 @@ def test_unknown_kind_wrong_severity_and_duplicate_id_fail_the_named_expectation
     assert set(severity.unexpected_sample) == {'["DUPLICATE_BATCH", "warning"]', '["NOT_A_KIND", "critical"]'}
 
 
-def test_bad_batches_fail_epoch_range_offset_order_and_natural_key(bad: tuple[GxSummary, Path]) -> None:
+def test_bad_batches_fail_epoch_range_offset_order_crc_and_natural_key(bad: tuple[GxSummary, Path]) -> None:
     summary, _ = bad
     assert set(summary.suite("batches").failed_expectations) == {
         "expect_column_values_to_be_between(producer_epoch)",
+        "expect_column_most_common_value_to_be_in_set(crc_valid)",
         "expect_column_pair_values_a_to_be_greater_than_b(last_offset, base_offset)",
         "expect_compound_columns_to_be_unique(dump_id, replica, file, position)",
     }
