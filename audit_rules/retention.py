@@ -1218,9 +1218,12 @@ def _with_remote_segments(events: DataFrame, tier: DataFrame) -> tuple[DataFrame
 
 
 def _app_identity(producer: Column, sequence: Column) -> Column:
-    """An app producer and sequence as one comparable value (null unless both are known)."""
-    known = producer.isNotNull() & sequence.isNotNull()
-    return F.when(known, F.concat_ws("\u0001", producer, sequence.cast("long").cast("string")))
+    """An app producer and sequence as one comparable value (null unless both are known). A record's
+    sequence that is no whole number is none (`try_cast`, as `ordering.app_sequences` reads it: under
+    Spark 4's ANSI default a cast failed the audit)."""
+    number = sequence.try_cast("long")
+    known = producer.isNotNull() & number.isNotNull()
+    return F.when(known, F.concat_ws("\u0001", producer, number.cast("string")))
 
 
 # What tells one ack from another at one offset.

@@ -4,6 +4,7 @@ takes none in the replay: a rotted header that reads as an earlier app sequence 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +35,28 @@ def stamped(offset: int, value: bytes, producer_id: int = -1) -> bytes:
 
 
 def app_findings(
-    spark: Any, root: Path, segments: dict[int, list[bytes]], config: str | None = None
+    spark: Any,
+    root: Path,
+    segments: dict[int, list[bytes]],
+    config: str | None = None,
+    acks: list[dict[str, Any]] | None = None,
 ) -> list[Any]:
     """The findings of partition app-0 made of `segments` (base offset -> batches), ingested with
-    records under `root` and audited with orders-1's app-sequence headers (and the `config` file)."""
+    records (and the `acks` ledger's rows) under `root` and audited with orders-1's app-sequence
+    headers (and the `config` file)."""
     part = root / "dump" / "app-0"
     part.mkdir(parents=True)
     for base, batches in segments.items():
         (part / f"{base:020d}.log").write_bytes(segment(*batches))
     out = root / "out"
-    run_ingest(spark, IngestOptions([LabeledPath("d", str(root / "dump"))], str(out), records=True))
+    ledgers = []
+    if acks is not None:
+        ledger = root / "acks.jsonl"
+        ledger.write_text("".join(json.dumps(r) + "\n" for r in acks))
+        ledgers.append(LabeledPath("acks", str(ledger)))
+    run_ingest(
+        spark, IngestOptions([LabeledPath("d", str(root / "dump"))], str(out), records=True, acks=ledgers)
+    )
     profile = load_profile(config=config, app_producer="header:app-producer", app_sequence="header:app-seq")
     return audit(read_bronze(spark, str(out)), profile).findings.collect()
 
@@ -79,6 +92,23 @@ def test_unreadable_app_sequences_and_idempotent_producers_records_are_left_out(
     assert not [f["kind"] for f in found if f["kind"].startswith(("APP_", "DUPLICATE_APP"))], [
         (f["kind"], f["first_offset"]) for f in found
     ]
+
+
+def test_acks_naming_app_sequences_beside_records_whose_header_is_no_whole_number(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Each ack names its record's app producer and sequence; the records whose header is no whole
+    number are compared as naming none (its cast failed the audit under Spark 4's ANSI default), and
+    every ack is its record's."""
+    values = [b"1", b"abc", b"2", b"1.5", b"3"]
+    batches = [stamped(i, v) for i, v in enumerate(values)]
+    acks = [
+        {"topic": "app", "partition": 0, "offset": i, "app_producer": "orders-1", "app_sequence": int(v)}
+        for i, v in enumerate(values)
+        if v.isdigit()
+    ]
+    found = app_findings(spark, tmp_path, {0: batches}, acks=acks)
+    assert not [f for f in found if f["kind"].startswith("ACKED")], [(f["kind"], f["message"]) for f in found]
 
 
 def test_a_hole_on_a_compacted_log_is_excused_only_by_offsets_below_the_active_segment(
