@@ -1087,7 +1087,14 @@ _ACKS_INTEGERS = (
     "app_sequence",
 )
 _ACKS_STRINGS = ("topic", "key", "app_producer")
+_ACKS_COLUMNS = frozenset((*_ACKS_INTEGERS, *_ACKS_STRINGS))
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+# A whole number written as a float's text: pandas writes an integer column that holds a NaN as floats
+# (`1000.0`), and the same ledger as JSON or Parquet floats is read.
+_INTEGRAL_TEXT = re.compile(r"([+-]?[0-9]+)\.0*")
+# The last epoch millisecond of the year 9999: a larger `timestamp` is in another unit (microseconds,
+# nanoseconds), and read as milliseconds it would put every ack after the dump, none of them judged.
+_MAX_TIMESTAMP_MS = 253_402_300_799_999
 # Each integer column's range, from its type in the acks table: a value outside it is a bad row (it
 # would otherwise fail the Arrow batch of the whole ledger).
 _ACKS_BOUNDS = {
@@ -1122,9 +1129,10 @@ def ledger_columns(path: str) -> list[str]:
         import pyarrow.parquet as pq
 
         try:
-            return list(pq.read_schema(path).names)
+            names = list(pq.read_schema(path).names)
         except pa.ArrowException as exc:
             raise ValueError(str(exc)) from None
+        return names + [name for name in _partition_values(path) if name not in names]
     with open(path, encoding="utf-8-sig", errors="replace") as handle:
         first = next((line for line in handle if line.strip()), "")
     if not first:
@@ -1153,14 +1161,16 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
         import pyarrow.parquet as pq
 
         ledger = pq.ParquetFile(path)
+        # A partitioned table's columns are in its directory names (`topic=orders/partition=0/`).
+        partitions = _partition_values(path)
         number = 0
         # Row group by row group: one whose pages cannot be read is a bad region of its rows.
         for group in range(ledger.num_row_groups):
             first, rows = number, ledger.metadata.row_group(group).num_rows
             try:
                 for batch in ledger.iter_batches(row_groups=[group]):
-                    for row in batch.to_pylist():
-                        yield row, number, None
+                    for row in _times_as_ms(batch).to_pylist():
+                        yield ({**partitions, **row} if partitions else row), number, None
                         number += 1
             except (OSError, pa.ArrowException) as exc:
                 # The rows from the first that could not be read to the group's last.
@@ -1348,6 +1358,42 @@ def _acks_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
             yield ctx.row(position=number, **ack)
 
 
+def _partition_values(path: str) -> dict[str, str]:
+    """The `name=value` directories above a Parquet file (a table partitioned by Spark, pandas or
+    pyarrow, values escaped as Hive escapes them), the innermost first where a name repeats; only the
+    ledger's columns."""
+    from urllib.parse import unquote
+
+    values: dict[str, str] = {}
+    for part in reversed(os.path.dirname(os.path.abspath(path)).split(os.sep)):
+        name, sep, value = part.partition("=")
+        if sep and name in _ACKS_COLUMNS and name not in values:
+            values[name] = unquote(value)
+    return values
+
+
+def _times_as_ms(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A Parquet ledger's timestamp and date columns as epoch milliseconds (int64), in Arrow: a value
+    past the year 9999 (microseconds in a millisecond column) is then a bad row of its own, where
+    Python's datetime failed the rest of its row group."""
+    import pyarrow.compute as pc
+
+    columns = []
+    for column, field in zip(batch.columns, batch.schema, strict=True):
+        kind = field.type
+        if pa.types.is_timestamp(kind):
+            raw = pc.cast(column, pa.int64())
+            scale = {"s": -1000, "ms": 1, "us": 1000, "ns": 1_000_000}[kind.unit]
+            column = pc.multiply_checked(raw, -scale) if scale < 0 else pc.divide(raw, scale)
+        elif pa.types.is_date32(kind):
+            days = pc.cast(column.view(pa.int32()), pa.int64())
+            column = pc.multiply_checked(days, 86_400_000)
+        elif pa.types.is_date64(kind):
+            column = column.view(pa.int64())
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
 def _epoch_ms(value: Any) -> Any:
     """A ledger's `timestamp` as epoch milliseconds where it is a point in time rather than a number: a
     Parquet timestamp column (pandas' datetime64), or ISO 8601 text; a time with no zone is UTC, as
@@ -1383,8 +1429,12 @@ def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
         if isinstance(value, bool) or not isinstance(value, int | str | float):
             return f"{name} {value!r} is not an integer"
         # ASCII digits only: Python's int() also takes `1_0` and other scripts' digits.
-        if isinstance(value, str) and not _INTEGER_TEXT.fullmatch(value.strip()):
-            return f"{name} {value!r} is not an integer"
+        if isinstance(value, str):
+            integral = _INTEGRAL_TEXT.fullmatch(value.strip())
+            if integral is not None:
+                value = integral.group(1)
+            elif not _INTEGER_TEXT.fullmatch(value.strip()):
+                return f"{name} {value!r} is not an integer"
         try:
             out[name] = int(value) if not isinstance(value, float) or value.is_integer() else None
         except (ValueError, OverflowError):
@@ -1394,13 +1444,22 @@ def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
         low, high = _ACKS_BOUNDS[name]
         if not low <= out[name] <= high:
             return f"{name} {value!r} is out of range ({low} to {high})"
+        if name == "timestamp" and out[name] > _MAX_TIMESTAMP_MS:
+            return (
+                f"timestamp {value!r} is past the year 9999 as epoch milliseconds (microseconds or "
+                "nanoseconds?)"
+            )
     for name in _ACKS_STRINGS:
         value = row.get(name)
         if isinstance(value, bytes):
             try:
                 value = value.decode("utf-8")
             except UnicodeDecodeError as exc:
-                return f"{name} is not UTF-8 (its byte {exc.start})"
+                if name in ACKS_REQUIRED:
+                    return f"{name} is not UTF-8 (its byte {exc.start})"
+                # A binary key (a UUID's bytes, a serializer's): compared with the records' keys as text
+                # it proves nothing, as a key the ledger writes another way; the ack is judged without it.
+                value = None
         if value is None and name in ACKS_REQUIRED:
             return f"no {name}"
         if value is not None and not isinstance(value, str | int):

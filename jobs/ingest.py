@@ -263,6 +263,12 @@ def _ledger_parts(given: str, path: str) -> list[str]:
     left out, as Parquet readers leave out names starting with `_` or `.`)."""
     if not os.path.isdir(path):
         return [path]
+    if os.path.isdir(os.path.join(path, "_delta_log")):
+        # Its Parquet files are every version's: the rows an overwrite, update or delete replaced too.
+        raise UsageError(
+            f"{given}: a Delta table, whose Parquet files hold its replaced rows too: give --acks an "
+            "export of its current version (Parquet or JSON lines)"
+        )
 
     def unreadable(error: OSError) -> None:
         # `os.walk` skips a directory it cannot list: its parts would be left out without a word.

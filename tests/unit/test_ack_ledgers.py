@@ -153,16 +153,70 @@ def test_a_parquet_row_group_that_cannot_be_read_is_one_bad_region(tmp_path: Pat
     assert bad[0][2].startswith("acks row 1000: row group 1 (to row 1999) cannot be read")
 
 
-def test_a_parquet_key_that_is_not_utf8_is_a_bad_row(tmp_path: Path) -> None:
+def test_a_parquet_key_that_is_not_utf8_is_left_out_and_its_ack_kept(tmp_path: Path) -> None:
+    """A binary key (a UUID's bytes) cannot be compared with the records' keys as text: the ack is judged
+    by its offset without it, where the whole row was refused, its offset unchecked. A topic that is
+    not UTF-8 still makes the row unusable."""
     ledger = tmp_path / "acks.parquet"
     keys = [b"k0", b"k\xff", b"k2"]
+    topics = [b"t", b"t", b"t\xff"]
     pq.write_table(
-        pa.table({"topic": ["t"] * 3, "partition": [0] * 3, "offset": [0, 1, 2], "key": pa.array(keys)}),
+        pa.table({"topic": topics, "partition": [0] * 3, "offset": [0, 1, 2], "key": pa.array(keys)}),
+        ledger,
+    )
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    assert [(r["offset"], r["key"]) for r in dt._acks_rows(unit, "acks")] == [(0, "k0"), (1, None)]
+    assert read(ledger)[1] == [(2, None, "acks row 2: topic is not UTF-8 (its byte 1)")]
+
+
+def test_whole_numbers_written_as_floats_text_are_read(tmp_path: Path) -> None:
+    """pandas writes an integer column holding a NaN as floats (`1000.0`): each such row was refused
+    in CSV while the same values in JSON or Parquet were read."""
+    ledger = tmp_path / "acks.csv"
+    ledger.write_text("topic,partition,offset,producer_id\nt,0.0,5.0,1000.0\nt,0,6,\nt,0,7.5,1\n")
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    rows = [(r["partition"], r["offset"], r["producer_id"]) for r in dt._acks_rows(unit, "acks")]
+    assert rows == [(0, 5, 1000), (0, 6, None)]
+    assert [m for _, _, m in read(ledger)[1]] == ["acks row 2: offset '7.5' is not an integer"]
+
+
+def test_a_timestamp_in_another_unit_than_milliseconds_is_a_bad_row_not_an_ack_after_the_dump(
+    tmp_path: Path,
+) -> None:
+    """Microseconds read as milliseconds put an ack some 50,000 years after the dump, where the audit
+    judges none; a Parquet timestamp column holding them failed the rest of its row group in Python's
+    datetime. Dates and timestamps of every unit are read as the millisecond they name."""
+    import datetime as dt_
+
+    text = tmp_path / "acks.jsonl"
+    text.write_text(
+        "".join(ack(o, timestamp=t) + "\n" for o, t in ((1, 1_714_557_600_123), (2, 1_714_557_600_123_456)))
+    )
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(text), text.stat().st_size)
+    assert [(r["offset"], r["timestamp"]) for r in dt._acks_rows(unit, "acks")] == [(1, 1_714_557_600_123)]
+    assert read(text)[1][0][2].startswith("acks row 1: timestamp 1714557600123456 is past the year 9999")
+    ledger = tmp_path / "acks.parquet"
+    ms = 1_704_067_201_500
+    pq.write_table(
+        pa.table(
+            {
+                "topic": ["t"] * 3,
+                "partition": [0] * 3,
+                "offset": [0, 1, 2],
+                "timestamp": pa.array([ms, ms * 1000, ms], pa.timestamp("ms")),
+                "day": pa.array([dt_.date(2024, 1, 1)] * 3, pa.date32()),
+                "seconds": pa.array([ms // 1000] * 3, pa.timestamp("s", tz="UTC")),
+                "nanos": pa.array([ms * 1_000_000] * 3, pa.timestamp("ns")),
+            }
+        ),
         ledger,
     )
     acks, bad = read(ledger)
     assert acks == [0, 2]
-    assert bad == [(1, None, "acks row 1: key is not UTF-8 (its byte 1)")]
+    assert [(p, m.split(":")[0]) for p, _, m in bad] == [(1, "acks row 1")]
+    batch = next(pq.ParquetFile(ledger).iter_batches())
+    row = dt._times_as_ms(batch).to_pylist()[0]
+    assert (row["day"], row["seconds"], row["nanos"]) == (1_704_067_200_000, ms - 500, ms)
 
 
 def test_a_parquet_ledger_numbers_its_rows_past_a_row_group_it_cannot_read(tmp_path: Path) -> None:

@@ -240,6 +240,42 @@ def test_a_parquet_ledger_directory_with_a_subdirectory_it_cannot_list_is_a_usag
     assert str(raised.value) == f"{hidden}: cannot be read (Permission denied)"
 
 
+def test_a_partitioned_parquet_ledger_takes_its_columns_from_its_directory_names(tmp_path: Path) -> None:
+    """`partitionBy("topic", "partition")` leaves those columns out of the files, in their directories'
+    names: the ledger was refused for lacking them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs import decode_tasks as dt
+
+    table = tmp_path / "acks"
+    for topic, partition, offsets in (("orders", 0, [1, 2]), ("a b", 3, [7])):
+        part = table / f"topic={topic.replace(' ', '%20')}" / f"partition={partition}"
+        part.mkdir(parents=True)
+        pq.write_table(pa.table({"offset": offsets}), part / "part-0.parquet")
+    plan = plan_ingest(IngestOptions([], "unused", acks=[LabeledPath("l", str(table))]))
+    rows = [
+        (r["topic"], r["partition"], r["offset"]) for unit in plan.units for r in dt._acks_rows(unit, "acks")
+    ]
+    assert sorted(rows) == [("a b", 3, 7), ("orders", 0, 1), ("orders", 0, 2)]
+
+
+def test_a_delta_table_given_as_a_ledger_is_a_usage_error(tmp_path: Path) -> None:
+    """A Delta table's directory holds the Parquet files of every version: read part by part, the rows an
+    overwrite replaced were acks again, and could read as lost."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    table = tmp_path / "acks"
+    (table / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"topic": ["t"], "partition": [0], "offset": [1]}), table / "part-0.parquet")
+    with pytest.raises(UsageError, match=r"acks: a Delta table, whose Parquet files hold its replaced rows"):
+        plan_ingest(IngestOptions([], "unused", acks=[LabeledPath("l", str(table))]))
+
+
 def test_a_ledger_labelled_as_an_input_or_another_ledger_is_a_usage_error(tmp_path: Path) -> None:
     """A ledger's rows replace its label's rows in every table, as a dump's do: labelled `d` beside an
     input `d`, a later ingest of one would wipe the other's batches or acks."""
