@@ -704,7 +704,13 @@ def acked_records(
         F.col("producer_epoch").alias("ack_producer_epoch"),
         F.col("sequence").alias("ack_sequence"),
         F.col("timestamp").alias("ack_timestamp"),
-        (F.col("key") if records is not None and keys else F.lit(None).cast("string")).alias("ack_key"),
+        # An empty key names none: a ledger may write a null key so (Go's `string(msg.Key)` of nil), and
+        # compared with the record's null key it read as another record at the offset.
+        (
+            F.when(F.col("key") != "", F.col("key"))
+            if records is not None and keys
+            else F.lit(None).cast("string")
+        ).alias("ack_key"),
         (
             _app_identity(F.col("app_producer"), F.col("app_sequence"))
             if records is not None and app
