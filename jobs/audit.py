@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from audit_rules.kinds import Severity
 from audit_rules.pipeline import AuditOutput, Bronze, audit, local_checkpoint, release, started
-from audit_rules.profile import Profile
+from audit_rules.profile import AppSequenceSpec, Profile
 from jobs.ingest import (
     WRITE_SESSION_CONF,
     UsageError,
@@ -167,6 +167,21 @@ def _without_records(bronze: Bronze) -> list[str]:
     return sorted(r["dump_id"] for r in with_data.collect())
 
 
+def _reads_no_app_sequence(bronze: Bronze, spec: AppSequenceSpec) -> bool:
+    """Whether records of producers without idempotence exist and the extractor reads an app producer
+    and sequence in none of them (a header name or JSON field misspelled): the app-sequence rules would
+    check nothing, and the audit say valid. Two small jobs that stop at the first such record; the
+    whole records table is read only when the extractor reads none."""
+    from pyspark.sql import functions as F
+
+    from audit_rules.ordering import app_sequences
+
+    if bronze.records is None:
+        return False
+    plain = bronze.records.where(F.col("sequence") < 0)
+    return bool(plain.limit(1).count()) and not app_sequences(bronze.records, spec).limit(1).count()
+
+
 def read_table_version(spark: SparkSession, path: str) -> DataFrame:
     """The Delta table at `path` over the files of its current version: every query the audit plans
     from the frame reads that version (an ingest committing meanwhile is not half seen), and Delta
@@ -298,6 +313,13 @@ def run_audit(
         raise UsageError(
             f"{output}: the app-sequence extractor reads records, and dump(s) {', '.join(headers_only)} "
             "were ingested without --records: ingest them with --records, or use `replay-audit run`"
+        )
+    if profile.app_sequence is not None and _reads_no_app_sequence(bronze, profile.app_sequence):
+        spec = profile.app_sequence
+        raise UsageError(
+            f"{output}: the app-sequence extractor ({spec.producer}, {spec.sequence}) reads an app producer "
+            "and a whole-number sequence in no record of a producer without idempotence: check the header "
+            "names or JSON fields, or audit without the extractor"
         )
     # The driver's waits (small jobs, Delta log reads and commits, code generation) overlap: the run id
     # beside the audit's first stages, the silver table's write beside the planning of the findings,

@@ -1,0 +1,44 @@
+"""An app-sequence extractor that reads nothing is a usage error, not an audit that checks nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.cli import main
+from tests.builders import segment
+from tests.integration.test_app_sequence_rot import stamped
+
+pytestmark = pytest.mark.integration
+
+
+def test_an_extractor_that_reads_no_record_is_a_usage_error(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelled header name read no app sequence anywhere, so the app-sequence rules checked nothing
+    and the run said valid over a hole. A log whose producers are all idempotent has nothing to read:
+    no error there."""
+    part = tmp_path / "dump" / "app-0"
+    part.mkdir(parents=True)
+    (part / f"{0:020d}.log").write_bytes(
+        segment(*[stamped(o, str(s).encode()) for o, s in enumerate((1, 2, 4))])
+    )
+    idempotent = tmp_path / "idem" / "app-0"
+    idempotent.mkdir(parents=True)
+    (idempotent / f"{0:020d}.log").write_bytes(segment(stamped(0, b"1", producer_id=9)))
+    out, clean = tmp_path / "out", tmp_path / "clean"
+    for dump, output in ((part.parent, out), (idempotent.parent, clean)):
+        assert main(["ingest", "--input", f"d={dump}", "--records", "--output", str(output)]) == 0
+    capsys.readouterr()
+    misspelled = ["--app-producer", "header:app-producer", "--app-sequence", "header:app_seq", "--no-gx"]
+    assert main(["audit", "--output", str(out), *misspelled]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "(header:app-producer, header:app_seq) reads" in err and str(out) in err
+    assert not (out / "findings").exists()
+    assert main(["audit", "--output", str(clean), *misspelled]) == 0
+    right = ["--app-producer", "header:app-producer", "--app-sequence", "header:app-seq", "--no-gx"]
+    capsys.readouterr()
+    assert main(["audit", "--output", str(out), *right]) == 0  # the hole at 3 is a warning
+    assert "APP_SEQUENCE_GAP" in (out / "report" / "findings.json").read_text()
