@@ -174,11 +174,14 @@ def _reads_no_app_sequence(bronze: Bronze, spec: AppSequenceSpec) -> bool:
     whole records table is read only when the extractor reads none."""
     from pyspark.sql import functions as F
 
+    from audit_rules.logs import COORDINATOR_TOPICS
     from audit_rules.ordering import app_sequences
 
     if bronze.records is None:
         return False
-    plain = bronze.records.where(F.col("sequence") < 0)
+    # (Not the coordinators' and the controller's records: producer id -1 too, but no application's.)
+    internal = (*COORDINATOR_TOPICS, "__cluster_metadata")
+    plain = bronze.records.where((F.col("sequence") < 0) & ~F.col("topic").isin(*internal))
     return bool(plain.limit(1).count()) and not app_sequences(bronze.records, spec).limit(1).count()
 
 
@@ -319,7 +322,8 @@ def run_audit(
         raise UsageError(
             f"{output}: the app-sequence extractor ({spec.producer}, {spec.sequence}) reads an app producer "
             "and a whole-number sequence in no record of a producer without idempotence: check the header "
-            "names or JSON fields, or audit without the extractor"
+            "names or JSON fields (or, for dump-log text, dump it with --print-data-log), or audit without "
+            "the extractor"
         )
     # The driver's waits (small jobs, Delta log reads and commits, code generation) overlap: the run id
     # beside the audit's first stages, the silver table's write beside the planning of the findings,

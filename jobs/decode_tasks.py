@@ -145,6 +145,9 @@ class WorkUnit:
     fallbacks: tuple[int, ...] = ()
     # A `.log`'s `.index`, whose entries in `[start, end)` the unit's walk checks (`IndexCheck`).
     index_file: str | None = None
+    # An `--acks` ledger given as a directory: the `name=value` directories between it and the file
+    # are columns of a partitioned table (`_partition_values`).
+    ledger_root: str | None = None
 
     @property
     def cost(self) -> int:
@@ -1088,6 +1091,8 @@ _ACKS_INTEGERS = (
 )
 _ACKS_STRINGS = ("topic", "key", "app_producer")
 _ACKS_COLUMNS = frozenset((*_ACKS_INTEGERS, *_ACKS_STRINGS))
+# The directory name Hive, Spark and pyarrow give a null partition value.
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 # A whole number written as a float's text: pandas writes an integer column that holds a NaN as floats
 # (`1000.0`), and the same ledger as JSON or Parquet floats is read.
@@ -1122,7 +1127,7 @@ def ledger_format(path: str) -> str:
     return "json" if head.removeprefix(_UTF8_BOM).lstrip().startswith(b"{") else "csv"
 
 
-def ledger_columns(path: str) -> list[str]:
+def ledger_columns(path: str, root: str | None = None) -> list[str]:
     """The column names of a ledger, reading only its schema or first line."""
     fmt = ledger_format(path)
     if fmt == "parquet":
@@ -1132,7 +1137,7 @@ def ledger_columns(path: str) -> list[str]:
             names = list(pq.read_schema(path).names)
         except pa.ArrowException as exc:
             raise ValueError(str(exc)) from None
-        return names + [name for name in _partition_values(path) if name not in names]
+        return names + [name for name in _partition_values(path, root) if name not in names]
     with open(path, encoding="utf-8-sig", errors="replace") as handle:
         first = next((line for line in handle if line.strip()), "")
     if not first:
@@ -1154,7 +1159,7 @@ def ledger_columns(path: str) -> list[str]:
 _LedgerRow = tuple[dict[str, Any] | str, int, int | None]
 
 
-def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
+def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
     """Each row of a ledger as a dict, or a string saying why it could not be read, with where it is."""
     fmt = ledger_format(path)
     if fmt == "parquet":
@@ -1162,7 +1167,7 @@ def _ledger_rows(path: str) -> Iterator[_LedgerRow]:
 
         ledger = pq.ParquetFile(path)
         # A partitioned table's columns are in its directory names (`topic=orders/partition=0/`).
-        partitions = _partition_values(path)
+        partitions = _partition_values(path, root)
         number = 0
         # Row group by row group: one whose pages cannot be read is a bad region of its rows.
         for group in range(ledger.num_row_groups):
@@ -1344,7 +1349,7 @@ def _acks_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
     """The `acks` rows of a ledger (`position`: the row's number), or the `quarantine` rows of those
     that cannot be used (`position`, `length`: the row's bytes in a text ledger, its number in Parquet)."""
     ctx = _Provenance(unit)
-    for count, (row, at, length) in enumerate(_ledger_rows(unit.file)):
+    for count, (row, at, length) in enumerate(_ledger_rows(unit.file, unit.ledger_root)):
         # A Parquet ledger's rows are numbered by the reader (a row group it cannot read is one item
         # of many rows); a text ledger's are the rows read.
         number = at if length is None else count
@@ -1358,17 +1363,21 @@ def _acks_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
             yield ctx.row(position=number, **ack)
 
 
-def _partition_values(path: str) -> dict[str, str]:
-    """The `name=value` directories above a Parquet file (a table partitioned by Spark, pandas or
-    pyarrow, values escaped as Hive escapes them), the innermost first where a name repeats; only the
-    ledger's columns."""
+def _partition_values(path: str, root: str | None) -> dict[str, str | None]:
+    """The `name=value` directories between a ledger directory `root` and one of its Parquet files (a
+    table partitioned by Spark, pandas or pyarrow, values escaped as Hive escapes them, a null as Hive
+    writes it), the innermost first where a name repeats; only the ledger's columns. None without a
+    root (a file given alone): directories above the ledger name nothing of it."""
     from urllib.parse import unquote
 
-    values: dict[str, str] = {}
-    for part in reversed(os.path.dirname(os.path.abspath(path)).split(os.sep)):
+    if root is None:
+        return {}
+    values: dict[str, str | None] = {}
+    below = os.path.relpath(os.path.dirname(os.path.abspath(path)), os.path.abspath(root))
+    for part in reversed(below.split(os.sep)):
         name, sep, value = part.partition("=")
         if sep and name in _ACKS_COLUMNS and name not in values:
-            values[name] = unquote(value)
+            values[name] = None if value == _HIVE_NULL else unquote(value)
     return values
 
 
@@ -1400,7 +1409,12 @@ def _epoch_ms(value: Any) -> Any:
     `--captured-at` takes it. Anything else is returned as it is, for the integer checks."""
     import datetime as dt
 
-    if isinstance(value, str) and not _INTEGER_TEXT.fullmatch(value.strip()):
+    numeric = (
+        _INTEGER_TEXT.fullmatch(value.strip()) or _INTEGRAL_TEXT.fullmatch(value.strip())
+        if isinstance(value, str)
+        else None
+    )
+    if isinstance(value, str) and not numeric:
         try:
             value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:

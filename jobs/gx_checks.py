@@ -46,6 +46,10 @@ SEVERITY_LABELS = tuple(s.label for s in Severity)
 VERDICTS = (*SEVERITY_LABELS, "clean")
 # KIP-98: the producer epoch is an int16; -1 (NO_PRODUCER_EPOCH) only without a producer id.
 MAX_PRODUCER_EPOCH = 32767
+# A CRC mismatch is a finding (CRC_MISMATCH), not a table defect: the check is of the decoder, whose
+# wrong CRC would fail every batch; a small dump with one damaged batch passes it, as a tie or an empty
+# table does.
+CRC_VALID_MOSTLY = 0.5
 DATASOURCE = "replay_audit"
 DOCS_SITE = "replay_audit"
 GX_DIR = "gx"  # under `report/`
@@ -152,8 +156,9 @@ def batches_suite() -> list[gxe.Expectation]:
 
     A batch that fails its CRC is a finding (CRC_MISMATCH), and its header fields past the CRC (epoch,
     last offset delta) are whatever the damaged bytes hold: the ranges are checked on the batches whose
-    CRC holds. The decoder's CRC is checked by most batches passing it (one that computed it wrongly
-    would fail them all), not by a share that a small dump with one damaged batch falls below."""
+    CRC holds. The decoder's CRC is checked by at least half the batches passing it (one that computed
+    it wrongly would fail them all), not by a share that a small dump with one damaged batch falls
+    below."""
     import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column
 
@@ -166,10 +171,11 @@ def batches_suite() -> list[gxe.Expectation]:
             row_condition=(Column("producer_id") >= 0) & crc_holds,
             description="a batch with a producer id whose CRC holds has an epoch in 0..32767 (KIP-98)",
         ),
-        gxe.ExpectColumnMostCommonValueToBeInSet(
+        gxe.ExpectColumnValuesToBeInSet(
             column="crc_valid",
             value_set=[True],
-            description="most batches pass their CRC (a CRC mismatch is a finding, CRC_MISMATCH)",
+            mostly=CRC_VALID_MOSTLY,
+            description="at least half the batches pass their CRC (a mismatch is a finding, CRC_MISMATCH)",
         ),
         _not_below(
             "last_offset",

@@ -234,8 +234,9 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
     for ledger in options.acks:
         path = _usable_path(ledger.path)
         parts = _ledger_parts(ledger.path, path)
+        root = path if os.path.isdir(path) else None
         for part in parts:
-            check_ledger(part)
+            check_ledger(part, root)
         dump_id = ledger.label or os.path.basename(path)
         # A ledger's rows replace its label's (label, no replica) rows in every table, as a dump's do:
         # under an input's dump id it would replace that dump's rows, or be merged with another ledger.
@@ -253,7 +254,9 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
         for part in parts:
             info = _stat(part)
             plan.inventory.append(_inventory_row(dump_id, None, None, None, info, "acks", None, None))
-            plan.units.append(dt.WorkUnit(dt.ACKS_LEDGER, dump_id, None, None, None, part, info.size))
+            plan.units.append(
+                dt.WorkUnit(dt.ACKS_LEDGER, dump_id, None, None, None, part, info.size, ledger_root=root)
+            )
     return plan
 
 
@@ -659,10 +662,11 @@ def units_for(
 # Acks ledger
 
 
-def check_ledger(path: str) -> None:
-    """A usage error unless the ledger is JSON lines, CSV or Parquet with topic, partition and offset."""
+def check_ledger(path: str, root: str | None = None) -> None:
+    """A usage error unless the ledger (a part of the directory `root`) is JSON lines, CSV or Parquet
+    with topic, partition and offset."""
     try:
-        columns = dt.ledger_columns(path)
+        columns = dt.ledger_columns(path, root)
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: not a readable acks ledger (JSON lines, CSV or Parquet): {exc}") from None
     missing = [c for c in dt.ACKS_REQUIRED if c not in columns]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from jobs.cli import main
-from tests.builders import segment
+from tests.builders import V2Batch, build_v2, segment
 from tests.integration.test_app_sequence_rot import stamped
 
 pytestmark = pytest.mark.integration
@@ -19,7 +19,7 @@ def test_an_extractor_that_reads_no_record_is_a_usage_error(
 ) -> None:
     """A misspelled header name read no app sequence anywhere, so the app-sequence rules checked nothing
     and the run said valid over a hole. A log whose producers are all idempotent has nothing to read:
-    no error there."""
+    no error there, nor in a coordinator's records beside it."""
     part = tmp_path / "dump" / "app-0"
     part.mkdir(parents=True)
     (part / f"{0:020d}.log").write_bytes(
@@ -28,6 +28,13 @@ def test_an_extractor_that_reads_no_record_is_a_usage_error(
     idempotent = tmp_path / "idem" / "app-0"
     idempotent.mkdir(parents=True)
     (idempotent / f"{0:020d}.log").write_bytes(segment(stamped(0, b"1", producer_id=9)))
+    # A coordinator's records (producer id -1 too) are no application's: nothing for the extractor.
+    offsets = idempotent.parent / "__consumer_offsets-0"
+    offsets.mkdir()
+    plain = V2Batch(
+        base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, records=((b"g", b"o"),)
+    )
+    (offsets / f"{0:020d}.log").write_bytes(segment(build_v2(plain)))
     out, clean = tmp_path / "out", tmp_path / "clean"
     for dump, output in ((part.parent, out), (idempotent.parent, clean)):
         assert main(["ingest", "--input", f"d={dump}", "--records", "--output", str(output)]) == 0

@@ -330,3 +330,27 @@ def test_a_csv_ledger_whose_quoted_names_follow_comma_space_passes_the_header_ch
     assert dt.ledger_columns(str(ledger)) == ["topic", "partition", "offset"]
     check_ledger(str(ledger))
     assert read(ledger) == ([1, 2], [])
+
+
+def test_partition_directories_count_below_the_ledger_directory_only(tmp_path: Path) -> None:
+    """A file given alone in a directory named `key=prod` gives its acks no key (an unrelated directory
+    read as a column made every ack's key "prod"); below a ledger directory a null partition value,
+    as Hive names it, is a null; a timestamp written as a float's text is not read as an ISO date."""
+    alone = tmp_path / "key=prod" / "acks.parquet"
+    alone.parent.mkdir()
+    pq.write_table(pa.table({"topic": ["t"], "partition": [0], "offset": [1]}), alone)
+    assert dt._partition_values(str(alone), None) == {}
+    assert [
+        r["key"]
+        for r in dt._acks_rows(dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(alone), 1), "acks")
+    ] == [None]
+    root = tmp_path / "key=prod" / "table"
+    part = root / "topic=t" / "producer_id=__HIVE_DEFAULT_PARTITION__" / "part-0.parquet"
+    part.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"partition": [0], "offset": [2]}), part)
+    assert dt._partition_values(str(part), str(root)) == {"topic": "t", "producer_id": None}
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(part), 1, ledger_root=str(root))
+    assert [(r["topic"], r["producer_id"], r["key"]) for r in dt._acks_rows(unit, "acks")] == [
+        ("t", None, None)
+    ]
+    assert dt._epoch_ms("1701011200000.0") == "1701011200000.0"
