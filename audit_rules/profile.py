@@ -20,7 +20,9 @@ LATE_TRANSACTION_BUFFER_MS = 300_000
 # Broker lines whose unknown-producer handling differs (§5.5): before 1.0, 1.0 to 2.4, 2.5 to 3.3,
 # 3.4 and later.
 BROKER_LINES = ("0.11", "1.0", "2.5", "3.4")
-DEFAULT_COMPACTED = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
+# KRaft's metadata log: the controller's records, compacted by snapshots, of no application's producer.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+DEFAULT_COMPACTED = ("__consumer_offsets", "__transaction_state", CLUSTER_METADATA_TOPIC)
 APP_SEQUENCE_SCOPES = ("auto", "partition", "topic")
 
 

@@ -176,11 +176,12 @@ def _reads_no_app_sequence(bronze: Bronze, spec: AppSequenceSpec) -> bool:
 
     from audit_rules.logs import COORDINATOR_TOPICS
     from audit_rules.ordering import app_sequences
+    from audit_rules.profile import CLUSTER_METADATA_TOPIC
 
     if bronze.records is None:
         return False
     # (Not the coordinators' and the controller's records: producer id -1 too, but no application's.)
-    internal = (*COORDINATOR_TOPICS, "__cluster_metadata")
+    internal = (*COORDINATOR_TOPICS, CLUSTER_METADATA_TOPIC)
     plain = bronze.records.where((F.col("sequence") < 0) & ~F.col("topic").isin(*internal))
     return bool(plain.limit(1).count()) and not app_sequences(bronze.records, spec).limit(1).count()
 

@@ -1093,10 +1093,9 @@ _ACKS_STRINGS = ("topic", "key", "app_producer")
 _ACKS_COLUMNS = frozenset((*_ACKS_INTEGERS, *_ACKS_STRINGS))
 # The directory name Hive, Spark and pyarrow give a null partition value.
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
-# A whole number written as a float's text: pandas writes an integer column that holds a NaN as floats
-# (`1000.0`), and the same ledger as JSON or Parquet floats is read.
-_INTEGRAL_TEXT = re.compile(r"([+-]?[0-9]+)\.0*")
+# An integer's text, or a whole number's written as a float's (`1000.0`: pandas writes an integer column
+# that holds a NaN as floats, and the same ledger as JSON or Parquet floats is read); ASCII digits only.
+_INTEGER_TEXT = re.compile(r"([+-]?[0-9]+)(?:\.0*)?")
 # The last epoch millisecond of the year 9999: a larger `timestamp` is in another unit (microseconds,
 # nanoseconds), and read as milliseconds it would put every ack after the dump, none of them judged.
 _MAX_TIMESTAMP_MS = 253_402_300_799_999
@@ -1211,14 +1210,18 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
         # with a quote no writer of CSV leaves open; the lines it took in are rows of their own.)
         # The header is the first line that is not blank (`ledger_columns` too): `csv` would take a
         # blank first line for a header of no names.
+        # Spaces after the commas are skipped only in a ledger whose header has them (written by hand,
+        # `t, 0, 1`): a program's CSV (Python's `csv`, pandas) writes a key's leading space as it is,
+        # unquoted, and a key read without it named another record.
         texts = lines.texts()
         for text in texts:
             if text.strip():
                 fieldnames = next(csv.reader([text], skipinitialspace=True), [])
+                spaced = _SPACED_HEADER.search(text) is not None
                 break
         else:
             return
-        reader = csv.DictReader(texts, fieldnames=fieldnames, strict=True, skipinitialspace=True)
+        reader = csv.DictReader(texts, fieldnames=fieldnames, strict=True, skipinitialspace=spaced)
         while True:
             try:
                 row = next(reader)
@@ -1234,7 +1237,9 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
                 again = len(bad) - 1
                 if again and lines.read_again_count + again <= bad[-1].number:
                     lines.read_again(bad[1:])
-                    reader = csv.DictReader(texts, fieldnames=fieldnames, strict=True, skipinitialspace=True)
+                    reader = csv.DictReader(
+                        texts, fieldnames=fieldnames, strict=True, skipinitialspace=spaced
+                    )
                     yield f"not CSV: {exc} in a row of {len(bad)} lines from here; {_AGAIN}", *bad[0].where
                 else:
                     start, end = bad[0].start if bad else 0, bad[-1].end if bad else 0
@@ -1255,6 +1260,8 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
 
 
 _AGAIN = "the lines after its first were read again as rows"
+# A CSV header with a space after a comma: its rows are read skipping the spaces after their commas.
+_SPACED_HEADER = re.compile(r", ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -1409,11 +1416,7 @@ def _epoch_ms(value: Any) -> Any:
     `--captured-at` takes it. Anything else is returned as it is, for the integer checks."""
     import datetime as dt
 
-    numeric = (
-        _INTEGER_TEXT.fullmatch(value.strip()) or _INTEGRAL_TEXT.fullmatch(value.strip())
-        if isinstance(value, str)
-        else None
-    )
+    numeric = _INTEGER_TEXT.fullmatch(value.strip()) if isinstance(value, str) else None
     if isinstance(value, str) and not numeric:
         try:
             value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -1444,11 +1447,10 @@ def _ack(row: dict[str, Any]) -> dict[str, Any] | str:
             return f"{name} {value!r} is not an integer"
         # ASCII digits only: Python's int() also takes `1_0` and other scripts' digits.
         if isinstance(value, str):
-            integral = _INTEGRAL_TEXT.fullmatch(value.strip())
-            if integral is not None:
-                value = integral.group(1)
-            elif not _INTEGER_TEXT.fullmatch(value.strip()):
+            integral = _INTEGER_TEXT.fullmatch(value.strip())
+            if integral is None:
                 return f"{name} {value!r} is not an integer"
+            value = integral.group(1)
         try:
             out[name] = int(value) if not isinstance(value, float) or value.is_integer() else None
         except (ValueError, OverflowError):

@@ -354,3 +354,23 @@ def test_partition_directories_count_below_the_ledger_directory_only(tmp_path: P
         ("t", None, None)
     ]
     assert dt._epoch_ms("1701011200000.0") == "1701011200000.0"
+
+
+def test_a_programs_csv_keeps_a_keys_leading_space(tmp_path: Path) -> None:
+    """Python's `csv` and pandas write a key's leading space as it is, unquoted. Read skipping the space
+    after every comma, the key ` k1` was `k1`: another record's key, an overwritten record (critical).
+    Spaces after the commas are skipped only where the header has them, as a ledger written by hand."""
+    import csv
+
+    ledger = tmp_path / "acks.csv"
+    with ledger.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["topic", "partition", "offset", "key"])
+        writer.writerows([["t", 0, 1, " k1"], ["t", 0, 2, "  "], ["t", 0, 3, "k3"]])
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    keys = [(r["offset"], r["key"]) for r in dt._acks_rows(unit, "acks")]
+    assert keys == [(1, " k1"), (2, "  "), (3, "k3")]
+    spaced = tmp_path / "spaced.csv"
+    spaced.write_text('topic, partition, offset, key\nt, 0, 1, k1\nt, 0, 2, "a, b"\n')
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(spaced), spaced.stat().st_size)
+    assert [(r["offset"], r["key"]) for r in dt._acks_rows(unit, "acks")] == [(1, "k1"), (2, "a, b")]
