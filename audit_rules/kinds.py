@@ -106,7 +106,8 @@ KINDS: dict[str, Kind] = {
         # copied remote segment holds, between copied segments: the remote tier lost them.
         _k("REMOTE_SEGMENT_MISSING", S.CRITICAL, "loss", "KIP-405 remote log metadata"),
         # Addition beside the contract: acknowledged offsets of a partition no dump holds, so that the
-        # ledger's acks there were not checked (a partition not dumped, or a topic misnamed).
+        # ledger's acks there were not checked (a partition not dumped, or a topic misnamed), or timed
+        # after every dump of it and held by none (the ledger runs past the dumps).
         _k("ACKS_NOT_CHECKED", S.WARNING, "consistency", "ack ledger partition in no dump"),
     )
 }

@@ -687,7 +687,9 @@ def acked_records(
     is no record below the log start either).
 
     Acks of a partition no dump holds are judged by nothing: one ACKS_NOT_CHECKED (warning) per ledger
-    and partition says so, with the offsets' range and number."""
+    and partition says so, with the offsets' range and number. So are acks timed after the capture of
+    every log of their partition that no log holds or judges: one ACKS_NOT_CHECKED per partition (rule
+    "ack ledger timed after the dump")."""
     acks = acks.where(F.col("offset") >= 0)
     newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(*[F.col(c).desc() for c in _DUMP_ORDER])
     targets = (
@@ -1081,7 +1083,55 @@ def acked_records(
         first_offset="first",
         last_offset="last",
     )
-    found = retention.unionByName(missing).unionByName(lost_remotely).unionByName(not_checked)
+    # Acks timed after every capture of their partition that no dumped log holds (or judges: another
+    # replica's longer log) were checked against nothing either: the ledger runs past the dumps.
+    unjudged = (
+        checked.groupBy("topic", "partition", *_ACK_IDENTITY)
+        .agg(
+            F.bool_or(~F.col("_outcome").isin("later", "lag")).alias("_judged"),
+            F.bool_or(F.col("_outcome") == "later").alias("_later"),
+            F.max_by("dump_id", "capture_time_ms").alias("dump_id"),
+            F.max("capture_time_ms").alias("captured"),
+            F.min("ack_timestamp").alias("acked"),
+        )
+        .where(~F.col("_judged") & F.col("_later"))
+        .groupBy("topic", "partition")
+        .agg(
+            F.min("at").alias("first"),
+            F.max("at").alias("last"),
+            F.count_distinct("at").alias("n"),
+            F.max_by("dump_id", "captured").alias("dump_id"),
+            F.max("captured").alias("captured"),
+            F.min("acked").alias("acked"),
+        )
+        .withColumn("replica", F.lit(None).cast("string"))
+    )
+    after_capture = to_findings(
+        unjudged,
+        "ACKS_NOT_CHECKED",
+        fmt(
+            "%s acknowledged offset(s) from %s to %s of %s-%s, which no dumped log holds, are timed after "
+            "the partition's newest dump was captured (epoch ms %s; the earliest such ack at %s): the "
+            "dump cannot hold them, and they were not checked (dump the partition again, after the "
+            "ledger's last ack, to check them).",
+            "n",
+            "first",
+            "last",
+            "topic",
+            "partition",
+            "captured",
+            "acked",
+        ),
+        first_offset="first",
+        last_offset="last",
+        rule=F.lit("ack ledger timed after the dump"),
+    )
+    found = (
+        retention.unionByName(missing)
+        .unionByName(lost_remotely)
+        .unionByName(not_checked)
+        .unionByName(after_capture)
+    )
     if producers is not None and profile is not None:
         found = found.unionByName(_acked_producers(ranges, producers, logs, profile, judged_elsewhere))
     return found

@@ -78,7 +78,9 @@ def test_a_producer_the_ledger_names_and_the_log_lacks_is_lost_or_retained(spark
 def test_an_ack_the_ledger_times_after_the_dump_is_not_judged_by_it(spark: SparkSession) -> None:
     """The dump was captured at T (its files' newest mtime). Producer 6's ack at offset 15, timed a
     second before T, is missing from the log: lost. Producer 5's ack at 16, timed a minute after T,
-    came after the dump was taken: the dump cannot hold it, and judges nothing of it."""
+    came after the dump was taken: the dump cannot hold it, and judges nothing of it; one
+    ACKS_NOT_CHECKED (warning) says so, since a ledger that runs past the dump must not pass in silence.
+    Producer 8's ack at 12, timed after T too, is in the log: checked, and said nothing of."""
     from pyspark.sql import functions as F
 
     log = LogBuilder(start_offset=10)
@@ -87,6 +89,7 @@ def test_an_ack_the_ledger_times_after_the_dump_is_not_judged_by_it(spark: Spark
     rows = [
         {**_ack(15, 6, 0), "timestamp": captured - 1_000},
         {**_ack(16, 5, 1), "timestamp": captured + 60_000},
+        {**_ack(12, 8, 2), "timestamp": captured + 60_000},
     ]
     bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
     bronze = replace(
@@ -95,10 +98,17 @@ def test_an_ack_the_ledger_times_after_the_dump_is_not_judged_by_it(spark: Spark
         files=bronze.files.withColumn("mtime_ms", F.lit(captured)),
     )
     found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
-    assert sorted((f["kind"], f["producer_id"]) for f in found) == [
-        ("ACKED_RECORD_MISSING", 6),
-        ("UNKNOWN_PRODUCER_LOSS", 6),
+    assert sorted((f["kind"], f["producer_id"] or 0, f["first_offset"], f["last_offset"]) for f in found) == [
+        ("ACKED_RECORD_MISSING", 6, 15, 15),
+        ("ACKS_NOT_CHECKED", 0, 16, 16),
+        ("UNKNOWN_PRODUCER_LOSS", 6, 15, 15),
     ], [f["message"] for f in found]
+    (late,) = [f for f in found if f["kind"] == "ACKS_NOT_CHECKED"]
+    assert late["severity"] == "warning" and late["replica"] is None, late
+    assert late["rule"] == "ack ledger timed after the dump", late
+    assert late["message"].startswith("1 acknowledged offset(s) from 16 to 16 of orders-0"), late["message"]
+    times = f"epoch ms {captured}; the earliest such ack at {captured + 60_000}"
+    assert times in late["message"], late["message"]
 
 
 def test_a_record_the_ledger_logged_twice_counts_once(spark: SparkSession) -> None:
