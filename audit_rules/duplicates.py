@@ -249,11 +249,20 @@ def _client_bumps(history: DataFrame) -> DataFrame:
     after the marker follows a completed transaction, and no in-flight batch is re-sent there. So was an
     epoch whose data follows a marker of an epoch between it and the data's epoch before (a marker-only
     epoch): a Transactions V2 producer's transaction that wrote no data to this partition still ends
-    with a marker one epoch up, written only to its partitions, so here the epoch moves on by two."""
+    with a marker one epoch up, written only to its partitions, so here the epoch moves on by two. Nor
+    does an epoch whose data before ends with a marker of its own epoch: a Transactions V1 producer that
+    restarted after its transaction completed (`InitProducerId` bumps the epoch and writes no marker)
+    had nothing in flight, and consecutive transactions may write the same values."""
     rows = history.where(F.col("ok"))
     epochs = rows.groupBy("log_key", "producer_id", "producer_epoch").agg(
         F.min(F.when(~F.col("is_control"), F.col("base_offset"))).alias("_first_data"),
         F.min(F.when(F.col("is_control"), F.col("base_offset"))).alias("_first_marker"),
+        # A marker after the epoch's last data: its last transaction ended, nothing of it was in flight.
+        F.coalesce(
+            F.max(F.when(F.col("is_control"), F.col("base_offset")))
+            > F.max(F.when(~F.col("is_control"), F.col("base_offset"))),
+            F.lit(False),
+        ).alias("_ended"),
     )
     order = Window.partitionBy("log_key", "producer_id").orderBy("producer_epoch")
     # The epochs after one with data, up to the next with data, are one group: its marker-only epochs
@@ -270,9 +279,15 @@ def _client_bumps(history: DataFrame) -> DataFrame:
     )
     with_data = epochs.where(has_data)
     return (
-        with_data.withColumn("previous_epoch", F.lag("producer_epoch").over(order))
+        with_data.withColumns(
+            {
+                "previous_epoch": F.lag("producer_epoch").over(order),
+                "_previous_ended": F.lag("_ended").over(order),
+            }
+        )
         .where(
             F.col("previous_epoch").isNotNull()
+            & ~F.col("_previous_ended")
             & ~F.coalesce(F.col("_marker_between"), F.lit(False))
             & F.coalesce(F.col("_first_marker") > F.col("_first_data"), F.lit(True))
         )
@@ -349,6 +364,18 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
     pid = Window.partitionBy("log_key", "producer_id")
     batch = ["log_key", "producer_id", "producer_epoch", "base_offset"]
     batches = history.where(F.col("ok") & ~F.col("is_control")).select(*batch).distinct()
+    # A producer whose data ends with a marker after it ended its last transaction: nothing of it was in
+    # flight. (A Transactions V2 producer moves to a new producer id at epoch 0 once its epoch is
+    # exhausted, after the marker at 32767: `TransactionMetadata.prepareComplete`; its next
+    # transactions may write the values its last ones did.)
+    rows = history.where(F.col("ok"))
+    ended = rows.groupBy("log_key", "producer_id").agg(
+        (
+            F.max(F.when(F.col("is_control"), F.col("base_offset")))
+            > F.max(F.when(~F.col("is_control"), F.col("base_offset")))
+        ).alias("_ended")
+    )
+    unended = ended.where(~F.coalesce(F.col("_ended"), F.lit(False))).select("log_key", "producer_id")
     ranked = batches.withColumns(
         {
             "_from_head": F.dense_rank().over(pid.orderBy("base_offset")),
@@ -367,6 +394,7 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
     # Per earlier producer, its first record of each content.
     tails = (
         edge.where(F.col("_from_tail") <= window)
+        .join(unended, ["log_key", "producer_id"], "left_semi")
         .groupBy("log_key", "content", "producer_id")
         .agg(
             F.min(F.struct("offset", "producer_epoch", "_last_offset")).alias("_t"),
@@ -402,9 +430,11 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
             F.struct(*tail_columns).alias("_o"),
         )
     )
+    # A head before a tail at one offset: a producer of one data batch, whose tail is its head, is no
+    # earlier producer of itself (it hid the producer that did write the content before it).
     before = (
         Window.partitionBy("log_key", "content")
-        .orderBy("_at", "_is_head")
+        .orderBy("_at", F.col("_is_head").desc())
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     pairs = (

@@ -84,13 +84,31 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
     skipped.marker(15, 1, "COMMIT")
     skipped.data(15, 2, 0, b"status=up", transactional=True)
     skipped.marker(15, 3, "COMMIT")
-    # committed: a committed transaction's record written again after a client bump: read twice.
+    # committed: a Transactions V1 producer restarted after its transaction committed (InitProducerId
+    # bumps the epoch and writes no marker) and writes v2 again: nothing was in flight, consecutive
+    # transactions may write the same values.
     committed = Written("committed")
     committed.data(11, 0, 0, b"v1", transactional=True)
-    first = committed.data(11, 0, 1, b"v2", transactional=True)
+    committed.data(11, 0, 1, b"v2", transactional=True)
     committed.marker(11, 0, "COMMIT")
-    again = committed.data(11, 1, 0, b"v2", transactional=True)
+    committed.data(11, 1, 0, b"v2", transactional=True)
     committed.marker(11, 1, "COMMIT")
+    # open: the same, but the restart came while its next transaction was open, with no marker after
+    # it in the log: its batches were in flight, and the new epoch's copy is read twice.
+    open_txn = Written("open")
+    open_txn.data(16, 0, 0, b"v1", transactional=True)
+    open_txn.marker(16, 0, "COMMIT")
+    first = open_txn.data(16, 0, 1, b"v2", transactional=True)
+    again = open_txn.data(16, 1, 0, b"v2", transactional=True)
+    open_txn.marker(16, 1, "COMMIT")
+    # rotated: a Transactions V2 producer whose epoch is exhausted goes on under a new producer id at
+    # epoch 0 after its marker at 32767 (`TransactionMetadata.prepareComplete`): its transaction had
+    # ended, and the next one writes the same status.
+    rotated = Written("rotated")
+    rotated.data(17, 32766, 0, b"status=up", transactional=True)
+    rotated.marker(17, 32767, "COMMIT")
+    rotated.data(18, 0, 0, b"status=up", transactional=True)
+    rotated.marker(18, 1, "COMMIT")
     # aborted-last: producer 12 commits status=up, then five batches in a transaction that is
     # aborted; its next instance (a client bump) writes status=up again. The batches in flight at the
     # bump were the aborted ones: the committed status=up was long acknowledged, no re-send.
@@ -111,8 +129,14 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
     bare_original = bare.data(13, 0, 2, b"w3")
     bare_copy = bare.data(14, 0, 0, b"w3")
     bare.data(14, 0, 1, b"w4")
+    # new-pid-single: producer 19's only batch re-sends producer 13's last record (its own tail, at its
+    # head's offset, hid the producer before it).
+    single = Written("new-pid-single")
+    single.data(13, 0, 0, b"w1")
+    single_original = single.data(13, 0, 1, b"w2")
+    single_copy = single.data(19, 0, 0, b"w2")
 
-    written = (flight, aborted, v2, skipped, committed, aborted_last, bare)
+    written = (flight, aborted, v2, skipped, committed, open_txn, rotated, aborted_last, bare, single)
     batches = spark.createDataFrame([r for w in written for r in w.log.rows], BATCHES.schema)
     records = spark.createDataFrame([r for w in written for r in w.records], RECORDS.schema)
     bronze = replace(Bronze.from_batches(batches), records=records)
@@ -123,9 +147,10 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
         if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"
     )
     assert dups == [
-        ("committed", 1, again, first),
         ("in-flight", 1, resent, originals[7]),
         ("new-pid-bare", 0, bare_copy, bare_original),
+        ("new-pid-single", 0, single_copy, single_original),
+        ("open", 1, again, first),
     ], [f["message"] for f in found]
 
 
