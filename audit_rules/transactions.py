@@ -595,7 +595,8 @@ def txn_index_consistency(
         producer_epoch="producer_epoch",
         first_offset="entry_first_offset",
         last_offset="base_offset",
-        related_offset="base_offset",
+        # The other side: the aborted transaction a fetch misses.
+        related_offset="_later_first",
         rule=F.lit("TransactionIndex: lastStableOffset <= the marker's offset + 1"),
     )
     return a.unionByName(b).unionByName(c)
