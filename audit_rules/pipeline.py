@@ -440,6 +440,7 @@ def audit(
                 producers=producers,
                 profile=profile,
                 judged_elsewhere=reduce(DataFrame.unionByName, elsewhere) if elsewhere else None,
+                unreadable=unreadable,
             )
         )
     if located is not None:

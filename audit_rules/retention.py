@@ -654,6 +654,7 @@ def acked_records(
     producers: DataFrame | None = None,
     profile: Profile | None = None,
     judged_elsewhere: DataFrame | None = None,
+    unreadable: DataFrame | None = None,
 ) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
     checked against the newest dump of each replica. With `records` (record-level mode), an ack that
@@ -685,6 +686,10 @@ def acked_records(
     An ack without an offset (a negative one: the -1 of a Java `acks=0` callback or of a success the
     broker gave no offset for, librdkafka's -1001) names no record to look for: it is not judged (it
     is no record below the log start either).
+
+    Where unreadable segment bytes of the log (`unreadable`: `consistency.unreadable_regions`) begin
+    after the batch before a missing range and at or before its last offset, the message names the
+    first such region: the records may be in it. The finding stays (nothing tells them from lost ones).
 
     Acks of a partition no dump holds are judged by nothing: one ACKS_NOT_CHECKED (warning) per ledger
     and partition says so, with the offsets' range and number. So are acks timed after the capture of
@@ -1011,19 +1016,26 @@ def acked_records(
         rule=F.lit("KIP-405 remote log metadata"),
     )
     held_by = ("cover.producer_id", "cover.producer_epoch", "cover.base_offset")
+    lost = ranges.where(~F.col("_outcome").isin(*explained, "remote_absent"))
+    in_unreadable = F.lit("")
+    if unreadable is not None:
+        lost, in_unreadable = _unreadable_within(lost, unreadable)
     missing = to_findings(
-        ranges.where(~F.col("_outcome").isin(*explained, "remote_absent")),
+        lost,
         "ACKED_RECORD_MISSING",
         F.when(
             F.col("_outcome") == "absent",
-            fmt(
-                "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they are at or "
-                "above %s: acknowledged data was lost.",
-                "n",
-                "first",
-                "last",
-                "_who",
-                kept_start(),
+            F.concat(
+                fmt(
+                    "%s acknowledged record(s) at offsets %s-%s%s are not in the log although they are at "
+                    "or above %s: acknowledged data was lost.",
+                    "n",
+                    "first",
+                    "last",
+                    "_who",
+                    kept_start(),
+                ),
+                in_unreadable,
             ),
         )
         .when(
@@ -1135,6 +1147,45 @@ def acked_records(
     if producers is not None and profile is not None:
         found = found.unionByName(_acked_producers(ranges, producers, logs, profile, judged_elsewhere))
     return found
+
+
+def _unreadable_within(lost: DataFrame, unreadable: DataFrame) -> tuple[DataFrame, Column]:
+    """The ranges of missing acks (`ranges` rows of `acked_records`) with the first unreadable region of
+    their log (`consistency.unreadable_regions`) whose first possible offset lies after the batch before
+    the range (`cover`) and at or before its last offset, where the range is absent from the log; and
+    the sentence that names it (empty where there is none)."""
+    log = ("dump_id", "replica", "topic", "partition")
+    regions = unreadable.select(
+        *[F.col(k).alias(f"_u_{k}") for k in log],
+        F.col("region_first_offset").alias("_u_first"),
+        F.struct("file", "position", "kind").alias("_u"),
+    )
+    near = [F.col(k).eqNullSafe(F.col(f"_u_{k}")) for k in log] + [
+        F.col("_outcome") == "absent",
+        F.col("_u_first") > F.coalesce(F.col("cover.last_offset"), F.lit(-1)),
+        F.col("_u_first") <= F.col("last"),
+    ]
+    # One row per range: its first region (a range's key, as `ranges` groups it).
+    first = Window.partitionBy("log_key", "_outcome", "ack_producer_id", "_run").orderBy(
+        F.col("_u_first").asc_nulls_last(), F.col("_u.file"), F.col("_u.position")
+    )
+    named = (
+        lost.join(regions, near, "left")
+        .withColumn("_u_rank", F.row_number().over(first))
+        .where(F.col("_u_rank") == 1)
+        .drop("_u_rank", "_u_first", *[f"_u_{k}" for k in log])
+    )
+    note = F.when(
+        F.col("_u").isNotNull(),
+        fmt(
+            " Unreadable bytes lie where they would be (%s at byte %s, %s): the records may be in them "
+            "rather than lost.",
+            F.col("_u.file"),
+            F.col("_u.position"),
+            F.col("_u.kind"),
+        ),
+    ).otherwise(F.lit(""))
+    return named, note
 
 
 # The ack outcomes that say an acknowledged record is gone at or above the log start, and those that

@@ -292,3 +292,46 @@ def test_a_crashed_leaders_uncommitted_tail_is_judged_by_the_new_leader(spark: S
     assert found(10) == [("ACKED_RECORD_MISSING", "3")]
     assert ("ACKED_RECORD_MISSING", "2") in found(15)
     assert ("ACKED_RECORD_MISSING", "2") in found(10, new_epoch=0)
+
+
+def test_an_ack_where_unreadable_bytes_lie_names_them(spark: SparkSession) -> None:
+    """Producer 8's batches at 10-11, then bytes no header could be read from (offsets 12-14 by the next
+    batch's), then its batch at 15. Its ack at 13 is missing: the finding stays (critical), and names
+    the region, where the record may be. Producer 6's ack at 20, past the log's end, names none."""
+    from pyspark.sql import functions as F
+
+    from schemas.tables import QUARANTINE
+
+    log = LogBuilder(start_offset=10)
+    log.data(8, 0, 0, 2)
+    torn_at = log.position
+    log.position += 500
+    log.next_offset += 3
+    log.data(8, 0, 5, 1)
+    quarantine = spark.createDataFrame(
+        [
+            {
+                **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition", "file")},
+                "position": torn_at,
+                "length": 500,
+                "kind": "UNREADABLE_BATCH",
+                "message": "batch length 1234567 runs past a valid batch",
+            }
+        ],
+        QUARANTINE.schema,
+    )
+    rows = [{**_ack(13, 8, 0), "timestamp": log.clock}, {**_ack(20, 6, 1), "timestamp": log.clock}]
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
+    bronze = replace(
+        bronze,
+        acks=spark.createDataFrame(rows, ACKS.schema),
+        quarantine=quarantine,
+        files=bronze.files.withColumn("mtime_ms", F.lit(log.clock + 1_000)),
+    )
+    found = audit(bronze, load_profile("kafka-3.4")).findings.where("kind = 'ACKED_RECORD_MISSING'").collect()
+    messages = {f["first_offset"]: f["message"] for f in found}
+    assert set(messages) == {13, 20}, messages
+    segment = log.rows[0]["file"]
+    named = f"Unreadable bytes lie where they would be ({segment} at byte {torn_at}, UNREADABLE_BATCH)"
+    assert named in messages[13], messages[13]
+    assert "Unreadable" not in messages[20], messages[20]
