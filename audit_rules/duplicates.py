@@ -359,7 +359,9 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
     """The same re-send under a new producer id (a client that reset its idempotent session, pre-KIP-360):
     records of the first `duplicate_window_batches` data batches of pid B, starting with B's very first
     batch, equal to records of the last that many data batches of a pid A whose data all lies before B's
-    first batch (its batches counted as `duplicate_records_new_epoch` counts them, aborted ones too)."""
+    first batch (its batches counted as `duplicate_records_new_epoch` counts them, aborted ones too),
+    the latest such A of each content, unless A's data ends with a marker (its last transaction ended:
+    nothing of it was in flight)."""
     window = profile.duplicate_window_batches
     pid = Window.partitionBy("log_key", "producer_id")
     batch = ["log_key", "producer_id", "producer_epoch", "base_offset"]
@@ -368,14 +370,16 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
     # flight. (A Transactions V2 producer moves to a new producer id at epoch 0 once its epoch is
     # exhausted, after the marker at 32767: `TransactionMetadata.prepareComplete`; its next
     # transactions may write the values its last ones did.)
+    # (Such a producer's tails stay in the as-of match below: the latest producer of a content before B
+    # is still the one B follows, and a pair with one that ended is no re-send.)
     rows = history.where(F.col("ok"))
     ended = rows.groupBy("log_key", "producer_id").agg(
-        (
+        F.coalesce(
             F.max(F.when(F.col("is_control"), F.col("base_offset")))
-            > F.max(F.when(~F.col("is_control"), F.col("base_offset")))
+            > F.max(F.when(~F.col("is_control"), F.col("base_offset"))),
+            F.lit(False),
         ).alias("_ended")
     )
-    unended = ended.where(~F.coalesce(F.col("_ended"), F.lit(False))).select("log_key", "producer_id")
     ranked = batches.withColumns(
         {
             "_from_head": F.dense_rank().over(pid.orderBy("base_offset")),
@@ -394,8 +398,8 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
     # Per earlier producer, its first record of each content.
     tails = (
         edge.where(F.col("_from_tail") <= window)
-        .join(unended, ["log_key", "producer_id"], "left_semi")
-        .groupBy("log_key", "content", "producer_id")
+        .join(ended, ["log_key", "producer_id"], "left")
+        .groupBy("log_key", "content", "producer_id", "_ended")
         .agg(
             F.min(F.struct("offset", "producer_epoch", "_last_offset")).alias("_t"),
         )
@@ -406,13 +410,20 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
             F.col("_t.producer_epoch").alias("original_epoch"),
             F.col("_t.offset").alias("original_offset"),
             F.col("_t._last_offset").alias("_original_last"),
+            F.coalesce(F.col("_ended"), F.lit(False)).alias("_original_ended"),
         )
     )
     # Each copy pairs with the producer that wrote its content last before the new one's first batch
     # (an as-of join: one sort by content, not every earlier producer of equal content, which gave K
     # short sessions re-sending one payload K x K rows and each of them a finding per earlier session).
     columns = [*_COPY_BATCH, "base_offset", "last_offset", "offset", "_from_head", "_first_offset"]
-    tail_columns = ["original_producer_id", "original_epoch", "original_offset", "_original_last"]
+    tail_columns = [
+        "original_producer_id",
+        "original_epoch",
+        "original_offset",
+        "_original_last",
+        "_original_ended",
+    ]
     events = heads.select(
         "log_key",
         "content",
@@ -444,6 +455,7 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
         .where(
             (F.col("original_producer_id") != F.col("producer_id"))
             & (F.col("_original_last") < F.col("_first_offset"))
+            & ~F.col("_original_ended")
         )
     )
     per_batch = pairs.groupBy(*_COPY_BATCH, "base_offset", "last_offset", "original_producer_id").agg(

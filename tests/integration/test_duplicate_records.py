@@ -104,8 +104,12 @@ def test_only_in_flight_batches_re_sent_after_a_client_bump_are_duplicates(spark
     # rotated: a Transactions V2 producer whose epoch is exhausted goes on under a new producer id at
     # epoch 0 after its marker at 32767 (`TransactionMetadata.prepareComplete`): its transaction had
     # ended, and the next one writes the same status.
+    # (An idempotent producer 21 wrote the status before: the copy pairs with 17, the latest to write
+    # it, not with 21.)
     rotated = Written("rotated")
-    rotated.data(17, 32766, 0, b"status=up", transactional=True)
+    rotated.data(21, 0, 0, b"status=up")
+    rotated.data(17, 32766, 0, b"x", transactional=True)
+    rotated.data(17, 32766, 1, b"status=up", transactional=True)
     rotated.marker(17, 32767, "COMMIT")
     rotated.data(18, 0, 0, b"status=up", transactional=True)
     rotated.marker(18, 1, "COMMIT")
