@@ -1217,7 +1217,8 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
         for text in texts:
             if text.strip():
                 fieldnames = next(csv.reader([text], skipinitialspace=True), [])
-                spaced = _SPACED_HEADER.search(text) is not None
+                # (A name after a comma that starts with a space: not a quoted name's own ", ".)
+                spaced = any(name.startswith(" ") for name in next(csv.reader([text]), [])[1:])
                 break
         else:
             return
@@ -1251,17 +1252,29 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
             invalid = next((line.invalid for line in mine if line.invalid is not None), None)
             if invalid is not None:
                 yield f"not UTF-8 (byte {invalid})", start, end - start
-            else:
-                yield (
-                    {k.strip(): (v if v != "" else None) for k, v in row.items() if k is not None},
-                    start,
-                    end - start,
-                )
+                continue
+            if not spaced and any(isinstance(v, str) and _SPACED_QUOTE.match(v) for v in row.values()):
+                # A row written `t, 0, "a, b"` under a header without spaces: no writer of CSV leaves a
+                # quote inside an unquoted field, so the row is read again skipping the spaces after its
+                # commas (read as written, its quoted field was cut at its comma).
+                try:
+                    fields = next(
+                        csv.reader([line.text for line in mine], strict=True, skipinitialspace=True)
+                    )
+                except (csv.Error, StopIteration) as exc:
+                    yield f"not CSV: {exc}", start, end - start
+                    continue
+                row = dict(itertools.zip_longest(fieldnames, fields[: len(fieldnames)]))
+            yield (
+                {k.strip(): (v if v != "" else None) for k, v in row.items() if k is not None},
+                start,
+                end - start,
+            )
 
 
 _AGAIN = "the lines after its first were read again as rows"
-# A CSV header with a space after a comma: its rows are read skipping the spaces after their commas.
-_SPACED_HEADER = re.compile(r", ")
+# A field that opens a quote after spaces (`, "a, b"` read without skipping the space).
+_SPACED_QUOTE = re.compile(r"\s+\"")
 
 
 @dataclass(frozen=True, slots=True)

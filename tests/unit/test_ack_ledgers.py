@@ -374,3 +374,28 @@ def test_a_programs_csv_keeps_a_keys_leading_space(tmp_path: Path) -> None:
     spaced.write_text('topic, partition, offset, key\nt, 0, 1, k1\nt, 0, 2, "a, b"\n')
     unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(spaced), spaced.stat().st_size)
     assert [(r["offset"], r["key"]) for r in dt._acks_rows(unit, "acks")] == [(1, "k1"), (2, "a, b")]
+
+
+def test_a_csv_headers_quoted_comma_is_no_space_after_a_comma_and_a_spaced_quote_is_read_as_quoted(
+    tmp_path: Path,
+) -> None:
+    """A program's header may quote a name holding ", ": its rows are still read as written (` k1`). A
+    row written `t, 0, 3, "a, b"` under a header without spaces opens a quote after a space, which no
+    writer leaves in an unquoted field: it is read again skipping the spaces (read as written, its key
+    was ` "a` and ` b"` a field past the header's)."""
+    ledger = tmp_path / "acks.csv"
+    ledger.write_text(
+        'topic,partition,offset,key,"note, free text"\n'
+        "t,0,1, k1,x\n"
+        't, 0, 2, " k2", y\n'
+        't, 0, 3, "a, b", z\n'
+        "t,0,4,plain\n"
+    )
+    unit = dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(ledger), ledger.stat().st_size)
+    assert [(r["offset"], r["key"]) for r in dt._acks_rows(unit, "acks")] == [
+        (1, " k1"),
+        (2, " k2"),
+        (3, "a, b"),
+        (4, "plain"),
+    ]
+    assert read(ledger)[1] == []
