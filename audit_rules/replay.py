@@ -319,8 +319,13 @@ def scan_batch(
     # its broker forgot it), not 2^31 - last - 1 records lost. A lap back only where the stream has gone
     # a lap forward before (a +1, or a batch that wraps inside): a stream that never wrapped has no lap
     # to go back to, and 5 then 1,500,000,000 is a gap, not a batch from before its first.
+    # Or where the offsets between the two batches could have held the sequences up to 2147483647 that
+    # are not there: the cleaner removed the batch that wrapped (it keeps whole batches' offsets), or
+    # its bytes failed; a lap with those missing. (A producer starting at 0 again that far up its
+    # range, with that many offsets of others between, is the one case this reads wrongly.)
     step = base - p["l"][0]
-    wraps = (step < -HALF_RANGE) & ((base != 0) | (p["l"][0] == SEQUENCE_MODULUS - 1))
+    room = offset - p["o"][0] - 1 >= (SEQUENCE_MODULUS - 1) - p["l"][0]
+    wraps = (step < -HALF_RANGE) & ((base != 0) | (p["l"][0] == SEQUENCE_MODULUS - 1) | room)
     up = (same & wraps).astype(np.int64)
     spans = (last < base).astype(np.int64)
     n_run = _cumsum(in_stream.astype(np.int64), start, seg, state.n if carry else 0)

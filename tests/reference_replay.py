@@ -90,19 +90,26 @@ def sequence_span(base_sequence: int, last_sequence: int) -> int:
     return (last_sequence - base_sequence) % SEQUENCE_MODULUS
 
 
-def unwrap_after(base_sequence: int, previous_last_unwrapped: int, *, wrapped: bool = True) -> int:
+def unwrap_after(
+    base_sequence: int, previous_last_unwrapped: int, *, wrapped: bool = True, room: int = 0
+) -> int:
     """The unwrapped value of `base_sequence` read next to the previous batch's last sequence.
 
     A counter that wraps is read the way a person reads a clock: the copy of `base_sequence` (plus a
     multiple of 2^31) nearest the previous value, so 2147483647 -> 0 is a step forward and
     5 -> 2147483640 a step back. A tie at exactly half the range stays on the same turn. A base of 0
-    is a turn only straight after 2147483647: after anything else the producer started again at 0.
+    is a turn only straight after 2147483647, or where the `room` offsets between the two batches could
+    have held the sequences up to 2147483647 (the cleaner removed the batch that wrapped): after
+    anything else the producer started again at 0.
     A turn back only where the stream went a turn forward before (`wrapped`): 5 then 1,500,000,000
     in a stream that never wrapped is a gap, not a batch from a turn before its first.
     """
     turns, previous_last = divmod(previous_last_unwrapped, SEQUENCE_MODULUS)
     step = base_sequence - previous_last
-    if step < -_HALF_RANGE and (base_sequence != 0 or previous_last == SEQUENCE_MODULUS - 1):
+    skipped = SEQUENCE_MODULUS - 1 - previous_last
+    if step < -_HALF_RANGE and (
+        base_sequence != 0 or previous_last == SEQUENCE_MODULUS - 1 or room >= skipped
+    ):
         turns += 1
     elif step > _HALF_RANGE and wrapped:
         turns -= 1
@@ -206,7 +213,8 @@ class _Replay:
         else:
             previous = stream[-1]
             wrapped = batch["producer_epoch"] in state.wrapped
-            base = unwrap_after(base_sequence, previous.last, wrapped=wrapped)
+            room = batch["base_offset"] - previous.batch["base_offset"] - 1
+            base = unwrap_after(base_sequence, previous.last, wrapped=wrapped, room=room)
             current = _StreamBatch(batch, base, base + sequence_span(base_sequence, last_sequence))
             expired = self._expired(state, batch)
             # The producer's last offset as its broker kept it: 0.11's moved with markers too.

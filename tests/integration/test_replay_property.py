@@ -935,3 +935,27 @@ def test_a_new_epochs_nonzero_start_after_expiry_was_taken_unchecked_from_2_5(
         if f["kind"] == "NEW_EPOCH_NONZERO_SEQUENCE"
     }
     assert reference == {offset: f["explained_by"] for offset, f in found.items()}
+
+
+def test_a_lap_whose_wrapping_batch_the_cleaner_removed_is_a_lap_not_a_restart(spark: SparkSession) -> None:
+    """Producer 5's sequences 0-1 at offsets 0-1 stay, the cleaner removed 2-2147482999 (as many offsets
+    are free), then 2147483000, then the batches up to 2147483647 are gone (the one that wrapped too:
+    700 offsets free for 647 sequences), then 0, 1, 2 again. A base of 0 was a lap only straight after
+    2147483647: here the producer restarted at 0, and its batches 0 and 1 were DUPLICATE_BATCH errors of
+    the first lap's. A lap, whose skipped sequences the cleaner removed: nothing above info. The
+    reference agrees."""
+    log = LogBuilder()
+    log.data(5, 0, 0, 1)
+    log.data(5, 0, 1, 1)
+    log.next_offset += 2147482998
+    log.data(5, 0, 2147483000, 1)
+    log.next_offset += 700
+    for sequence in range(3):
+        log.data(5, 0, sequence, 1)
+    log.plain(1)
+    profile = load_profile()
+    found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
+    kinds = sorted((f["kind"], f["severity"], f["first_offset"]) for f in found.collect())
+    assert [k for k in kinds if k[1] != "info"] == [], kinds
+    reference = reference_findings(log.rows, profile=profile, log_start_offset=0, compacted=True)
+    assert sorted((f["kind"], f["first_offset"]) for f in reference) == [(k, o) for k, _, o in kinds]
