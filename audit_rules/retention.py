@@ -693,8 +693,8 @@ def acked_records(
 
     Acks of a partition no dump holds are judged by nothing: one ACKS_NOT_CHECKED (warning) per ledger
     and partition says so, with the offsets' range and number. So are acks timed after the capture of
-    every log of their partition that no log holds or judges: one ACKS_NOT_CHECKED per partition (rule
-    "ack ledger timed after the dump")."""
+    the logs that would hold them, that no log holds or judges (the others' newest log reaches no
+    further): one ACKS_NOT_CHECKED per partition (rule "ack ledger timed after the dump")."""
     acks = acks.where(F.col("offset") >= 0)
     newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(*[F.col(c).desc() for c in _DUMP_ORDER])
     targets = (
@@ -1102,8 +1102,12 @@ def acked_records(
         .agg(
             F.bool_or(~F.col("_outcome").isin("later", "lag")).alias("_judged"),
             F.bool_or(F.col("_outcome") == "later").alias("_later"),
-            F.max_by("dump_id", "capture_time_ms").alias("dump_id"),
-            F.max("capture_time_ms").alias("captured"),
+            # (The logs that were captured before the ack: a log another one's reach judges is not.)
+            F.max_by(
+                F.when(F.col("_outcome") == "later", F.col("dump_id")),
+                F.when(F.col("_outcome") == "later", F.col("capture_time_ms")),
+            ).alias("dump_id"),
+            F.max(F.when(F.col("_outcome") == "later", F.col("capture_time_ms"))).alias("captured"),
             F.min("ack_timestamp").alias("acked"),
         )
         .where(~F.col("_judged") & F.col("_later"))
@@ -1123,7 +1127,7 @@ def acked_records(
         "ACKS_NOT_CHECKED",
         fmt(
             "%s acknowledged offset(s) from %s to %s of %s-%s, which no dumped log holds, are timed after "
-            "the partition's newest dump was captured (epoch ms %s; the earliest such ack at %s): the "
+            "the dump that would hold them was captured (epoch ms %s; the earliest such ack at %s): the "
             "dump cannot hold them, and they were not checked (dump the partition again, after the "
             "ledger's last ack, to check them).",
             "n",
