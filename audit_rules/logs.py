@@ -385,13 +385,27 @@ def log_bounds(
     # Offsets free between the batches of a segment (`segment_files`): the cleaner's work. Beside
     # unreadable bytes they show nothing (batches may be there).
     trusted_holes = F.col("unreadable_regions").isNull()
-    holed = F.coalesce(trusted_holes & F.col("holed_from").isNotNull(), F.lit(False))
+    # So are offsets free between the first segment's base and its first batch: a segment begins at the
+    # offset its first batch was appended at, but the cleaner writes a group of segments it cleaned
+    # into one at the first one's base (`LogCleaner.cleanSegments`), and a follower appends what it
+    # fetches from its leader's cleaned log into a segment at its own log end.
+    starts_late = F.coalesce(
+        trusted_holes
+        & F.col("untrusted_spans").isNull()
+        & (F.col("first_batch_offset") > F.col("first_segment_offset")),
+        F.lit(False),
+    )
+    holed = F.coalesce(trusted_holes & F.col("holed_from").isNotNull(), F.lit(False)) | starts_late
     # This broker's cleaner never touches its active segment, the last one; but a follower appends the
     # batches it fetches with their offsets (`appendAsFollower`) and rolls by its own segment size, so
     # its active segment may hold its leader's cleaned batches (a replica added to a small compacted
     # topic holds the whole log in one segment). Where the active segment itself shows the cleaner
     # (offsets free between its batches, a trimmed batch), the cleaner reached that far: to its end.
-    active_shown = F.greatest(F.when(trusted_holes, F.col("holed_to")), F.col("trimmed_to"))
+    active_shown = F.greatest(
+        F.when(trusted_holes, F.col("holed_to")),
+        F.col("trimmed_to"),
+        F.when(starts_late, F.col("first_batch_offset")),
+    )
     active_end = F.when(active_shown > F.coalesce(F.col("last_segment_offset"), F.lit(0)), active_shown)
     return logs.select(
         *LOG_KEY,

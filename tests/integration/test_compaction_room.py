@@ -239,3 +239,25 @@ def test_the_room_counts_only_offsets_below_what_the_cleaner_may_have_reached(sp
     ], [f["message"] for f in found]
     (start,) = [f for f in found if f["topic"] == "c-start"]
     assert "only 10 offset(s) there can have been removed" in start["message"], start["message"]
+
+
+def test_offsets_free_before_the_first_segments_first_batch_show_the_cleaner(spark: SparkSession) -> None:
+    """A replica added to a small compacted topic starts an empty log at 0 and appends what it fetches
+    from its leader's cleaned log, whose first kept batch is at 10 (the cleaner writes the segments it
+    cleaned into one at the first one's base, `LogCleaner.cleanSegments`): one active segment at 0,
+    whose batches start at 10 with producer 7's sequence 10. The cleaner removed sequences 0-9: no
+    finding above info, named compacted by the profile or not (it was a critical HISTORY_START_MISSING:
+    "the log is complete from offset 0"). Where the first batch is at the segment's base, nothing
+    shows the cleaner, and nothing excuses the start."""
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+
+    def verdicts(topic: str, first_offset: int) -> list[tuple[str, str]]:
+        log = _log(topic, first_offset)
+        log.data(7, 0, 10, 10)
+        log.data(7, 0, 20, 10)
+        found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
+        return sorted((f["kind"], f["severity"]) for f in found.collect() if f["severity"] != "info")
+
+    assert verdicts("c-fetched", 10) == []
+    assert verdicts("fetched", 10) == []
+    assert verdicts("c-whole", 0) == [("HISTORY_START_MISSING", "critical")]
