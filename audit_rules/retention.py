@@ -1073,11 +1073,7 @@ def acked_records(
     unchecked = (
         acks.join(targets.select("topic", "partition").distinct(), ["topic", "partition"], "left_anti")
         .groupBy("dump_id", "topic", "partition")
-        .agg(
-            F.min("offset").alias("first"),
-            F.max("offset").alias("last"),
-            F.count_distinct("offset").alias("n"),
-        )
+        .agg(*_offset_range("offset"))
         .withColumn("replica", F.lit(None).cast("string"))
     )
     not_checked = to_findings(
@@ -1113,9 +1109,7 @@ def acked_records(
         .where(~F.col("_judged") & F.col("_later"))
         .groupBy("topic", "partition")
         .agg(
-            F.min("at").alias("first"),
-            F.max("at").alias("last"),
-            F.count_distinct("at").alias("n"),
+            *_offset_range("at"),
             F.max_by("dump_id", "captured").alias("dump_id"),
             F.max("captured").alias("captured"),
             F.min("acked").alias("acked"),
@@ -1151,6 +1145,15 @@ def acked_records(
     if producers is not None and profile is not None:
         found = found.unionByName(_acked_producers(ranges, producers, logs, profile, judged_elsewhere))
     return found
+
+
+def _offset_range(offset: str) -> list[Column]:
+    """`first`, `last` and `n` (how many distinct) of the acknowledged offsets `offset`, for a message."""
+    return [
+        F.min(offset).alias("first"),
+        F.max(offset).alias("last"),
+        F.count_distinct(offset).alias("n"),
+    ]
 
 
 def _unreadable_within(lost: DataFrame, unreadable: DataFrame) -> tuple[DataFrame, Column]:

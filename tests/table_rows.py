@@ -37,6 +37,18 @@ def finding(kind: str = "SEQUENCE_GAP", **fields: Any) -> dict[str, Any]:
     return row
 
 
+def unreadable_region(log_row: dict[str, Any], position: int, length: int = 500) -> dict[str, Any]:
+    """A QUARANTINE row of bytes no batch header could be read from (a corrupt length), at `position`
+    of the segment of `log_row` (a BATCHES row)."""
+    return {
+        **{k: log_row[k] for k in ("dump_id", "replica", "topic", "partition", "file")},
+        "position": position,
+        "length": length,
+        "kind": "UNREADABLE_BATCH",
+        "message": "batch length 1234567 runs past a valid batch",
+    }
+
+
 def batch(position: int = 0, **fields: Any) -> dict[str, Any]:
     """A BATCHES row of an idempotent v2 batch of 3 records at `position` (base offset = position)."""
     row: dict[str, Any] = dict.fromkeys(BATCHES.columns)

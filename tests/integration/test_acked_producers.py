@@ -12,8 +12,9 @@ import pytest
 
 from audit_rules.pipeline import Bronze, audit
 from jobs.profiles import load_profile
-from schemas.tables import ACKS, BATCHES
+from schemas.tables import ACKS, BATCHES, QUARANTINE
 from tests.strategies import LogBuilder
+from tests.table_rows import unreadable_region
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -300,26 +301,13 @@ def test_an_ack_where_unreadable_bytes_lie_names_them(spark: SparkSession) -> No
     the region, where the record may be. Producer 6's ack at 20, past the log's end, names none."""
     from pyspark.sql import functions as F
 
-    from schemas.tables import QUARANTINE
-
     log = LogBuilder(start_offset=10)
     log.data(8, 0, 0, 2)
     torn_at = log.position
     log.position += 500
     log.next_offset += 3
     log.data(8, 0, 5, 1)
-    quarantine = spark.createDataFrame(
-        [
-            {
-                **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition", "file")},
-                "position": torn_at,
-                "length": 500,
-                "kind": "UNREADABLE_BATCH",
-                "message": "batch length 1234567 runs past a valid batch",
-            }
-        ],
-        QUARANTINE.schema,
-    )
+    quarantine = spark.createDataFrame([unreadable_region(log.rows[0], torn_at)], QUARANTINE.schema)
     rows = [{**_ack(13, 8, 0), "timestamp": log.clock}, {**_ack(20, 6, 1), "timestamp": log.clock}]
     bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10)
     bronze = replace(

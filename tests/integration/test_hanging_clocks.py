@@ -13,6 +13,7 @@ from audit_rules.pipeline import Bronze, audit
 from jobs.profiles import load_profile
 from schemas.tables import BATCHES, QUARANTINE
 from tests.strategies import LogBuilder
+from tests.table_rows import unreadable_region
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -112,13 +113,7 @@ def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) ->
     ]
     rows = [row for built in logs for row in built.rows]
     profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
-    region = {
-        **{k: logs[-1].rows[0][k] for k in ("dump_id", "replica", "topic", "partition", "file")},
-        "position": torn_at["torn"],
-        "length": 500,
-        "kind": "UNREADABLE_BATCH",
-        "message": "batch length 1234567 runs past a valid batch",
-    }
+    region = unreadable_region(logs[-1].rows[0], torn_at["torn"])
     bronze = replace(
         Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True),
         quarantine=spark.createDataFrame([region], QUARANTINE.schema),
