@@ -324,7 +324,8 @@ def scan_batch(
     # its bytes failed; a lap with those missing. (A producer starting at 0 again that far up its
     # range, with that many offsets of others between, is the one case this reads wrongly.)
     step = base - p["l"][0]
-    room = offset - p["o"][0] - 1 >= (SEQUENCE_MODULUS - 1) - p["l"][0]
+    prev_last_offset = p["o"][0] + np.mod(p["l"][0] - p["b"][0], SEQUENCE_MODULUS)
+    room = offset - prev_last_offset - 1 >= (SEQUENCE_MODULUS - 1) - p["l"][0]
     wraps = (step < -HALF_RANGE) & ((base != 0) | (p["l"][0] == SEQUENCE_MODULUS - 1) | room)
     up = (same & wraps).astype(np.int64)
     spans = (last < base).astype(np.int64)

@@ -213,7 +213,7 @@ class _Replay:
         else:
             previous = stream[-1]
             wrapped = batch["producer_epoch"] in state.wrapped
-            room = batch["base_offset"] - previous.batch["base_offset"] - 1
+            room = batch["base_offset"] - previous.batch["last_offset"] - 1
             base = unwrap_after(base_sequence, previous.last, wrapped=wrapped, room=room)
             current = _StreamBatch(batch, base, base + sequence_span(base_sequence, last_sequence))
             expired = self._expired(state, batch)

@@ -32,6 +32,7 @@ from jobs.profiles import available_profiles, load_profile
 from schemas.tables import BATCHES, PRODUCER_SNAPSHOTS, QUARANTINE
 from tests.reference_replay import COORDINATOR_TOPICS, reference_findings
 from tests.strategies import COMPACTED_TOPIC, DAY_MS, LogBuilder, LogHistory, log_histories
+from tests.table_rows import unreadable_region
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -252,18 +253,7 @@ def test_a_new_epoch_after_unreadable_bytes_names_them(spark: SparkSession) -> N
     log.data(8, 0, 0, 1)
     log.data(8, 1, 4, 1)  # a new epoch at sequence 4 with nothing unreadable before it
     batches = spark.createDataFrame(log.rows, BATCHES.schema)
-    quarantine = spark.createDataFrame(
-        [
-            {
-                **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition", "file")},
-                "position": torn_at,
-                "length": 500,
-                "kind": "UNREADABLE_BATCH",
-                "message": "batch length 1234567 runs past a valid batch",
-            }
-        ],
-        QUARANTINE.schema,
-    )
+    quarantine = spark.createDataFrame([unreadable_region(log.rows[0], torn_at)], QUARANTINE.schema)
     bronze = replace(Bronze.from_batches(batches), quarantine=quarantine)
     found = _messages(bronze, "NEW_EPOCH_NONZERO_SEQUENCE")
     assert set(found) == {7, 8}, found
@@ -959,3 +949,28 @@ def test_a_lap_whose_wrapping_batch_the_cleaner_removed_is_a_lap_not_a_restart(s
     assert [k for k in kinds if k[1] != "info"] == [], kinds
     reference = reference_findings(log.rows, profile=profile, log_start_offset=0, compacted=True)
     assert sorted((f["kind"], f["first_offset"]) for f in reference) == [(k, o) for k, _, o in kinds]
+
+
+def test_the_room_for_a_lap_counts_the_offsets_after_the_batch_before(spark: SparkSession) -> None:
+    """As above, but the batch before holds sequences 2147482001-2147483000 at 1000 offsets, and 600
+    offsets are free after it for the 647 sequences up to 2147483647: no room, so the 0 is the producer
+    starting again (its batches 0 and 1 copies of the first lap's), not a lap. Counted from the batch
+    before's base offset, 1599 offsets made room. The reference agrees."""
+    log = LogBuilder()
+    log.data(5, 0, 0, 1)
+    log.data(5, 0, 1, 1)
+    log.next_offset += 2147482000
+    log.data(5, 0, 2147482001, 1000)
+    log.next_offset += 600
+    for sequence in range(2):
+        log.data(5, 0, sequence, 1)
+    log.plain(1)
+    profile = load_profile()
+    found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
+    kinds = sorted((f["kind"], f["first_offset"]) for f in found.collect() if f["severity"] != "info")
+    restarted = [log.rows[3]["base_offset"], log.rows[4]["base_offset"]]
+    assert kinds == [("DUPLICATE_BATCH", offset) for offset in restarted], kinds
+    reference = reference_findings(log.rows, profile=profile, log_start_offset=0, compacted=True)
+    assert (
+        sorted((f["kind"], f["first_offset"]) for f in reference if f["kind"] == "DUPLICATE_BATCH") == kinds
+    )
