@@ -318,6 +318,8 @@ def log_bounds(
         "holed_from": F.min,
         "holed_to": F.max,
         "trimmed_to": F.max,
+        # The first batch of the last segment whose batches begin past its base offset (below).
+        "starts_late_to": F.max,
         "unreadable_regions": F.max,
     }
 
@@ -329,8 +331,25 @@ def log_bounds(
         )
 
     evidence = ("holed_from", "holed_to", "trimmed_to")
-    from_batches = facts(segments, **{name: F.col(name) for name in (*_BATCH_FACTS, *evidence)})
     live_segment = (F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull()
+    # A segment begins at the offset its first batch was appended at, but the cleaner writes a group of
+    # segments it cleaned into one at the first one's base (`LogCleaner.cleanSegments`), and a follower
+    # appends what it fetches of its leader's cleaned log into a segment at its own log end: offsets
+    # free between a segment's base (its file's name, `files`) and its first batch are the cleaner's
+    # too. Per segment holding batches: an empty or zero-filled file shows nothing.
+    named = [*LOG_KEY, "file"]
+    bases = files.where(live_segment).select(
+        *[F.col(c).alias(f"_s_{c}") for c in named], F.col("base_offset").alias("_segment_base")
+    )
+    based = segments.join(F.broadcast(bases), [F.col(c).eqNullSafe(F.col(f"_s_{c}")) for c in named], "left")
+    from_batches = facts(
+        based,
+        **{name: F.col(name) for name in (*_BATCH_FACTS, *evidence)},
+        starts_late_to=F.when(
+            F.col("untrusted_spans").isNull() & (F.col("first_batch_offset") > F.col("_segment_base")),
+            F.col("first_batch_offset"),
+        ),
+    )
     from_files = facts(
         files,
         first_segment_offset=F.when(live_segment, F.col("base_offset")),
@@ -385,16 +404,8 @@ def log_bounds(
     # Offsets free between the batches of a segment (`segment_files`): the cleaner's work. Beside
     # unreadable bytes they show nothing (batches may be there).
     trusted_holes = F.col("unreadable_regions").isNull()
-    # So are offsets free between the first segment's base and its first batch: a segment begins at the
-    # offset its first batch was appended at, but the cleaner writes a group of segments it cleaned
-    # into one at the first one's base (`LogCleaner.cleanSegments`), and a follower appends what it
-    # fetches from its leader's cleaned log into a segment at its own log end.
-    starts_late = F.coalesce(
-        trusted_holes
-        & F.col("untrusted_spans").isNull()
-        & (F.col("first_batch_offset") > F.col("first_segment_offset")),
-        F.lit(False),
-    )
+    # So are offsets free between a segment's base and its first batch (`starts_late_to`).
+    starts_late = F.coalesce(trusted_holes & F.col("starts_late_to").isNotNull(), F.lit(False))
     holed = F.coalesce(trusted_holes & F.col("holed_from").isNotNull(), F.lit(False)) | starts_late
     # This broker's cleaner never touches its active segment, the last one; but a follower appends the
     # batches it fetches with their offsets (`appendAsFollower`) and rolls by its own segment size, so
@@ -404,7 +415,7 @@ def log_bounds(
     active_shown = F.greatest(
         F.when(trusted_holes, F.col("holed_to")),
         F.col("trimmed_to"),
-        F.when(starts_late, F.col("first_batch_offset")),
+        F.when(starts_late, F.col("starts_late_to")),
     )
     active_end = F.when(active_shown > F.coalesce(F.col("last_segment_offset"), F.lit(0)), active_shown)
     return logs.select(

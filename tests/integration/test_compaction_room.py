@@ -241,18 +241,20 @@ def test_the_room_counts_only_offsets_below_what_the_cleaner_may_have_reached(sp
     assert "only 10 offset(s) there can have been removed" in start["message"], start["message"]
 
 
-def test_offsets_free_before_the_first_segments_first_batch_show_the_cleaner(spark: SparkSession) -> None:
+def test_offsets_free_before_a_segments_first_batch_show_the_cleaner(spark: SparkSession) -> None:
     """A replica added to a small compacted topic starts an empty log at 0 and appends what it fetches
     from its leader's cleaned log, whose first kept batch is at 10 (the cleaner writes the segments it
     cleaned into one at the first one's base, `LogCleaner.cleanSegments`): one active segment at 0,
     whose batches start at 10 with producer 7's sequence 10. The cleaner removed sequences 0-9: no
     finding above info, named compacted by the profile or not (it was a critical HISTORY_START_MISSING:
-    "the log is complete from offset 0"). Where the first batch is at the segment's base, nothing
-    shows the cleaner, and nothing excuses the start."""
+    "the log is complete from offset 0"). Where the first batch is at its segment's base, nothing shows
+    the cleaner; nor does a first segment that holds no batch (an empty or zero-filled file, lost data)
+    before one that starts at 10."""
     profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
 
-    def verdicts(topic: str, first_offset: int) -> list[tuple[str, str]]:
-        log = _log(topic, first_offset)
+    def verdicts(topic: str, first_offset: int, segment: int = 0) -> list[tuple[str, str]]:
+        # `Bronze.from_batches` lists one live segment at 0, named as `files` names it.
+        log = LogBuilder(topic=topic, file=f"/{topic}/{segment:020d}.log", start_offset=first_offset)
         log.data(7, 0, 10, 10)
         log.data(7, 0, 20, 10)
         found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
@@ -260,4 +262,6 @@ def test_offsets_free_before_the_first_segments_first_batch_show_the_cleaner(spa
 
     assert verdicts("c-fetched", 10) == []
     assert verdicts("fetched", 10) == []
-    assert verdicts("c-whole", 0) == [("HISTORY_START_MISSING", "critical")]
+    missing = [("HISTORY_START_MISSING", "critical")]
+    assert verdicts("c-whole", 0) == missing
+    assert verdicts("empty-first", 10, segment=10) == missing
