@@ -404,9 +404,11 @@ def log_bounds(
     # Offsets free between the batches of a segment (`segment_files`): the cleaner's work. Beside
     # unreadable bytes they show nothing (batches may be there).
     trusted_holes = F.col("unreadable_regions").isNull()
-    # So are offsets free between a segment's base and its first batch (`starts_late_to`).
+    holed = F.coalesce(trusted_holes & F.col("holed_from").isNotNull(), F.lit(False))
+    # Offsets free between a segment's base and its first batch (`starts_late_to`) show how far the
+    # cleaner of a log known to be compacted reached, not that the log is: on a topic whose policy is
+    # delete, batches missing at a segment's start were lost.
     starts_late = F.coalesce(trusted_holes & F.col("starts_late_to").isNotNull(), F.lit(False))
-    holed = F.coalesce(trusted_holes & F.col("holed_from").isNotNull(), F.lit(False)) | starts_late
     # This broker's cleaner never touches its active segment, the last one; but a follower appends the
     # batches it fetches with their offsets (`appendAsFollower`) and rolls by its own segment size, so
     # its active segment may hold its leader's cleaned batches (a replica added to a small compacted

@@ -246,10 +246,11 @@ def test_offsets_free_before_a_segments_first_batch_show_the_cleaner(spark: Spar
     from its leader's cleaned log, whose first kept batch is at 10 (the cleaner writes the segments it
     cleaned into one at the first one's base, `LogCleaner.cleanSegments`): one active segment at 0,
     whose batches start at 10 with producer 7's sequence 10. The cleaner removed sequences 0-9: no
-    finding above info, named compacted by the profile or not (it was a critical HISTORY_START_MISSING:
-    "the log is complete from offset 0"). Where the first batch is at its segment's base, nothing shows
-    the cleaner; nor does a first segment that holds no batch (an empty or zero-filled file, lost data)
-    before one that starts at 10."""
+    finding above info (it was a critical HISTORY_START_MISSING: "the log is complete from offset 0";
+    the profile names the topic compacted, and this broker's cleaner never touches its active segment).
+    Where the first batch is at its segment's base, nothing shows the cleaner reached it; nor does a
+    first segment that holds no batch (an empty or zero-filled file, lost data) before one that starts
+    at 10. A topic nothing shows compacted lost what is missing at a segment's start."""
     profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
 
     def verdicts(topic: str, first_offset: int, segment: int = 0) -> list[tuple[str, str]]:
@@ -261,7 +262,7 @@ def test_offsets_free_before_a_segments_first_batch_show_the_cleaner(spark: Spar
         return sorted((f["kind"], f["severity"]) for f in found.collect() if f["severity"] != "info")
 
     assert verdicts("c-fetched", 10) == []
-    assert verdicts("fetched", 10) == []
     missing = [("HISTORY_START_MISSING", "critical")]
+    assert verdicts("fetched", 10) == missing
     assert verdicts("c-whole", 0) == missing
-    assert verdicts("empty-first", 10, segment=10) == missing
+    assert verdicts("c-empty-first", 10, segment=10) == missing
