@@ -413,7 +413,8 @@ def log_bounds(
     # batches it fetches with their offsets (`appendAsFollower`) and rolls by its own segment size, so
     # its active segment may hold its leader's cleaned batches (a replica added to a small compacted
     # topic holds the whole log in one segment). Where the active segment itself shows the cleaner
-    # (offsets free between its batches, a trimmed batch), the cleaner reached that far: to its end.
+    # (offsets free between its batches, a trimmed batch), the cleaner reached that far: to its end; where
+    # it starts past its base (`starts_late`), to its first batch.
     active_shown = F.greatest(
         F.when(trusted_holes, F.col("holed_to")),
         F.col("trimmed_to"),

@@ -337,7 +337,8 @@ def test_a_first_sequence_the_offsets_below_cannot_have_held_is_missing() -> Non
 
 
 def test_a_restart_at_zero_far_from_the_wrap_is_a_regression_not_a_gap() -> None:
-    """A base of 0 wraps only straight after 2147483647; after 1,499,999,999 the producer started again
+    """A base of 0 wraps only straight after 2147483647 (or where the offsets after the batch before could
+    hold the sequences skipped to it: none here); after 1,499,999,999 the producer started again
     (a client restarting at 0 once its broker forgot it), not 647,483,648 records lost."""
     log = LogBuilder(start_offset=LATE)
     log.data(PID, 0, 1_499_999_990, 10)
