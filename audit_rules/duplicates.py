@@ -241,7 +241,23 @@ def _record_contents(history: DataFrame, records: DataFrame) -> DataFrame:
 _COPY_BATCH = ("log_key", "dump_id", "replica", "topic", "partition", "producer_id", "producer_epoch")
 
 
-def _client_bumps(history: DataFrame) -> DataFrame:
+def _epoch_ends(history: DataFrame) -> DataFrame:
+    """Per (log_key, producer_id, producer_epoch): the first and last offsets of its data batches and of
+    its markers (one pass over the history, read by both rules of a new epoch's or new producer's copies)."""
+    data = ~F.col("is_control")
+    return (
+        history.where(F.col("ok"))
+        .groupBy("log_key", "producer_id", "producer_epoch")
+        .agg(
+            F.min(F.when(data, F.col("base_offset"))).alias("_first_data"),
+            F.max(F.when(data, F.col("base_offset"))).alias("_last_data"),
+            F.min(F.when(~data, F.col("base_offset"))).alias("_first_marker"),
+            F.max(F.when(~data, F.col("base_offset"))).alias("_last_marker"),
+        )
+    )
+
+
+def _client_bumps(epoch_ends: DataFrame) -> DataFrame:
     """(log_key, producer_id, producer_epoch, previous_epoch) for each epoch of a producer's data that a
     client raised, with the epoch of its data before (the next lower one in the log). An epoch whose
     first row is a marker was raised by the transaction coordinator: Transactions V2 ends every
@@ -253,16 +269,9 @@ def _client_bumps(history: DataFrame) -> DataFrame:
     does an epoch whose data before ends with a marker of its own epoch: a Transactions V1 producer that
     restarted after its transaction completed (`InitProducerId` bumps the epoch and writes no marker)
     had nothing in flight, and consecutive transactions may write the same values."""
-    rows = history.where(F.col("ok"))
-    epochs = rows.groupBy("log_key", "producer_id", "producer_epoch").agg(
-        F.min(F.when(~F.col("is_control"), F.col("base_offset"))).alias("_first_data"),
-        F.min(F.when(F.col("is_control"), F.col("base_offset"))).alias("_first_marker"),
-        # A marker after the epoch's last data: its last transaction ended, nothing of it was in flight.
-        F.coalesce(
-            F.max(F.when(F.col("is_control"), F.col("base_offset")))
-            > F.max(F.when(~F.col("is_control"), F.col("base_offset"))),
-            F.lit(False),
-        ).alias("_ended"),
+    # A marker after the epoch's last data: its last transaction ended, nothing of it was in flight.
+    epochs = epoch_ends.withColumn(
+        "_ended", F.coalesce(F.col("_last_marker") > F.col("_last_data"), F.lit(False))
     )
     order = Window.partitionBy("log_key", "producer_id").orderBy("producer_epoch")
     # The epochs after one with data, up to the next with data, are one group: its marker-only epochs
@@ -301,9 +310,10 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
     flight when it bumped), or at the head of the producer id that took over from it (RULES.md)."""
     window = profile.duplicate_window_batches
     joined = _record_contents(history, records)
+    epoch_ends = _epoch_ends(history)
     # The copies: records of an epoch's first data batches, where a client raised the epoch.
     heads = joined.where(F.col("stream_index") <= window).join(
-        _client_bumps(history), ["log_key", "producer_id", "producer_epoch"], "inner"
+        _client_bumps(epoch_ends), ["log_key", "producer_id", "producer_epoch"], "inner"
     )
     # The originals: records of the last data batches of an epoch, the batches in flight when it ended.
     # Counted among all its data batches: where those were aborted, no committed record was in flight
@@ -352,10 +362,12 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
         last_offset="last_offset",
         related_offset="original_offset",
     )
-    return same_pid.unionByName(_duplicates_under_new_producer_id(history, joined, profile))
+    return same_pid.unionByName(_duplicates_under_new_producer_id(history, joined, epoch_ends, profile))
 
 
-def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, profile: Profile) -> DataFrame:
+def _duplicates_under_new_producer_id(
+    history: DataFrame, joined: DataFrame, epoch_ends: DataFrame, profile: Profile
+) -> DataFrame:
     """The same re-send under a new producer id (a client that reset its idempotent session, pre-KIP-360):
     records of the first `duplicate_window_batches` data batches of pid B, starting with B's very first
     batch, equal to records of the last that many data batches of a pid A whose data all lies before B's
@@ -372,13 +384,9 @@ def _duplicates_under_new_producer_id(history: DataFrame, joined: DataFrame, pro
     # transactions may write the values its last ones did.)
     # (Such a producer's tails stay in the as-of match below: the latest producer of a content before B
     # is still the one B follows, and a pair with one that ended is no re-send.)
-    rows = history.where(F.col("ok"))
-    ended = rows.groupBy("log_key", "producer_id").agg(
-        F.coalesce(
-            F.max(F.when(F.col("is_control"), F.col("base_offset")))
-            > F.max(F.when(~F.col("is_control"), F.col("base_offset"))),
-            F.lit(False),
-        ).alias("_ended")
+    # (A marker of an epoch above its data's counts: Transactions V2 writes the marker one epoch up.)
+    ended = epoch_ends.groupBy("log_key", "producer_id").agg(
+        F.coalesce(F.max("_last_marker") > F.max("_last_data"), F.lit(False)).alias("_ended")
     )
     ranked = batches.withColumns(
         {
