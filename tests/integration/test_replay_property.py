@@ -927,6 +927,24 @@ def test_a_new_epochs_nonzero_start_after_expiry_was_taken_unchecked_from_2_5(
     assert reference == {offset: f["explained_by"] for offset, f in found.items()}
 
 
+def _wrapped_log(
+    before_base: int, before_records: int, *, skipped: int, free: int, restarts: int
+) -> LogBuilder:
+    """Producer 5's sequences 0-1 at offsets 0-1, `skipped` offsets the cleaner emptied, the batch before
+    the wrap (`before_records` sequences from `before_base`), `free` offsets emptied, then single-record
+    batches of sequences 0 to `restarts` - 1, and a plain batch."""
+    log = LogBuilder()
+    log.data(5, 0, 0, 1)
+    log.data(5, 0, 1, 1)
+    log.next_offset += skipped
+    log.data(5, 0, before_base, before_records)
+    log.next_offset += free
+    for sequence in range(restarts):
+        log.data(5, 0, sequence, 1)
+    log.plain(1)
+    return log
+
+
 def test_a_lap_whose_wrapping_batch_the_cleaner_removed_is_a_lap_not_a_restart(spark: SparkSession) -> None:
     """Producer 5's sequences 0-1 at offsets 0-1 stay, the cleaner removed 2-2147482999 (as many offsets
     are free), then 2147483000, then the batches up to 2147483647 are gone (the one that wrapped too:
@@ -934,15 +952,7 @@ def test_a_lap_whose_wrapping_batch_the_cleaner_removed_is_a_lap_not_a_restart(s
     2147483647: here the producer restarted at 0, and its batches 0 and 1 were DUPLICATE_BATCH errors of
     the first lap's. A lap, whose skipped sequences the cleaner removed: nothing above info. The
     reference agrees."""
-    log = LogBuilder()
-    log.data(5, 0, 0, 1)
-    log.data(5, 0, 1, 1)
-    log.next_offset += 2147482998
-    log.data(5, 0, 2147483000, 1)
-    log.next_offset += 700
-    for sequence in range(3):
-        log.data(5, 0, sequence, 1)
-    log.plain(1)
+    log = _wrapped_log(2147483000, 1, skipped=2147482998, free=700, restarts=3)
     profile = load_profile()
     found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
     kinds = sorted((f["kind"], f["severity"], f["first_offset"]) for f in found.collect())
@@ -956,15 +966,7 @@ def test_the_room_for_a_lap_counts_the_offsets_after_the_batch_before(spark: Spa
     offsets are free after it for the 647 sequences up to 2147483647: no room, so the 0 is the producer
     starting again (its batches 0 and 1 copies of the first lap's), not a lap. Counted from the batch
     before's base offset, 1599 offsets made room. The reference agrees."""
-    log = LogBuilder()
-    log.data(5, 0, 0, 1)
-    log.data(5, 0, 1, 1)
-    log.next_offset += 2147482000
-    log.data(5, 0, 2147482001, 1000)
-    log.next_offset += 600
-    for sequence in range(2):
-        log.data(5, 0, sequence, 1)
-    log.plain(1)
+    log = _wrapped_log(2147482001, 1000, skipped=2147482000, free=600, restarts=2)
     profile = load_profile()
     found = audit(Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), profile).findings
     kinds = sorted((f["kind"], f["first_offset"]) for f in found.collect() if f["severity"] != "info")
