@@ -155,7 +155,9 @@ def iter_file_items(path: Path, *, records: bool, kind: str | None = None) -> It
                 tail.append(item)
             else:
                 yield item
-        yield from _index_mismatches(path)
+        # An entry the reader stopped at (a zeroed entry before non-zero ones) is reported once, by it.
+        stopped_at = {error.position for error in tail}
+        yield from (error for error in _index_mismatches(path) if error.position not in stopped_at)
         yield from tail
     else:
         yield from _read_small_artifact(kind, path)

@@ -41,6 +41,7 @@ from kafka_log_decoder.constants import (
 )
 from kafka_log_decoder.discovery import segment_base_offset
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
+from kafka_log_decoder.index_files import zero_tail_start
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import BatchRun
 
@@ -101,6 +102,9 @@ class IndexCheck:
     def _read(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         base = self._base = segment_base_offset(self.index_file)
         size = os.stat(self.index_file).st_size
+        # The entries before the zero-filled preallocated tail: all of them, as the broker counts them
+        # (`AbstractIndex`: the file's length), also past a zeroed entry where DumpLogSegments stops.
+        count = zero_tail_start(self.index_file, size, OFFSET_INDEX_ENTRY_SIZE) // OFFSET_INDEX_ENTRY_SIZE
         kept: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         first = 0
         previous: tuple[int, int] | None = None  # the last entry read: (offset, position)
@@ -111,13 +115,9 @@ class IndexCheck:
                 entries = np.frombuffer(data, self._DTYPE, count=whole // 4).reshape(-1, 2)
                 if not len(entries):
                     break
-                relative = entries[:, 0].astype(np.int64)
-                numbers = np.arange(first, first + len(entries), dtype=np.int64)
-                # The zero-filled preallocated tail starts at the first entry after the first with
-                # relative offset 0 (`index_files`, `DumpLogSegments.dumpIndex`).
-                tail = np.flatnonzero((relative == 0) & (numbers > 0))
-                stop = int(tail[0]) if len(tail) else len(entries)
-                relative, numbers = relative[:stop], numbers[:stop]
+                stop = max(0, min(len(entries), count - first))
+                relative = entries[:stop, 0].astype(np.int64)
+                numbers = np.arange(first, first + stop, dtype=np.int64)
                 positions = entries[:stop, 1].astype(np.int64)
                 # A first entry of zeros is the preallocated tail of an index with no entry yet, not
                 # checked: the broker never indexes the batch at position 0 (`LogSegment.append` adds an

@@ -3,9 +3,12 @@
 Offsets in `.index` and `.timeindex` are stored relative to the segment base offset, which comes
 from the file name. Both files are preallocated with zeros while their segment is active, so entries
 end at the first entry at position i > 0 whose relative offset is 0: exactly where
-`DumpLogSegments.dumpIndex`/`dumpTimeIndex` stop. A file length that is not a whole number of
-entries is reported as `INDEX_MISMATCH` at the partial entry (the broker's `sanityCheck` rejects it
-and rebuilds the index).
+`DumpLogSegments.dumpIndex`/`dumpTimeIndex` stop. The broker stops nowhere: it counts every entry of
+the file (`AbstractIndex`: the file's length over the entry size) and looks offsets up among them, so
+such an entry with non-zero bytes after it (a zeroed page inside the index, not its preallocated
+tail) is reported as `INDEX_MISMATCH` at the entry, and `index_check` checks the entries after it. A
+file length that is not a whole number of entries is reported as `INDEX_MISMATCH` at the partial entry
+(the broker's `sanityCheck` rejects it and rebuilds the index).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "read_offset_index",
     "read_time_index",
     "read_txn_index",
+    "zero_tail_start",
 ]
 
 _Row = TypeVar("_Row", IndexEntry, TimeIndexEntry, TxnIndexEntry)
@@ -121,19 +125,49 @@ assert _TIME_INDEX.entry.size == TIME_INDEX_ENTRY_SIZE
 assert _TXN_INDEX.entry.size == TXN_INDEX_ENTRY_SIZE
 
 
+# Bytes read per step when looking for the zero-filled tail from the end of a file.
+_TAIL_SCAN_SIZE = 1 << 20
+
+
+def zero_tail_start(file: str, size: int, entry_size: int) -> int:
+    """Where the zero-filled tail of an index file of `size` bytes starts: the entry boundary after its
+    last non-zero byte among its whole entries (0 for a file of zeros). Read from the end in bounded
+    steps; a preallocated index of an active segment is mostly zeros."""
+    end = size - size % entry_size
+    with open(file, "rb") as handle:
+        while end > 0:
+            start = max(0, end - _TAIL_SCAN_SIZE)
+            handle.seek(start)
+            kept = len(handle.read(end - start).rstrip(b"\0"))
+            if kept:
+                return _entry_boundary(start + kept, entry_size)
+            end = start
+    return 0
+
+
+def _entry_boundary(length: int, entry_size: int) -> int:
+    return -(-length // entry_size) * entry_size
+
+
+def _tail_of(data: bytes, entry_size: int) -> int:
+    return _entry_boundary(len(data[: len(data) - len(data) % entry_size].rstrip(b"\0")), entry_size)
+
+
 def decode_offset_index(data: bytes, file: str) -> tuple[list[IndexEntry], list[DecodeError]]:
     """Entries of an `.index` (absolute offset, `.log` position); `file` names the segment base offset."""
-    return _split(_iter_entries(_OFFSET_INDEX, [data], len(data), file))
+    return _split(
+        _iter_entries(_OFFSET_INDEX, [data], len(data), file, _tail_of(data, OFFSET_INDEX_ENTRY_SIZE))
+    )
 
 
 def decode_time_index(data: bytes, file: str) -> tuple[list[TimeIndexEntry], list[DecodeError]]:
     """Entries of a `.timeindex` (timestamp, absolute offset); `file` names the segment base offset."""
-    return _split(_iter_entries(_TIME_INDEX, [data], len(data), file))
+    return _split(_iter_entries(_TIME_INDEX, [data], len(data), file, _tail_of(data, TIME_INDEX_ENTRY_SIZE)))
 
 
 def decode_txn_index(data: bytes, file: str) -> tuple[list[TxnIndexEntry], list[DecodeError]]:
     """Aborted transactions of a `.txnindex` (offsets are absolute; not preallocated)."""
-    return _split(_iter_entries(_TXN_INDEX, [data], len(data), file))
+    return _split(_iter_entries(_TXN_INDEX, [data], len(data), file, len(data)))
 
 
 def read_offset_index(path: str | os.PathLike[str]) -> Iterator[IndexEntry | DecodeError]:
@@ -172,12 +206,15 @@ def _stream(layout: _Layout[_Row], file: str, size: int) -> Iterator[_Row | Deco
     except OSError as exc:
         raise NotAKafkaArtifact.from_os_error(file, exc) from None
     with handle:
-        yield from _iter_entries(layout, iter(lambda: handle.read(chunk_size), b""), size, file)
+        tail = zero_tail_start(file, size, layout.entry.size) if layout.relative_offsets else size
+        yield from _iter_entries(layout, iter(lambda: handle.read(chunk_size), b""), size, file, tail)
 
 
 def _iter_entries(
-    layout: _Layout[_Row], chunks: Iterable[bytes], total_size: int, file: str
+    layout: _Layout[_Row], chunks: Iterable[bytes], total_size: int, file: str, tail: int
 ) -> Iterator[_Row | DecodeError]:
+    """The entries up to the first the layout stops at; `tail`: where the file's zero-filled tail starts
+    (`zero_tail_start`), which tells a stop before it, with non-zero entries after, from the tail."""
     entry_size = layout.entry.size
     base = segment_base_offset(file) if layout.relative_offsets else 0
     position = 0
@@ -190,6 +227,16 @@ def _iter_entries(
             item = layout.build(file, base, position // entry_size, fields, position)
             if isinstance(item, _Stop):
                 stopped = True
+                if position < tail:
+                    yield DecodeError(
+                        file,
+                        position,
+                        CorruptionKind.INDEX_MISMATCH,
+                        f"entry {position // entry_size} has relative offset 0, where DumpLogSegments stops "
+                        f"reading this {layout.name} file, but non-zero entries follow up to byte {tail}: "
+                        "the broker counts every entry of the file and looks offsets up among them",
+                        entry_size,
+                    )
                 break
             yield item
             position += entry_size

@@ -334,6 +334,23 @@ def test_an_index_is_checked_against_the_log_beside_it(tmp_path: Path) -> None:
     assert [o for o in dump(index)[1] if o["type"] == "error"] == []
 
 
+def test_a_zeroed_index_entry_is_reported_once_and_the_wrong_entries_after_it_too(tmp_path: Path) -> None:
+    """Entry 50 zeroed and entry 100 moved inside its batch, before a preallocated zero tail: the dump
+    lists the entries up to 50, where DumpLogSegments stops, and reports 50 once (the reader's stop, not
+    also the check's) and 100, which the broker reads on to."""
+    _, index, entries = metadata_segment_with_index(tmp_path)
+    entries[50] = (0, 0)
+    entries[100] = (entries[100][0], entries[100][1] + 5)
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries) + bytes(8 * 500))
+    status, objs = dump(index)
+    assert status == 0
+    assert [o["type"] for o in objs].count("index_entry") == 50
+    errors = sorted((o["position"], o["kind"]) for o in objs if o["type"] == "error")
+    assert errors == [(400, "INDEX_MISMATCH"), (800, "INDEX_MISMATCH")]
+    stop = next(o for o in objs if o["type"] == "error" and o["position"] == 400)
+    assert "where DumpLogSegments stops" in stop["message"]
+
+
 GOLDEN_TEXT = REPO / "tests" / "golden" / "dump_log_text" / "kafka-3.0-deep-iteration.txt"
 
 

@@ -164,11 +164,23 @@ def test_time_index_stops_at_the_zero_tail() -> None:
 
 
 def test_time_index_stops_at_relative_offset_zero_whatever_the_timestamp() -> None:
-    # DumpLogSegments.dumpTimeIndex tests the offset only.
+    # DumpLogSegments.dumpTimeIndex tests the offset only. The entry after it is not zero: the broker
+    # reads it, so the stop is reported at the entry the tool stops at.
     data = time_index_bytes((1_700_000_000_000, 3), (1_700_000_000_500, 0), (1_700_000_000_900, 9))
     entries, errors = decode_time_index(data, TIME_INDEX)
     assert [(e.timestamp, e.offset) for e in entries] == [(1_700_000_000_000, 103)]
-    assert errors == []
+    assert [(e.kind, e.position, e.length) for e in errors] == [(CorruptionKind.INDEX_MISMATCH, 12, 12)]
+    assert "up to byte 36" in errors[0].message
+
+
+def test_a_zeroed_entry_with_entries_after_it_is_reported_where_the_dump_tool_stops() -> None:
+    # Entry 1 zeroed (a zeroed page), entry 2 real: the broker counts all three (AbstractIndex: the
+    # file's length) and looks offsets up among them; DumpLogSegments stops at entry 1.
+    data = offset_index_bytes((5, 4123), (0, 0), (61, 6177), zero_entries=100)
+    entries, errors = decode_offset_index(data, INDEX)
+    assert [(e.offset, e.position) for e in entries] == [(105, 4123)]
+    assert [(e.kind, e.position, e.length) for e in errors] == [(CorruptionKind.INDEX_MISMATCH, 8, 8)]
+    assert "up to byte 24" in errors[0].message
 
 
 def test_time_index_with_a_partial_entry_reports_index_mismatch() -> None:

@@ -311,6 +311,22 @@ def test_an_entry_repeating_the_one_before_is_a_mismatch(
     assert [number for number, _ in flagged(log)] == [25]
 
 
+def test_entries_after_a_zeroed_entry_are_checked_as_the_broker_reads_them(
+    follower: tuple[list[Built], list[tuple[int, int]], Path],
+) -> None:
+    """Entry 12 zeroed (a zeroed page inside the index) and entry 30 wrong, before the preallocated zero
+    tail: the broker counts every entry of the file (`AbstractIndex`) and looks offsets up among them,
+    so both are mismatches; DumpLogSegments stops at entry 12 and shows neither."""
+    _, entries, log = follower
+    entries[12] = (0, 0)
+    entries[30] = (entries[30][0], entries[30][1] + 5)
+    write_index(log, entries, tail=bytes(8 * 1000))
+    found = flagged(log)
+    assert [number for number, _ in found] == [12, 30]
+    assert "does not follow the entry before it" in found[0][1]
+    assert "does not point at the start of a batch" in found[1][1]
+
+
 def test_a_split_at_a_followers_chunk_entry_starts_there(tmp_path: Path) -> None:
     """Each range of a follower's segment, cut at chunk entries, decodes from its own boundary: with the
     split check as strict as the old IndexCheck, most fell back to the split point before and decoded
