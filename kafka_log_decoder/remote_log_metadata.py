@@ -151,13 +151,30 @@ def decode_remote_log_metadata(value: bytes) -> dict[str, Any]:
     out: dict[str, Any]
     if api_key == SEGMENT:
         out = {"event": "segment", **_segment_id(r)}
+        # What the broker's `RemoteLogSegmentMetadata` refuses to hold: a value it cannot read is no
+        # remote segment (offsets it would explain as tiered are not).
+        start_at = r.pos
         out["start_offset"] = r.unpack(">q", "start offset")
+        if out["start_offset"] < 0:
+            raise RemoteLogMetadataError(start_at, f"start offset {out['start_offset']} is negative")
+        end_at = r.pos
         out["end_offset"] = r.unpack(">q", "end offset")
+        if out["end_offset"] < out["start_offset"]:
+            raise RemoteLogMetadataError(
+                end_at, f"end offset {out['end_offset']} is below the start offset {out['start_offset']}"
+            )
         out["broker_id"] = r.unpack(">i", "broker id")
         out["max_timestamp_ms"] = r.unpack(">q", "max timestamp")
         out["event_timestamp_ms"] = r.unpack(">q", "event timestamp")
         epochs = []
-        for _ in range(r.uvarint("segment leader epochs") - 1):
+        epochs_at = r.pos
+        count = r.uvarint("segment leader epochs") - 1
+        if count < 1:
+            raise RemoteLogMetadataError(
+                epochs_at,
+                "segment leader epochs " + ("is null (a non-nullable field)" if count < 0 else "is empty"),
+            )
+        for _ in range(count):
             epoch = r.unpack(">i", "leader epoch")
             offset = r.unpack(">q", "leader epoch start offset")
             r.tagged_fields("SegmentLeaderEpoch")

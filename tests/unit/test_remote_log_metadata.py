@@ -86,3 +86,28 @@ def test_a_tagged_field_of_the_wrong_size_names_where_its_value_starts() -> None
         RemoteLogMetadataError, match=rf"^byte {len(SEGMENT) - 1} of the value: tagged field 0 has 2"
     ):
         decode_remote_log_metadata(wrong)
+
+
+def test_a_segment_the_broker_could_not_hold_is_refused_where_it_goes_wrong() -> None:
+    """What `RemoteLogSegmentMetadata` (and the generated record reader) refuse, checked with the Kafka
+    4.3.1 classes: a null or empty leader-epoch array, a negative start offset, an end below the start.
+    Such a value is no remote segment: it explains no offset below a log's start as tiered."""
+    start_at, end_at, epochs_at = 48, 56, 84
+    assert int.from_bytes(SEGMENT[end_at : end_at + 8], "big") == 199 and SEGMENT[epochs_at] == 2
+
+    def offsets(start: int, end: int) -> bytes:
+        return start.to_bytes(8, "big", signed=True) + end.to_bytes(8, "big", signed=True)
+
+    with pytest.raises(RemoteLogMetadataError, match=rf"^byte {start_at} of the value: start offset -5 is"):
+        decode_remote_log_metadata(SEGMENT[:start_at] + offsets(-5, 199) + SEGMENT[epochs_at - 20 :])
+    with pytest.raises(RemoteLogMetadataError, match=rf"^byte {end_at} of the value: end offset 50 is below"):
+        decode_remote_log_metadata(SEGMENT[:start_at] + offsets(100, 50) + SEGMENT[epochs_at - 20 :])
+    # The array (count + 1, then each entry: epoch, start offset, tagged fields) replaced by none.
+    after_epochs = epochs_at + 1 + 4 + 8 + 1
+    for count, what in ((0, "is null"), (1, "is empty")):
+        value = SEGMENT[:epochs_at] + bytes([count]) + SEGMENT[after_epochs:]
+        with pytest.raises(RemoteLogMetadataError, match=rf"^byte {epochs_at} of the value: .*epochs {what}"):
+            decode_remote_log_metadata(value)
+    # Offsets the broker holds, spliced the same way, decode: the splices change only what they name.
+    fine = decode_remote_log_metadata(SEGMENT[:start_at] + offsets(100, 150) + SEGMENT[epochs_at - 20 :])
+    assert (fine["start_offset"], fine["end_offset"], fine["segment_leader_epochs"]) == (100, 150, [[0, 0]])
