@@ -34,11 +34,13 @@ def app_sequences(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
     broker's; an idempotent or transactional producer's records are the replay's) with `app_producer`
     and `app_sequence` (long) where both could be read. A value that is no whole number, or does not fit
     a long, is not an app sequence (a null: `try_cast`, whatever `spark.sql.ansi.enabled` says; a cast
-    failed the audit under Spark 4's ANSI default)."""
+    failed the audit under Spark 4's ANSI default). A whole number written with a zero fraction, as
+    JSON writers write a float (`3.0`: Python's `json.dumps`, Jackson), is that number."""
+    whole = F.regexp_replace(F.trim(extract(spec.sequence)), r"^([+-]?[0-9]+)\.0+$", "$1")
     r = with_log_key(records.where(F.col("sequence") < 0)).select(
         "*",
         extract(spec.producer).alias("app_producer"),
-        F.trim(extract(spec.sequence)).try_cast("long").alias("app_sequence"),
+        whole.try_cast("long").alias("app_sequence"),
     )
     return r.where(F.col("app_producer").isNotNull() & F.col("app_sequence").isNotNull())
 
@@ -299,7 +301,9 @@ def _gaps(holes: DataFrame, message: Column, related_offset: Column) -> DataFram
 
 def _topic_holes(topic_wide: DataFrame, compacted: DataFrame | None) -> DataFrame:
     """APP_SEQUENCE_GAP per (dump, topic, app producer) for a topic-wide counter: each run of values
-    between its lowest and highest that no partition of the topic holds, reported at the first record
+    between its lowest and highest that no dumped partition of the topic holds (the dump does not say
+    how many partitions the topic has: the message says a partition not dumped may hold them), reported
+    at the first record
     of the value after it (`related_offset`: the value before it, when in the same partition); none
     where a log of the topic in that dump is `compacted` (the cleaner may have removed them there)."""
     if compacted is not None:
@@ -320,10 +324,10 @@ def _topic_holes(topic_wide: DataFrame, compacted: DataFrame | None) -> DataFram
     )
     same_partition = F.col("_below_at.partition") == F.col("partition")
     message = fmt(
-        "App producer %s never wrote sequences %s-%s (%s value(s)) to any partition of the topic, "
+        "App producer %s wrote sequences %s-%s (%s value(s)) to none of the topic's dumped partitions, "
         "although %s (partition %s, offset %s) and %s (partition %s, offset %s) are in the log (its "
-        "sequence numbers the topic's records across partitions): records the client never sent, "
-        "or lost.",
+        "sequence numbers the topic's records across partitions): records the client never sent, or "
+        "lost, unless a partition of the topic that is not in the dump holds them.",
         "app_producer",
         F.col("_below") + 1,
         F.col("app_sequence") - 1,

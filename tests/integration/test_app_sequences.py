@@ -14,12 +14,16 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType
 
+from audit_rules.ordering import app_sequences
 from audit_rules.pipeline import audit
+from audit_rules.profile import AppSequenceSpec
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaBroker
+from schemas.tables import RECORDS
 
 # Sarama #2619: batches A=(3,4) re-queued behind B=(5,6): the log reads 1,2,5,6,3,4,7.
 SARAMA_ORDER = [1, 2, 5, 6, 3, 4, 7]
@@ -200,6 +204,9 @@ def test_a_counter_across_partitions_is_audited_over_the_topic(spark: Any, app_l
     assert (
         f"16 (partition 1, offset {below_hole})" in gap["message"] and "across partitions" in gap["message"]
     )
+    # The dump does not tell how many partitions the topic has: one not dumped may hold the value.
+    assert "to none of the topic's dumped partitions" in gap["message"]
+    assert "unless a partition of the topic that is not in the dump holds them" in gap["message"]
     # Read per partition (forced), the same log is all holes (9 + 9 + 8 steps of three values) and the
     # 22 re-sent after 29 goes back: what `auto` is there to avoid.
     forced = Counter(f[0] for f in topic_findings(spark, out, "app-spread", "partition"))
@@ -257,3 +264,23 @@ def test_an_ack_naming_another_app_sequence_than_its_record_is_missing(
         ("ACKED_RECORD_MISSING", "app-header", at, at)
     ]
     assert "other records" in found[0]["message"]
+
+
+def test_a_json_sequence_written_as_a_float_with_a_zero_fraction_is_that_number(spark: Any) -> None:
+    """`json.dumps(3.0)` and Jackson write `3.0`: a whole number all the same. `3.5`, `3.0.0`, text and a
+    value past a long are no app sequence."""
+    written = ["3.0", "4", " 5.00 ", "-6.0", "3.5", "3.0.0", "seven", "9223372036854775808"]
+    defaults = {LongType: 0, IntegerType: -1, StringType: "x", BinaryType: None, ArrayType: []}
+    rows = []
+    for offset, seq in enumerate(written):
+        row = {f.name: defaults.get(type(f.dataType)) for f in RECORDS.schema.fields}
+        row.update(offset=offset, value=b'{"producer": "p", "seq": ' + seq.strip().encode() + b"}")
+        rows.append(row)
+    records = spark.createDataFrame(rows, RECORDS.schema)
+    read = app_sequences(records, AppSequenceSpec("json:producer", "json:seq"))
+    assert sorted((r["offset"], r["app_sequence"]) for r in read.collect()) == [
+        (0, 3),
+        (1, 4),
+        (2, 5),
+        (3, -6),
+    ]
