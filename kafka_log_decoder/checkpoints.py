@@ -22,6 +22,7 @@ from kafka_log_decoder.constants import (
     PARTITION_METADATA_VERSION,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, decode_file
+from kafka_log_decoder.remote_log_metadata import kafka_uuid
 from kafka_log_decoder.rows import CheckpointEntry, LeaderEpochEntry, MetaProperties, PartitionMetadata
 
 __all__ = [
@@ -180,8 +181,9 @@ def decode_partition_metadata(data: bytes, file: str) -> tuple[PartitionMetadata
         return None, [_unreadable(file, topic_id_position, f"topic_id {topic_id!r} is not a base64 UUID")]
     if topic_id.removesuffix("==") == _ZERO_UUID:
         return None, [_unreadable(file, topic_id_position, "topic_id is the zero UUID")]
-    # Uuid.toString prints no padding; Uuid.fromString's decoder takes it: one id, written one way.
-    return PartitionMetadata(file=file, version=version, topic_id=topic_id.removesuffix("==")), []
+    # Uuid.toString prints no padding; Uuid.fromString's decoder takes it, and ignores the last
+    # character's 4 bits past the 128: one id, written one way (the string of its 16 bytes).
+    return PartitionMetadata(file=file, version=version, topic_id=kafka_uuid(_uuid_bytes(topic_id))), []
 
 
 def _metadata_field(
@@ -202,9 +204,13 @@ def _is_uuid(text: str) -> bool:
     if not _UUID.fullmatch(text):
         return False
     try:
-        return len(base64.urlsafe_b64decode(text.removesuffix("==") + "==")) == 16
+        return len(_uuid_bytes(text)) == 16
     except (binascii.Error, ValueError):
         return False
+
+
+def _uuid_bytes(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text.removesuffix("==") + "==")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,8 +220,10 @@ def _is_uuid(text: str) -> bool:
 def decode_meta_properties(data: bytes, file: str) -> tuple[MetaProperties, list[DecodeError]]:
     """All `key=value` properties of a log directory's `meta.properties`, with problems as errors.
 
-    Checked beyond the syntax: `version` is 0 (ZooKeeper) or 1 (KRaft), version 1 has `node.id`,
-    and `node.id`/`broker.id` are integers.
+    Checked beyond the syntax, as the broker's `MetaProperties` reads them: `version` is 0 (ZooKeeper)
+    or 1 (KRaft), version 1 has `node.id` and `cluster.id`, `node.id`/`broker.id` are integers (a
+    property's trailing whitespace is part of its value: `Integer.parseInt` refuses it), and a
+    `directory.id` is a UUID.
     """
     properties, positions, errors = _parse_properties(data, file)
     version = properties.get("version")
@@ -223,12 +231,21 @@ def decode_meta_properties(data: bytes, file: str) -> tuple[MetaProperties, list
         errors.append(_unreadable(file, 0, "meta.properties has no 'version'"))
     elif version.strip() not in ("0", "1"):
         errors.append(_unreadable(file, positions["version"], f"unknown meta.properties version {version!r}"))
-    elif version.strip() == "1" and "node.id" not in properties:
-        errors.append(_unreadable(file, positions["version"], "meta.properties version 1 has no 'node.id'"))
+    elif version.strip() == "1":
+        for key in ("node.id", "cluster.id"):
+            if key not in properties:
+                errors.append(
+                    _unreadable(file, positions["version"], f"meta.properties version 1 has no {key!r}")
+                )
     for key in ("node.id", "broker.id"):
         value = properties.get(key)
-        if value is not None and _java_int(value.strip(), _INT32) is None:
+        if value is not None and _java_int(value, _INT32) is None:
             errors.append(_unreadable(file, positions[key], f"{key} {value!r} is not an integer"))
+    directory_id = properties.get("directory.id")
+    if directory_id is not None and not _is_uuid(directory_id):
+        errors.append(
+            _unreadable(file, positions["directory.id"], f"directory.id {directory_id!r} is not a UUID")
+        )
     return MetaProperties(file=file, properties=properties), errors
 
 

@@ -321,6 +321,13 @@ def test_a_padded_topic_id_is_the_same_id_as_the_unpadded_one() -> None:
     assert errors == [] and metadata is not None and metadata.topic_id == "fZi4qEpCTsik-rzkyV0Ypg"
 
 
+def test_a_topic_id_is_the_string_of_its_16_bytes() -> None:
+    """The last of 22 base64 characters carries 4 bits past the 128: Uuid.fromString's decoder ignores
+    them, so `...Ypp` is the id the broker writes as `...Ypg` (one partition, not a recreated topic)."""
+    metadata, errors = decode_partition_metadata(b"version: 0\ntopic_id: fZi4qEpCTsik-rzkyV0Ypp\n", "p")
+    assert errors == [] and metadata is not None and metadata.topic_id == "fZi4qEpCTsik-rzkyV0Ypg"
+
+
 def test_partition_metadata_of_a_newer_version_is_accepted_for_downgrades() -> None:
     metadata, errors = decode_partition_metadata(
         b"version: 1\ntopic_id: fZi4qEpCTsik-rzkyV0Ypg\n", "partition.metadata"
@@ -359,6 +366,11 @@ def test_meta_properties_syntax_comments_separators_escapes_and_continuations() 
         (b"broker.id=0\n", 0, "no 'version'"),
         (b"version=2\nbroker.id=0\n", 0, "version '2'"),
         (b"version=1\ncluster.id=x\n", 0, "no 'node.id'"),
+        # MetaProperties.Builder.build: "cluster.id was not found"; Integer.parseInt of "1 " fails (a
+        # Properties value keeps its trailing whitespace); Uuid.fromString of "zzz" fails.
+        (b"version=1\nnode.id=1\n", 0, "no 'cluster.id'"),
+        (b"version=1\ncluster.id=x\nnode.id=1 \n", 23, "'1 ' is not an integer"),
+        (b"version=1\ncluster.id=x\nnode.id=1\ndirectory.id=zzz\n", 33, "directory.id 'zzz' is not a UUID"),
         (b"version=0\nbroker.id=zero\n", 10, "not an integer"),
         (b"version=0\nkey=\\u12x4\n", 10, "\\uxxxx"),
     ],
