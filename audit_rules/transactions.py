@@ -145,7 +145,8 @@ def swept_transactions(
     data has no marker of its own. A transaction still open at the log's end is `hanging_transactions`'.
 
     The producer's rows since its previous marker (`markers_before`), flagged ones left out (their epochs
-    never fall); on its own clock (the later data's timestamp less f's). Not where the cleaner may have
+    never fall); on its own clock (the newest of the later epochs' data before the marker, less f's
+    timestamp: the transaction was open until then). Not where the cleaner may have
     removed a marker between (compaction), nor where a CRC-failed batch claiming to be the producer's
     (`failed`), or bytes no header could be read from (`unreadable`: `consistency.unreadable_regions`),
     lie between: the marker may be there, unreadable."""
@@ -156,17 +157,31 @@ def swept_transactions(
     per_epoch = rows.groupBy(*txn, "producer_epoch").agg(
         F.min_by(F.struct("base_offset", "base_sequence", "max_timestamp"), order).alias("first"),
         F.max("last_offset").alias("last"),
+        F.max(F.struct("max_timestamp", "base_offset")).alias("newest"),
     )
     epochs = (
         per_epoch.groupBy(*txn)
-        .agg(F.sort_array(F.collect_list(F.struct("producer_epoch", "first", "last"))).alias("_epochs"))
+        .agg(
+            F.sort_array(F.collect_list(F.struct("producer_epoch", "first", "last", "newest"))).alias(
+                "_epochs"
+            )
+        )
         .where(F.size("_epochs") > 1)
-        .select(*txn, F.col("_epochs")[0].alias("swept"), F.col("_epochs")[1].alias("by"))
+        .select(
+            *txn,
+            F.col("_epochs")[0].alias("swept"),
+            F.col("_epochs")[1].alias("by"),
+            # The newest data of the later epochs before the marker: the transaction was open until then
+            # at least (not only until the next epoch's first batch, which may follow it within minutes).
+            F.array_max(F.transform(F.slice("_epochs", 2, F.size("_epochs")), lambda e: e["newest"])).alias(
+                "_newest"
+            ),
+        )
     )
     swept = (
         epochs.join(producers.select("log_key", "producer_id", "last_marker"), ["log_key", "producer_id"])
         .where(F.col("last_marker") > F.col("by.first.base_offset"))
-        .withColumn("_age", F.col("by.first.max_timestamp") - F.col("swept.first.max_timestamp"))
+        .withColumn("_age", F.col("_newest.max_timestamp") - F.col("swept.first.max_timestamp"))
         .where(
             (F.col("_age") > profile.transaction_max_timeout_ms)
             & ~compaction_may_have_removed(F.col("swept.first.base_offset"))
@@ -202,15 +217,16 @@ def swept_transactions(
         "HANGING_TRANSACTION",
         fmt(
             "Producer %s epoch %s wrote transactional data from offset %s that no marker closed before it "
-            "wrote epoch %s at offset %s, %s ms later: the broker kept that transaction open "
-            "(read_committed consumers stuck at offset %s) and a later epoch's marker closed it, "
-            "committing or aborting its records with another transaction's (a produce request that "
-            "landed after its transaction had ended; KIP-890).",
+            "wrote epoch %s at offset %s, and its later data at offset %s, %s ms after it: the broker kept "
+            "that transaction open (read_committed consumers stuck at offset %s) and a later epoch's "
+            "marker closed it, committing or aborting its records with another transaction's (a produce "
+            "request that landed after its transaction had ended; KIP-890).",
             "producer_id",
             "swept.producer_epoch",
             "swept.first.base_offset",
             "by.producer_epoch",
             "by.first.base_offset",
+            "_newest.base_offset",
             "_age",
             "swept.first.base_offset",
         ),
@@ -538,7 +554,11 @@ def txn_index_consistency(
         producer_epoch="producer_epoch",
         first_offset=F.coalesce(F.col("txn_first_offset"), entry_first),
         last_offset="base_offset",
-        related_offset="base_offset",
+        # The other side of the evidence: the first offset the entry lists, where read_committed
+        # consumers start filtering (the marker where there is no entry, or no retained batch to differ).
+        related_offset=F.coalesce(
+            F.when(F.col("txn_first_offset").isNotNull(), entry_first), F.col("base_offset")
+        ),
         rule=F.lit("TransactionIndex: one AbortedTxn per ABORT marker"),
     )
     b = to_findings(

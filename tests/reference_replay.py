@@ -688,7 +688,10 @@ def _swept_transactions(rows: list[Batch], profile: Profile, compacted: bool) ->
                 highest = epoch if highest is None else max(highest, epoch)
             if b["is_control"]:
                 if swept is not None:
-                    out += _swept_finding(swept, failed, producer_id, profile)
+                    newest = max(
+                        t["max_timestamp"] for t in txn if t["producer_epoch"] > swept[0]["producer_epoch"]
+                    )
+                    out += _swept_finding(swept, newest, failed, producer_id, profile)
                 swept, txn = None, []
                 continue
             if flagged or not b["is_transactional"]:
@@ -701,10 +704,11 @@ def _swept_transactions(rows: list[Batch], profile: Profile, compacted: bool) ->
 
 
 def _swept_finding(
-    swept: tuple[Batch, Batch, Batch], failed: list[Batch], producer_id: int, profile: Profile
+    swept: tuple[Batch, Batch, Batch], newest: int, failed: list[Batch], producer_id: int, profile: Profile
 ) -> list[Finding]:
+    """`newest`: the newest timestamp of the later epochs' data before the marker (open until then)."""
     first, last, by = swept
-    age = by["max_timestamp"] - first["max_timestamp"]
+    age = newest - first["max_timestamp"]
     between = [
         b
         for b in failed

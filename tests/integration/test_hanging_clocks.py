@@ -89,7 +89,9 @@ def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) ->
     could be read from between (the marker may be there): no HANGING_TRANSACTION."""
     torn_at: dict[str, int] = {}
 
-    def log(topic: str, wait_min: int = 180, marker_between: bool = False, torn: bool = False) -> LogBuilder:
+    def log(
+        topic: str, wait_min: int = 180, marker_between: bool = False, torn: bool = False, then_min: int = 0
+    ) -> LogBuilder:
         built = LogBuilder(topic=topic, file=f"/d/{topic}-0/0.log")
         built.data(5, 3, 0, transactional=True, timestamp=T0)
         built.marker(5, 3, "ABORT", timestamp=T0 + 1_000)
@@ -101,13 +103,18 @@ def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) ->
             built.position += 500
             built.next_offset += 1
         built.data(5, 4, 0, transactional=True, timestamp=T0 + wait_min * MINUTE + 1_000)
-        built.marker(5, 4, "COMMIT", timestamp=T0 + wait_min * MINUTE + 2_000)
+        if then_min:
+            built.data(5, 4, 1, transactional=True, timestamp=T0 + then_min * MINUTE)
+        built.marker(5, 4, "COMMIT", timestamp=T0 + max(wait_min, then_min) * MINUTE + 2_000)
         return built
 
     logs = [
         log("swept"),
         log("fenced", marker_between=True),
         log("quick", wait_min=5),
+        # Epoch 4 starts within the timeout, but its transaction runs on for three hours before the
+        # COMMIT: the late epoch-3 batch was open all that time.
+        log("swept-late", wait_min=5, then_min=180),
         log("c-swept"),
         log("torn", torn=True),
     ]
@@ -120,22 +127,25 @@ def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) ->
     )
     found = audit(bronze, profile).findings.collect()
     above_info = [f for f in found if f["severity"] != "info" and f["kind"] != "UNREADABLE_BATCH"]
-    assert [(f["topic"], f["kind"]) for f in above_info] == [("swept", "HANGING_TRANSACTION")], [
-        f["message"] for f in above_info
-    ]
-    (swept,) = above_info
-    assert (
-        swept["producer_epoch"],
-        swept["first_offset"],
-        swept["last_offset"],
-        swept["related_offset"],
-    ) == (
-        3,
-        2,
-        2,
-        3,
-    )
-    assert "closed it" in swept["message"] and swept["rule"].startswith("KIP-890"), swept
+    assert sorted((f["topic"], f["kind"]) for f in above_info) == [
+        ("swept", "HANGING_TRANSACTION"),
+        ("swept-late", "HANGING_TRANSACTION"),
+    ], [f["message"] for f in above_info]
+    for swept in above_info:
+        assert (
+            swept["producer_epoch"],
+            swept["first_offset"],
+            swept["last_offset"],
+            swept["related_offset"],
+        ) == (
+            3,
+            2,
+            2,
+            3,
+        )
+        assert "closed it" in swept["message"] and swept["rule"].startswith("KIP-890"), swept
+    late = next(f for f in above_info if f["topic"] == "swept-late")
+    assert f"its later data at offset 4, {180 * MINUTE - 2_000} ms after it" in late["message"], late
 
 
 def test_the_brokers_clock_adds_up_each_leaders_markers(spark: SparkSession) -> None:

@@ -900,3 +900,19 @@ def test_transactional_data_a_later_epoch_swept_up_is_a_hanging_transaction() ->
         _late_batch_after_abort(quiet, **kwargs)  # type: ignore[arg-type]
         assert "HANGING_TRANSACTION" not in {f["kind"] for f in replay(quiet)}, kwargs
     assert "HANGING_TRANSACTION" not in {f["kind"] for f in replay(log, compacted=True)}
+
+
+def test_a_swept_transaction_is_open_until_the_later_epochs_newest_data_before_the_marker() -> None:
+    """Epoch 6 starts a minute after the late batch, and writes on for three hours before its COMMIT:
+    the late batch's transaction was open all that time (the epoch change does not close it)."""
+    log = LogBuilder()
+    log.data(PID, 5, 0, transactional=True)
+    log.marker(PID, 5, "ABORT")
+    log.data(PID, 5, 1, transactional=True)
+    log.wait(60_000)
+    log.data(PID, 6, 0, transactional=True)
+    log.wait(3 * 3_600_000)
+    log.data(PID, 6, 1, transactional=True)
+    log.marker(PID, 6, "COMMIT")
+    found = only(replay(log), "HANGING_TRANSACTION")
+    assert evidence(found, "producer_epoch", "first_offset", "related_offset") == (5, 2, 3)
