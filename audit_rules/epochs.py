@@ -139,15 +139,17 @@ def epoch_starts(
         "NEW_EPOCH_NONZERO_SEQUENCE",
         F.concat(
             fmt(
-                "Producer %s started epoch %s at offset %s with sequence %s instead of 0 (previous epoch %s "
-                "at offset %s): the first %s record(s) of the new epoch are missing or the producer reused "
-                "sequences.",
+                "Producer %s started epoch %s at offset %s with sequence %s instead of 0 (%s): the first %s "
+                "record(s) of the new epoch are missing or the producer reused sequences.",
                 "producer_id",
                 "producer_epoch",
                 "base_offset",
                 "base_sequence",
-                "prev_producer_epoch",
-                "prev_offset",
+                # A row before it at its own epoch is the marker that raised it (Transactions V2).
+                F.when(
+                    F.col("prev_producer_epoch") == F.col("producer_epoch"),
+                    fmt("after the marker at offset %s that raised the epoch", "prev_offset"),
+                ).otherwise(fmt("previous epoch %s at offset %s", "prev_producer_epoch", "prev_offset")),
                 "base_sequence",
             ),
             unchecked,

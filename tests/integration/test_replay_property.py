@@ -976,3 +976,22 @@ def test_the_room_for_a_lap_counts_the_offsets_after_the_batch_before(spark: Spa
     assert (
         sorted((f["kind"], f["first_offset"]) for f in reference if f["kind"] == "DUPLICATE_BATCH") == kinds
     )
+
+
+def test_a_new_epochs_nonzero_start_after_the_marker_that_raised_it_names_that_marker(
+    spark: SparkSession,
+) -> None:
+    """Transactions V2: epoch 0's transaction, its COMMIT one epoch up (offset 1), then epoch 1's data
+    at sequence 3. The row before it is the marker at its own epoch, not a previous epoch's."""
+    log = LogBuilder()
+    log.data(5, 0, 0, 1, transactional=True)
+    log.marker(5, 1, "COMMIT")
+    log.data(5, 1, 3, 1, transactional=True)
+    log.marker(5, 2, "COMMIT")
+    log.plain(1)
+    found = audit(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)), load_profile()
+    ).findings
+    (wrong,) = [f for f in found.collect() if f["kind"] == "NEW_EPOCH_NONZERO_SEQUENCE"]
+    assert (wrong["first_offset"], wrong["related_offset"]) == (2, 1)
+    assert "instead of 0 (after the marker at offset 1 that raised the epoch)" in wrong["message"], wrong
