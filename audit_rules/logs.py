@@ -66,8 +66,38 @@ def compaction_room(offsets: Column, records: Column) -> Column:
     it removed left a hole of at least as many offsets (kafka-formats-and-rules §5.9). Sequences skipped
     where no offset is free were never in this log: the compaction excuse does not hold. The rules count
     the offsets from the previous batch's base offset (the history keeps no last offset of it): a bound,
-    too high by that batch's records but for its first. True where either is unknown."""
+    too high by that batch's records but for its first (`sequence_gaps` narrows it to the offsets no
+    batch holds, `free_offsets`). True where either is unknown."""
     return F.coalesce(offsets >= records, F.lit(True))
+
+
+def free_offsets(batches: DataFrame, logs: DataFrame) -> DataFrame:
+    """(log_id, base_offset, free_before) for the batches of the logs compaction may have touched
+    (`cleaned_to` set): `free_before` is the batch's base offset less the offsets the log's readable
+    batches below it hold (each its whole range: the cleaner keeps a v2 batch's offsets when it drops
+    some of its records, `MemoryRecords.filterTo`). Between two batches of a log, the difference of
+    theirs counts the offsets no readable batch holds: all the cleaner can have emptied. Offsets
+    other producers' retained batches hold between two batches of one producer never held its
+    removed batches (`compaction_room` counted them as room: a gap on a topic with several producers
+    was always excused). Batches that overlap (two copies of one range, OFFSET_OVERLAP) hold their
+    offsets once. One sort of those logs' batches, of the logs whose sequences the broker checked
+    (`sequenced`: the sequence rules read no other); none where no such log is compacted."""
+    compacted = logs.where(F.col("cleaned_to").isNotNull() & sequenced()).select("log_id")
+    rows = with_log_id(batches.where(F.col("crc_valid")), "base_offset", "last_offset").join(
+        F.broadcast(compacted), "log_id", "left_semi"
+    )
+    # Each batch adds the offsets of its range past the highest any batch before it reached (the union
+    # of the ranges), then every batch with a lower base offset counts (a range frame: batches at one
+    # offset all count the same).
+    order = Window.partitionBy("log_id").orderBy("base_offset", "last_offset")
+    reached = F.max("last_offset").over(order.rowsBetween(Window.unboundedPreceding, -1))
+    start = F.greatest(F.col("base_offset"), F.coalesce(reached + 1, F.col("base_offset")))
+    added = rows.withColumn("_added", F.greatest(F.col("last_offset") - start + 1, F.lit(0)))
+    below = Window.partitionBy("log_id").orderBy("base_offset").rangeBetween(Window.unboundedPreceding, -1)
+    held = F.coalesce(F.sum("_added").over(below), F.lit(0))
+    return added.select(
+        "log_id", "base_offset", (F.col("base_offset") - held).alias("free_before")
+    ).distinct()
 
 
 def compaction_evidence() -> Column:

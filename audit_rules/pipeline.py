@@ -40,6 +40,7 @@ from audit_rules.logs import (
     check_ids,
     file_ids,
     file_producers,
+    free_offsets,
     log_bounds,
     segment_files,
     sequenced,
@@ -248,7 +249,7 @@ def audit(
         background=background,
     )
 
-    def log_facts() -> tuple[tuple[DataFrame, ...], Callable[[], bool], set[str]]:
+    def log_facts() -> tuple[tuple[DataFrame, ...], Callable[[], bool], set[str], list[str]]:
         facts = keep(file_producers(bronze.batches), "file producers")
         # Whether one producer holds most of the history (`history.skewed`: one small job), asked
         # beside the logs: only the silver write needs the answer.
@@ -264,11 +265,20 @@ def audit(
         checked = started(spark, lambda: check_ids(logs, files), background=background)
         # Several logs of one partition (replicas, or dumps taken at different times) are evidence too,
         # and so is a partition whose dumps name two topic ids (the topic was deleted and created again).
+        # (And in the same job: whether compaction may have touched a log whose sequences the broker
+        # checked, where a gap's room counts only offsets no batch holds: `free_offsets`.)
         several = (
             logs.groupBy("topic", "partition")
-            .agg(F.count(F.lit(1)).alias("logs"), F.max(F.col("incarnation") != "").alias("recreated"))
-            .where(F.col("logs") > 1)
-            .agg(F.count(F.lit(1)).alias("partitions"), F.max("recreated").alias("recreated"))
+            .agg(
+                F.count(F.lit(1)).alias("logs"),
+                F.max(F.col("incarnation") != "").alias("recreated"),
+                F.max(F.col("cleaned_to").isNotNull() & sequenced()).alias("compacted"),
+            )
+            .agg(
+                F.count(F.when(F.col("logs") > 1, F.lit(1))).alias("partitions"),
+                F.max(F.when(F.col("logs") > 1, F.col("recreated"))).alias("recreated"),
+                F.collect_set(F.when(F.col("compacted"), F.col("topic"))).alias("compacted"),
+            )
         )
         has_several = started(spark, lambda: several.first(), background=background)
         summary = started(
@@ -280,7 +290,8 @@ def audit(
         present = {"several logs"} if counts is not None and counts["partitions"] else set()
         if present and counts is not None and counts["recreated"]:
             present.add("recreated topics")
-        return (facts, segments, logs, files, summary(), overlaps), hot, present
+        compacted = sorted(counts["compacted"]) if counts is not None else []
+        return (facts, segments, logs, files, summary(), overlaps), hot, present, compacted
 
     spark = bronze.batches.sparkSession
     beside = started(spark, log_facts, background=background, pool="audit-beside")
@@ -308,7 +319,7 @@ def audit(
             )
             if background and stored_copies.count() <= BROADCAST_ROWS:
                 copied = F.broadcast(stored_copies)
-    (facts, segments, logs, files, producers, overlaps), hot, present = beside()
+    (facts, segments, logs, files, producers, overlaps), hot, present, compacted_topics = beside()
 
     def readable(rows: DataFrame) -> DataFrame:
         """Rows of the stored history with their derived and log columns, as the rules read them."""
@@ -375,7 +386,16 @@ def audit(
         sequences.invalid_sequence(checked_rows),
         sequences.history_start(checked_rows, profile, starts, unreadable, fills),
         sequences.sequence_regression(checked, profile),
-        sequences.sequence_gaps(checked, holes, profile, unreadable),
+        sequences.sequence_gaps(
+            checked,
+            holes,
+            profile,
+            unreadable,
+            # (Only those topics' batches read: the bronze tables are partitioned by topic.)
+            free_offsets(bronze.batches.where(F.col("topic").isin(*compacted_topics)), logs)
+            if compacted_topics
+            else None,
+        ),
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts, unreadable, profile),
         transactions.hanging_transactions(event_rows, producers, profile, failed),

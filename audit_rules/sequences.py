@@ -308,10 +308,16 @@ def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:
 
 
 def sequence_gaps(
-    history: DataFrame, holes: DataFrame, profile: Profile, unreadable: DataFrame | None = None
+    history: DataFrame,
+    holes: DataFrame,
+    profile: Profile,
+    unreadable: DataFrame | None = None,
+    free: DataFrame | None = None,
 ) -> DataFrame:
     """SEQUENCE_GAP (critical) or SEQUENCE_GAP_UNVERIFIED (expiry, KIP-854): sequences skipped and found
     nowhere else in the epoch (`holes`: `history.coverage_holes`, what no batch of the epoch covers).
+    On a compacted log, not where the offsets between the two batches that no batch holds (`free`:
+    `logs.free_offsets`, where some log is compacted) could have held the skipped records.
 
     Where unreadable segment bytes lie between the two batches (`unreadable`:
     `consistency.unreadable_regions`), the message names the first region: the records may be in it,
@@ -347,13 +353,35 @@ def sequence_gaps(
     # regression) the skipped sequences may lie before it.
     after_highest = F.coalesce(F.col("prev_last_unwrapped") >= F.col("max_last_before"), F.lit(False))
     # (Only the offsets below what the cleaner may have reached: not the active segment's.)
+    offsets = F.least(F.col("base_offset"), F.col("cleaned_to")) - F.col("prev_base_offset") - 1
+    gaps = jumps.join(missing, list(ROW_KEY), "inner")
+    if free is not None:
+        # Less the offsets other batches hold between the two (other producers' on a shared log): the
+        # counts at the two batches of the gaps compaction may explain, picked out of every batch's by
+        # one join (not a shuffle of them all per side).
+        cleaned = gaps.where(compaction_may_have_removed(F.col("prev_base_offset")))
+        ends = cleaned.select("log_id", "base_offset").unionByName(
+            cleaned.select("log_id", F.col("prev_base_offset").alias("base_offset"))
+        )
+        free = free.join(ends, ["log_id", "base_offset"], "left_semi")
+        gaps = gaps.join(
+            free.select("log_id", "base_offset", F.col("free_before").alias("_free_at")),
+            ["log_id", "base_offset"],
+            "left",
+        ).join(
+            free.select(
+                "log_id",
+                F.col("base_offset").alias("prev_base_offset"),
+                F.col("free_before").alias("_free_prev"),
+            ),
+            ["log_id", "prev_base_offset"],
+            "left",
+        )
+        offsets = F.least(offsets, F.coalesce(F.col("_free_at") - F.col("_free_prev"), offsets))
     room = ~after_highest | compaction_room(
-        F.least(F.col("base_offset"), F.col("cleaned_to")) - F.col("prev_base_offset") - 1,
-        F.col("base_sequence_unwrapped") - F.col("expected_unwrapped"),
+        offsets, F.col("base_sequence_unwrapped") - F.col("expected_unwrapped")
     )
-    gaps = jumps.join(missing, list(ROW_KEY), "inner").where(
-        ~(compaction_may_have_removed(F.col("prev_base_offset")) & room)
-    )
+    gaps = gaps.where(~(compaction_may_have_removed(F.col("prev_base_offset")) & room))
     note = F.lit("")
     if unreadable is not None:
         gaps, note = unreadable_before(

@@ -71,6 +71,7 @@ def reference_findings(
     findings += _crc_mismatches(rows)
     findings += _offset_overlaps(rows)
     replay = _Replay(profile, log_start_offset, compacted, _failed_data_batches(rows))
+    replay.free_before = _free_before(rows)
     for batch in sorted(_producer_batches(rows), key=_offset_order):
         replay.append(batch)
     findings += [f for f in replay.finish() if sequenced or f["kind"] not in SEQUENCE_KINDS]
@@ -79,6 +80,23 @@ def reference_findings(
     return sorted(
         findings, key=lambda f: (_none_last(f["first_offset"]), f["kind"], _none_last(f["related_offset"]))
     )
+
+
+def _free_before(rows: list[Batch]) -> dict[int, int]:
+    """Per base offset of a CRC-valid batch: the offset less the offsets the CRC-valid batches below it
+    hold (whole ranges, an offset two hold counted once); the difference of two counts the offsets no
+    batch holds between them."""
+    valid = sorted((b["base_offset"], b["last_offset"]) for b in rows if b["crc_valid"])
+    out: dict[int, int] = {}
+    held = at_base = 0  # the offsets the batches below the current base offset hold, and those at it
+    reached = -1  # the highest offset a batch so far holds
+    for base, last in valid:
+        if base not in out:
+            held, at_base = held + at_base, 0
+            out[base] = base - held
+        at_base += max(last - max(base, reached + 1) + 1, 0)
+        reached = max(reached, last)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,6 +190,8 @@ class _Replay:
         self.profile = profile
         self.log_start_offset = log_start_offset
         self.compacted = compacted
+        # `_free_before` of the log's batches (set by `reference_findings`).
+        self.free_before: dict[int, int] = {}
         self.producers: dict[int, _ProducerState] = {}
         self.findings: list[Finding] = []
         self.pending_gaps: list[_PendingGap] = []
@@ -406,10 +426,12 @@ class _Replay:
         # only where the offsets between the two batches could have held them (counted where the
         # previous batch is the stream's highest yet; after a late one they may lie before it).
         after_highest = gap.highest is None or gap.previous.last >= gap.highest
-        room = (
-            not after_highest
-            or gap.batch["base_offset"] - gap.previous.batch["base_offset"] - 1 >= gap.base - gap.expected
-        )
+        at, before = gap.batch["base_offset"], gap.previous.batch["base_offset"]
+        offsets = at - before - 1
+        if at in self.free_before and before in self.free_before:
+            # Less the offsets other batches hold between the two (other producers' on a shared log).
+            offsets = min(offsets, self.free_before[at] - self.free_before[before])
+        room = not after_highest or offsets >= gap.base - gap.expected
         if missing == 0 or (self.compacted and room):
             return  # every skipped number arrived elsewhere: the late batches are the regression
         expired = self.profile.accepts_unknown_producer and gap.expired

@@ -62,6 +62,45 @@ def test_skipped_sequences_with_no_free_offsets_are_not_explained_by_compaction(
     ], [f["message"] for f in found]
 
 
+def test_offsets_other_producers_batches_hold_are_no_room(spark: SparkSession) -> None:
+    """Producer 7 writes sequences 0-4 at offsets 0-4 and 10-11 at offset 10; producer 9's retained
+    batches hold offsets 5-9 (`c-shared`): no offset was free for 7's sequences 5-9, which were never in
+    the log. With 9's batch holding 5-6 only (`c-shared-room`), 7-9 are free: room for a removed batch of
+    three records, not for five. Where 7 skipped three (sequences 5-7, then 8-9 at offset 10:
+    `c-shared-fits`), they fit in 7-9: the cleaner may have removed them; so too where two copies of
+    7's batch at 0-4 (an overlap) hold those offsets once (`c-shared-copy`)."""
+    shared = _log("c-shared", 0)
+    shared.data(7, 0, 0, 5)
+    shared.data(9, 0, 0, 5)
+    shared.data(7, 0, 10, 2)
+    room = _log("c-shared-room", 0)
+    room.data(7, 0, 0, 5)
+    room.data(9, 0, 0, 2)
+    room.next_offset = 10
+    room.data(7, 0, 10, 2)
+    fits = _log("c-shared-fits", 0)
+    fits.data(7, 0, 0, 5)
+    fits.data(9, 0, 0, 2)
+    fits.next_offset = 10
+    fits.data(7, 0, 8, 2)
+    copy = _log("c-shared-copy", 0)
+    copy.data(7, 0, 0, 5)
+    copy.next_offset = 0
+    copy.data(7, 0, 0, 5)
+    copy.next_offset = 8
+    copy.data(7, 0, 8, 2)
+    rows = [row for log in (shared, room, fits, copy) for row in log.rows]
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+    found = audit(
+        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True), profile
+    ).findings.collect()
+    gaps = [f for f in found if f["kind"].startswith("SEQUENCE_GAP")]
+    assert sorted((f["topic"], f["kind"], f["first_offset"]) for f in gaps) == [
+        ("c-shared", "SEQUENCE_GAP", 10),
+        ("c-shared-room", "SEQUENCE_GAP", 10),
+    ], [f["message"] for f in found]
+
+
 def test_free_offsets_in_the_active_segment_are_a_leaders_cleaner_in_what_a_follower_fetched(
     spark: SparkSession,
 ) -> None:

@@ -232,16 +232,29 @@ def test_regression_then_jump_counts_from_the_regression() -> None:
 
 
 def test_gap_on_compacted_topic_is_not_reported_where_offsets_could_have_held_it() -> None:
-    """Sequences 5-7 need three offsets between the batches at 0 and 5: offsets 1-4 (counted from the
-    previous batch's base offset, the bound the history keeps) could have held them; 5-9 could not."""
+    """Sequences 5-7 need three offsets no batch holds between the batch at 0-4 and the next: 5-7 empty
+    could have held them. Right after it (offset 5), or with another producer's batch holding 5-7, they
+    never had offsets in this log: the cleaner keeps the offsets of every batch it keeps."""
     log = LogBuilder(topic="__consumer_offsets")
     log.data(PID, 0, 0, 5)
+    log.next_offset = 8
     log.data(PID, 0, 8, 2)
     assert replay(log, compacted=True) == []
-    tight = LogBuilder(topic="__consumer_offsets")
-    tight.data(PID, 0, 0, 5)
-    tight.data(PID, 0, 10, 2)
-    assert [f["kind"] for f in replay(tight, compacted=True)] == ["SEQUENCE_GAP"]
+    for other in (False, True):
+        tight = LogBuilder(topic="__consumer_offsets")
+        tight.data(PID, 0, 0, 5)
+        if other:
+            tight.data(PID + 1, 0, 0, 3)
+        tight.data(PID, 0, 8, 2)
+        assert [f["kind"] for f in replay(tight, compacted=True)] == ["SEQUENCE_GAP"], other
+    # Two copies of the batch at 0-4 hold those offsets once: 5-7 are still free.
+    copied = LogBuilder(topic="__consumer_offsets")
+    copied.data(PID, 0, 0, 5)
+    copied.next_offset = 0
+    copied.data(PID, 0, 0, 5)
+    copied.next_offset = 8
+    copied.data(PID, 0, 8, 2)
+    assert "SEQUENCE_GAP" not in {f["kind"] for f in replay(copied, compacted=True)}
     # After a regression (sequences 2-3 at offsets 10-11), sequences 5-9 may lie before it (offsets 5-9,
     # where the cleaner removed them): the offsets are not counted from the late batch.
     late = LogBuilder(topic="__consumer_offsets")
