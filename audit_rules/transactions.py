@@ -217,16 +217,19 @@ def swept_transactions(
         "HANGING_TRANSACTION",
         fmt(
             "Producer %s epoch %s wrote transactional data from offset %s that no marker closed before it "
-            "wrote epoch %s at offset %s, and its later data at offset %s, %s ms after it: the broker kept "
-            "that transaction open (read_committed consumers stuck at offset %s) and a later epoch's "
-            "marker closed it, committing or aborting its records with another transaction's (a produce "
-            "request that landed after its transaction had ended; KIP-890).",
+            "wrote epoch %s at offset %s%s, %s ms after it: the broker kept that transaction open "
+            "(read_committed consumers stuck at offset %s) and a later epoch's marker closed it, "
+            "committing or aborting its records with another transaction's (a produce request that "
+            "landed after its transaction had ended; KIP-890).",
             "producer_id",
             "swept.producer_epoch",
             "swept.first.base_offset",
             "by.producer_epoch",
             "by.first.base_offset",
-            "_newest.base_offset",
+            F.when(
+                F.col("_newest.base_offset") != F.col("by.first.base_offset"),
+                fmt(" and its later data at offset %s", "_newest.base_offset"),
+            ).otherwise(F.lit("")),
             "_age",
             "swept.first.base_offset",
         ),

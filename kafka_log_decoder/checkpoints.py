@@ -179,11 +179,12 @@ def decode_partition_metadata(data: bytes, file: str) -> tuple[PartitionMetadata
     topic_id_position, topic_id = topic_id_field
     if not _is_uuid(topic_id):
         return None, [_unreadable(file, topic_id_position, f"topic_id {topic_id!r} is not a base64 UUID")]
-    if topic_id.removesuffix("==") == _ZERO_UUID:
-        return None, [_unreadable(file, topic_id_position, "topic_id is the zero UUID")]
     # Uuid.toString prints no padding; Uuid.fromString's decoder takes it, and ignores the last
     # character's 4 bits past the 128: one id, written one way (the string of its 16 bytes).
-    return PartitionMetadata(file=file, version=version, topic_id=kafka_uuid(_uuid_bytes(topic_id))), []
+    canonical = kafka_uuid(_uuid_bytes(topic_id))
+    if canonical == _ZERO_UUID:
+        return None, [_unreadable(file, topic_id_position, "topic_id is the zero UUID")]
+    return PartitionMetadata(file=file, version=version, topic_id=canonical), []
 
 
 def _metadata_field(

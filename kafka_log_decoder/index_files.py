@@ -228,13 +228,18 @@ def _iter_entries(
             if isinstance(item, _Stop):
                 stopped = True
                 if position < tail:
+                    what = (
+                        f"non-zero entries follow up to byte {tail}"
+                        if position + entry_size < tail
+                        else "the entry itself is not zero"
+                    )
                     yield DecodeError(
                         file,
                         position,
                         CorruptionKind.INDEX_MISMATCH,
                         f"entry {position // entry_size} has relative offset 0, where DumpLogSegments stops "
-                        f"reading this {layout.name} file, but non-zero entries follow up to byte {tail}: "
-                        "the broker counts every entry of the file and looks offsets up among them",
+                        f"reading this {layout.name} file, but {what}: the broker counts every entry of "
+                        "the file and looks offsets up among them",
                         entry_size,
                     )
                 break

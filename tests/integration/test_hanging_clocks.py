@@ -146,6 +146,9 @@ def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) ->
         assert "closed it" in swept["message"] and swept["rule"].startswith("KIP-890"), swept
     late = next(f for f in above_info if f["topic"] == "swept-late")
     assert f"its later data at offset 4, {180 * MINUTE - 2_000} ms after it" in late["message"], late
+    # Where the later epoch's first batch is its newest, the message names it once.
+    early = next(f for f in above_info if f["topic"] == "swept")
+    assert f"at offset 3, {180 * MINUTE - 1_000} ms after it" in early["message"], early
 
 
 def test_the_brokers_clock_adds_up_each_leaders_markers(spark: SparkSession) -> None:

@@ -326,6 +326,9 @@ def test_a_topic_id_is_the_string_of_its_16_bytes() -> None:
     them, so `...Ypp` is the id the broker writes as `...Ypg` (one partition, not a recreated topic)."""
     metadata, errors = decode_partition_metadata(b"version: 0\ntopic_id: fZi4qEpCTsik-rzkyV0Ypp\n", "p")
     assert errors == [] and metadata is not None and metadata.topic_id == "fZi4qEpCTsik-rzkyV0Ypg"
+    # Only spare bits set: the zero UUID all the same, which the broker refuses.
+    metadata, errors = decode_partition_metadata(b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAB\n", "p")
+    assert metadata is None and "zero UUID" in errors[0].message
 
 
 def test_partition_metadata_of_a_newer_version_is_accepted_for_downgrades() -> None:

@@ -181,6 +181,10 @@ def test_a_zeroed_entry_with_entries_after_it_is_reported_where_the_dump_tool_st
     assert [(e.offset, e.position) for e in entries] == [(105, 4123)]
     assert [(e.kind, e.position, e.length) for e in errors] == [(CorruptionKind.INDEX_MISMATCH, 8, 8)]
     assert "up to byte 24" in errors[0].message
+    # The last non-zero entry itself at relative offset 0 (position 777): reported as itself.
+    entries, errors = decode_offset_index(offset_index_bytes((5, 4123), (0, 777), zero_entries=10), INDEX)
+    assert [(e.position, e.length) for e in errors] == [(8, 8)]
+    assert "but the entry itself is not zero" in errors[0].message
 
 
 def test_time_index_with_a_partial_entry_reports_index_mismatch() -> None:
