@@ -81,10 +81,22 @@ def free_offsets(batches: DataFrame, logs: DataFrame) -> DataFrame:
     removed batches (`compaction_room` counted them as room: a gap on a topic with several producers
     was always excused). Batches that overlap (two copies of one range, OFFSET_OVERLAP) hold their
     offsets once. One sort of those logs' batches, of the logs whose sequences the broker checked
-    (`sequenced`: the sequence rules read no other); none where no such log is compacted."""
-    compacted = logs.where(F.col("cleaned_to").isNotNull() & sequenced()).select("log_id")
-    rows = with_log_id(batches.where(F.col("crc_valid")), "base_offset", "last_offset").join(
-        F.broadcast(compacted), "log_id", "left_semi"
+    (`sequenced`: the sequence rules read no other); none where no such log is compacted. And a row at
+    each such log's `cleaned_to`: the free offsets below it are all the cleaner can have emptied."""
+    compacted = logs.where(F.col("cleaned_to").isNotNull() & sequenced())
+    # v2 batches only: a legacy wrapper the cleaner rewrote holds only the offsets it kept.
+    rows = with_log_id(
+        batches.where(F.col("crc_valid") & (F.col("magic") == 2)), "base_offset", "last_offset"
+    )
+    rows = rows.select("log_id", "base_offset", "last_offset")
+    rows = rows.join(F.broadcast(compacted.select("log_id")), "log_id", "left_semi").unionByName(
+        # A row at `cleaned_to` holding nothing: its count is that of the offsets free below what the
+        # cleaner may have reached (`sequence_gaps` reads it where a batch lies past that).
+        compacted.select(
+            "log_id",
+            F.col("cleaned_to").alias("base_offset"),
+            (F.col("cleaned_to") - 1).alias("last_offset"),
+        )
     )
     # Each batch adds the offsets of its range past the highest any batch before it reached (the union
     # of the ranges), then every batch with a lower base offset counts (a range frame: batches at one

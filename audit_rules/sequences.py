@@ -359,14 +359,20 @@ def sequence_gaps(
         # Less the offsets other batches hold between the two (other producers' on a shared log): the
         # counts at the two batches of the gaps compaction may explain, picked out of every batch's by
         # one join (not a shuffle of them all per side).
+        # At the batch, or at `cleaned_to` where the batch lies past it: offsets free above what the
+        # cleaner may have reached (this broker's active segment's) were no cleaner's work.
+        cleanable = F.least(F.col("base_offset"), F.col("cleaned_to")).alias("_cleanable")
+        gaps = gaps.withColumn("_cleanable", cleanable)
         cleaned = gaps.where(compaction_may_have_removed(F.col("prev_base_offset")))
-        ends = cleaned.select("log_id", "base_offset").unionByName(
+        ends = cleaned.select("log_id", F.col("_cleanable").alias("base_offset")).unionByName(
             cleaned.select("log_id", F.col("prev_base_offset").alias("base_offset"))
         )
         free = free.join(ends, ["log_id", "base_offset"], "left_semi")
         gaps = gaps.join(
-            free.select("log_id", "base_offset", F.col("free_before").alias("_free_at")),
-            ["log_id", "base_offset"],
+            free.select(
+                "log_id", F.col("base_offset").alias("_cleanable"), F.col("free_before").alias("_free_at")
+            ),
+            ["log_id", "_cleanable"],
             "left",
         ).join(
             free.select(

@@ -305,3 +305,42 @@ def test_offsets_free_before_a_segments_first_batch_show_the_cleaner(spark: Spar
     assert verdicts("fetched", 10) == missing
     assert verdicts("c-whole", 0) == missing
     assert verdicts("c-empty-first", 10, segment=10) == missing
+
+
+def test_free_offsets_count_each_offset_once_and_stop_at_what_the_cleaner_reached(
+    spark: SparkSession,
+) -> None:
+    """Producer 7's batch at 0-4 (twice: an overlap), producer 9's at 5-9, offsets 10-14 free, 7's next
+    at 15-16, a legacy entry at 20-22, 7's at 25; the cleaner may have reached offset 10. The offsets
+    free below each batch: none below 15 but 10-14, which lie past what the cleaner reached, so the row
+    at 10 (what a gap past it reads) counts none; the legacy entry has no row, and its range is not
+    counted as held (a cleaned legacy wrapper holds only the offsets it kept)."""
+    from pyspark.sql import functions as F
+
+    from audit_rules.logs import free_offsets, with_log_id
+
+    log = _log("c-free", 0)
+    log.data(7, 0, 0, 5)
+    log.next_offset = 0
+    log.data(7, 0, 0, 5)
+    log.data(9, 0, 0, 5)
+    log.next_offset = 15
+    log.data(7, 0, 10, 2)
+    log.next_offset = 20
+    log.plain(3)
+    log.next_offset = 25
+    log.data(7, 0, 12, 1)
+    rows = [dict(row) for row in log.rows]
+    rows[-2]["magic"] = 1
+    batches = spark.createDataFrame(rows, BATCHES.schema)
+    logs = (
+        with_log_id(batches)
+        .select("log_id")
+        .distinct()
+        .withColumns({"cleaned_to": F.lit(10).cast("long"), "coordinator_written": F.lit(False)})
+    )
+    free = {r["base_offset"]: r["free_before"] for r in free_offsets(batches, logs).collect()}
+    assert free == {0: 0, 5: 0, 10: 0, 15: 5, 25: 13}, free
+    # A coordinator's log (its sequences unchecked) or one no cleaner touched: nothing.
+    assert free_offsets(batches, logs.withColumn("coordinator_written", F.lit(True))).count() == 0
+    assert free_offsets(batches, logs.withColumn("cleaned_to", F.lit(None).cast("long"))).count() == 0
