@@ -36,7 +36,7 @@ MESSAGE_TIMEOUT_MS = 1500
 
 class StalledDump(NamedTuple):
     log_dir: Path
-    failed: int  # the messages re-sent after the stall that the broker had appended too
+    failed: int  # the messages re-sent after the stall that the broker had appended too (some or all)
     bumps: int  # the stalls that timed messages out: librdkafka bumped the epoch after each
 
 
@@ -111,8 +111,11 @@ def stalled(tmp_path_factory: pytest.TempPathFactory) -> StalledDump:
                 producer.produce(TOPIC, key=key, value=value, on_delivery=report)
             producer.flush(30)  # the re-sent batches hold only re-sent records
             assert failed == []
-            if written_twice(broker.log_dir):
-                resent = len(resend)
+            # The broker may have appended only the first of the stalled requests (CI of 1c3d161's
+            # successor: 12 of the 20 written twice, the re-send's other 8 their only copy).
+            twice = written_twice(broker.log_dir)
+            if twice:
+                resent = len(twice)
                 break
         send(first, AFTER)
         producer.flush(30)
@@ -143,9 +146,9 @@ def written_twice(log_dir: Path) -> dict[int, int]:
 
 
 def test_the_timed_out_batch_was_appended_and_resent_under_a_new_epoch(stalled: StalledDump) -> None:
-    """The precondition: the stalled broker appended the timed-out messages, and the re-send repeats
-    them under a higher epoch."""
-    assert len(written_twice(stalled.log_dir)) == stalled.failed == DURING
+    """The precondition: the stalled broker appended timed-out messages (all of them, or those of the
+    first stalled requests), and the re-send repeats them under a higher epoch."""
+    assert 0 < len(written_twice(stalled.log_dir)) == stalled.failed <= DURING
 
 
 def test_the_resent_records_are_duplicates_across_the_epoch_bump(
@@ -159,13 +162,16 @@ def test_the_resent_records_are_duplicates_across_the_epoch_bump(
     findings = [r.asDict() for r in audit(read_bronze(spark, str(out)), load_profile()).findings.collect()]
     dups = [f for f in findings if f["kind"] == "DUPLICATE_RECORDS_NEW_EPOCH"]
     twice = written_twice(stalled.log_dir)
-    # One finding per re-sent batch, pointing at the earliest original of its records.
+    # One finding per re-sent batch holding copies, counting them and pointing at the earliest original
+    # of its records (a re-sent batch may also hold records whose stalled request was never appended).
     covered = {o for f in dups for o in range(f["first_offset"], f["last_offset"] + 1)}
-    assert covered == set(twice) and len(covered) == sum(
+    assert set(twice) <= covered and len(covered) == sum(
         len(range(f["first_offset"], f["last_offset"] + 1)) for f in dups
     )
     for f in dups:
-        assert f["related_offset"] == min(twice[o] for o in range(f["first_offset"], f["last_offset"] + 1))
+        copies = [o for o in range(f["first_offset"], f["last_offset"] + 1) if o in twice]
+        assert copies and f"re-wrote {len(copies)} record(s)" in f["message"], f["message"]
+        assert f["related_offset"] == min(twice[o] for o in copies)
         assert f["producer_epoch"] == stalled.bumps
     assert set(kinds_above_info(findings)) == {"DUPLICATE_RECORDS_NEW_EPOCH"}
     infos = [f["kind"] for f in findings if KINDS[f["kind"]].severity == Severity.INFO]
