@@ -1007,9 +1007,8 @@ def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str,
         metadata, errors = checkpoints.decode_partition_metadata(data, unit.file)
         if metadata is None:
             return [], errors
-        match = re.search(rb"(?m)^[ \t]*topic_id", data)
         row = ctx.row(
-            position=match.start() if match else 0,
+            position=metadata.topic_id_position,
             state="topic_id",
             offset=None,
             leader_epoch=None,

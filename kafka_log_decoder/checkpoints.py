@@ -119,7 +119,7 @@ def _decode_checkpoint(
     version_position, version_line = lines[0]
     read_version = _java_int(version_line, _INT32)
     if read_version is None:
-        return [], [_unreadable(file, version_position, f"malformed version line {version_line!r}")]
+        return [], [_unreadable(file, version_position, f"malformed version line {_cut(version_line)}")]
     if read_version != version:
         return [], [
             _unreadable(
@@ -131,20 +131,21 @@ def _decode_checkpoint(
     count_position, count_line = lines[1]
     expected = _java_int(count_line, _INT32)
     if expected is None or expected < 0:
-        errors.append(_unreadable(file, count_position, f"malformed entry count line {count_line!r}"))
+        errors.append(_unreadable(file, count_position, f"malformed entry count line {_cut(count_line)}"))
     entries: list[_Entry] = []
     for number, (position, line) in enumerate(lines[2:], start=3):
         entry = parse(_java_split(line))
         if entry is None:
             errors.append(
                 _unreadable(
-                    file, position, f"malformed line {number} {line[:160]!r} (expected '{entry_format}')"
+                    file, position, f"malformed line {number} {_cut(line)} (expected '{entry_format}')"
                 )
             )
         else:
             entries.append(entry)
     found = len(lines) - 2
-    if expected is not None and expected >= 0 and expected != found:
+    # The broker stops at the first malformed line (CheckpointReadBuffer.read): no count check after one.
+    if expected is not None and expected >= 0 and expected != found and len(entries) == found:
         errors.append(
             _unreadable(file, count_position, f"checkpoint declares {expected} entries but holds {found}")
         )
@@ -167,7 +168,7 @@ def decode_partition_metadata(data: bytes, file: str) -> tuple[PartitionMetadata
     version_position, version_value = version_field
     version = _java_int(version_value, _INT32)
     if version is None:
-        return None, [_unreadable(file, version_position, f"malformed version {version_value!r}")]
+        return None, [_unreadable(file, version_position, f"malformed version {_cut(version_value)}")]
     # Newer versions are accepted, for downgrades; only negative ones are rejected.
     if version < PARTITION_METADATA_VERSION:
         return None, [
@@ -178,13 +179,13 @@ def decode_partition_metadata(data: bytes, file: str) -> tuple[PartitionMetadata
         return None, [topic_id_field]
     topic_id_position, topic_id = topic_id_field
     if not _is_uuid(topic_id):
-        return None, [_unreadable(file, topic_id_position, f"topic_id {topic_id!r} is not a base64 UUID")]
+        return None, [_unreadable(file, topic_id_position, f"topic_id {_cut(topic_id)} is not a base64 UUID")]
     # Uuid.toString prints no padding; Uuid.fromString's decoder takes it, and ignores the last
     # character's 4 bits past the 128: one id, written one way (the string of its 16 bytes).
     canonical = kafka_uuid(_uuid_bytes(topic_id))
     if canonical == _ZERO_UUID:
         return None, [_unreadable(file, topic_id_position, "topic_id is the zero UUID")]
-    return PartitionMetadata(file=file, version=version, topic_id=canonical), []
+    return PartitionMetadata(file, version, canonical, topic_id_position), []
 
 
 def _metadata_field(
@@ -196,7 +197,7 @@ def _metadata_field(
     position, line = lines[number]
     parts = re.split(r":[ \t\n\x0b\f\r]+", line, maxsplit=1)
     if len(parts) != 2 or parts[0] != key:
-        message = f"malformed line {number + 1} {line[:160]!r} (expected '{key}: ...')"
+        message = f"malformed line {number + 1} {_cut(line)} (expected '{key}: ...')"
         return _unreadable(file, position, message)
     return position, parts[1]
 
@@ -221,31 +222,32 @@ def _uuid_bytes(text: str) -> bytes:
 def decode_meta_properties(data: bytes, file: str) -> tuple[MetaProperties, list[DecodeError]]:
     """All `key=value` properties of a log directory's `meta.properties`, with problems as errors.
 
-    Checked beyond the syntax, as the broker's `MetaProperties` reads them: `version` is 0 (ZooKeeper)
-    or 1 (KRaft), version 1 has `node.id` and `cluster.id`, `node.id`/`broker.id` are integers (a
-    property's trailing whitespace is part of its value: `Integer.parseInt` refuses it), and a
-    `directory.id` is a UUID.
+    Checked beyond the syntax, as the broker's `MetaProperties.Builder(Properties)` reads them: `version`
+    is 0 (ZooKeeper; also where the file has none) or 1 (KRaft), read as `Integer.parseInt` of its
+    trimmed text; version 0 reads `broker.id` where present, version 1 needs `node.id` and `cluster.id`
+    and reads no `broker.id`; the id read is an integer (a property's trailing whitespace is part of its
+    value: `Integer.parseInt` refuses it); and a `directory.id` is a UUID.
     """
     properties, positions, errors = _parse_properties(data, file)
-    version = properties.get("version")
-    if version is None:
-        errors.append(_unreadable(file, 0, "meta.properties has no 'version'"))
-    elif version.strip() not in ("0", "1"):
-        errors.append(_unreadable(file, positions["version"], f"unknown meta.properties version {version!r}"))
-    elif version.strip() == "1":
+    text = properties.get("version")
+    version = 0 if text is None else _java_int(text.strip(), _INT32)
+    if version not in (0, 1):
+        message = f"unknown meta.properties version {_cut(text)}"
+        errors.append(_unreadable(file, positions["version"], message))
+    elif version == 1:
         for key in ("node.id", "cluster.id"):
             if key not in properties:
                 errors.append(
                     _unreadable(file, positions["version"], f"meta.properties version 1 has no {key!r}")
                 )
-    for key in ("node.id", "broker.id"):
-        value = properties.get(key)
-        if value is not None and _java_int(value, _INT32) is None:
-            errors.append(_unreadable(file, positions[key], f"{key} {value!r} is not an integer"))
+    key = "node.id" if version == 1 else "broker.id"
+    value = properties.get(key)
+    if version in (0, 1) and value is not None and _java_int(value, _INT32) is None:
+        errors.append(_unreadable(file, positions[key], f"{key} {_cut(value)} is not an integer"))
     directory_id = properties.get("directory.id")
     if directory_id is not None and not _is_uuid(directory_id):
         errors.append(
-            _unreadable(file, positions["directory.id"], f"directory.id {directory_id!r} is not a UUID")
+            _unreadable(file, positions["directory.id"], f"directory.id {_cut(directory_id)} is not a UUID")
         )
     return MetaProperties(file=file, properties=properties), errors
 
@@ -443,6 +445,12 @@ def _java_int(text: str, bounds: tuple[int, int]) -> int | None:
         return None
     value = int(text)
     return value if bounds[0] <= value <= bounds[1] else None
+
+
+def _cut(text: str | None) -> str:
+    """`text` quoted for a one-line message, cut to about 160 characters."""
+    quoted = repr(text if text is None else text[:200])
+    return quoted if len(quoted) <= 160 else quoted[:160] + "..."
 
 
 def _unreadable(file: str, position: int, message: str) -> DecodeError:

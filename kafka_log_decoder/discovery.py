@@ -587,11 +587,14 @@ def _group_live_files(result: PartitionDir, live: dict[str, FileInfo]) -> None:
         # The broker's own name if present, else the first by name: the same file on every run.
         kept_name, info = min(twins, key=lambda file: (file[0] != canonical, file[0]))
         of = f"offset {offset}" + (f", epoch {epoch}" if suffix == ".checkpoint" else "")
-        read = (
-            f"{kept_name}, the name the broker opens, is read"
-            if kept_name == canonical
-            else f"{kept_name} is read (the broker opens {canonical} only)"
-        )
+        if suffix == PRODUCER_SNAPSHOT_FILE_SUFFIX:
+            # ProducerStateManager.loadSnapshots takes every *.snapshot, keyed by the offset its name
+            # parses to: of two for one offset, the one its directory listing gives last.
+            read = f"{kept_name} is read (the broker keeps one of them, the last its directory listing gives)"
+        elif kept_name == canonical:
+            read = f"{kept_name}, the name the broker opens, is read"
+        else:
+            read = f"{kept_name} is read (the broker opens {canonical} only)"
         for name, other in twins:
             if name != kept_name:
                 result.excluded.append(ExcludedFile(other.path, f"a second {suffix} file for {of}: {read}"))

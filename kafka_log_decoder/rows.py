@@ -133,6 +133,8 @@ class PartitionMetadata:
     file: str
     version: int
     topic_id: str
+    # The byte position of the `topic_id` line (lines end at \n, \r or \r\n, as BufferedReader's).
+    topic_id_position: int = 0
 
 
 @dataclass(slots=True)
@@ -144,4 +146,8 @@ class MetaProperties:
 
     @property
     def replica_id(self) -> str | None:
-        return self.properties.get("node.id") or self.properties.get("broker.id")
+        """The id the broker reads (`MetaProperties.Builder`): `node.id` in version 1, `broker.id` in
+        version 0 (also a file without a version); else whichever is there."""
+        version = (self.properties.get("version") or "0").strip().lstrip("+")
+        first, second = ("node.id", "broker.id") if version.lstrip("0") == "1" else ("broker.id", "node.id")
+        return self.properties.get(first) or self.properties.get(second)

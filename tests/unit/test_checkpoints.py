@@ -363,10 +363,31 @@ def test_meta_properties_syntax_comments_separators_escapes_and_continuations() 
     assert meta.replica_id == "7"
 
 
+def test_meta_properties_are_read_as_the_broker_reads_their_version() -> None:
+    """`MetaProperties.Builder(Properties)`: no version is version 0, which reads `broker.id` only;
+    version 1 reads `node.id` only; the version is `Integer.parseInt` of its trimmed text."""
+    cases = [
+        (b"broker.id=3\ncluster.id=abc\n", "3"),
+        (b"version=0\nbroker.id=3\nnode.id=x\n", "3"),
+        (b"version= 01 \nnode.id=4\ncluster.id=abc\nbroker.id=x\n", "4"),
+    ]
+    for data, replica in cases:
+        meta, errors = decode_meta_properties(data, "meta.properties")
+        assert (errors, meta.replica_id) == ([], replica), data
+
+
+def test_a_long_bad_value_is_cut_in_its_one_line_message() -> None:
+    """A zero-filled checkpoint is one line of 4,096 NULs: its message quotes 160 characters of it."""
+    _, errors = decode_offset_checkpoint(b"\0" * 4096, "recovery-point-offset-checkpoint")
+    assert len(errors) == 1 and len(errors[0].message) < 300, errors
+    _, errors = decode_meta_properties(b"version=1\ncluster.id=x\nnode.id=" + b"9" * 5000, "meta.properties")
+    assert len(errors) == 1 and len(errors[0].message) < 300, errors
+
+
 @pytest.mark.parametrize(
     ("data", "position", "fragment"),
     [
-        (b"broker.id=0\n", 0, "no 'version'"),
+        (b"version=x\nbroker.id=0\n", 0, "version 'x'"),
         (b"version=2\nbroker.id=0\n", 0, "version '2'"),
         (b"version=1\ncluster.id=x\n", 0, "no 'node.id'"),
         # MetaProperties.Builder.build: "cluster.id was not found"; Integer.parseInt of "1 " fails (a
@@ -454,3 +475,22 @@ def test_any_bytes_decode_without_an_exception(data: bytes) -> None:
 def test_a_missing_file_is_a_usage_error(tmp_path: Path, read: object) -> None:
     with pytest.raises(NotAKafkaArtifact, match="no-such-file"):
         read(tmp_path / "no-such-file")  # type: ignore[operator]
+
+
+def test_a_malformed_line_is_the_one_error_not_also_a_count_mismatch() -> None:
+    """`CheckpointReadBuffer.read` throws at the first malformed line and never compares the count."""
+    entries, errors = decode_offset_checkpoint(b"0\n1\norders 0 3\n\n", RECOVERY)
+    assert [e.message for e in errors] == ["malformed line 4 '' (expected 'topic partition offset')"], errors
+    assert len(entries) == 1
+
+
+def test_the_topic_id_line_is_found_where_a_lone_carriage_return_ends_the_version_line() -> None:
+    """`PartitionMetadataReadBuffer` reads lines with `BufferedReader.readLine`, which ends one at a
+    lone \\r too: the row's byte position is that of the `topic_id` line."""
+    for data, position in (
+        (b"version: 0\rtopic_id: fZi4qEpCTsik-rzkyV0Ypg", 11),
+        (b"version: 0\r\ntopic_id: fZi4qEpCTsik-rzkyV0Ypg\n", 12),
+    ):
+        metadata, errors = decode_partition_metadata(data, "partition.metadata")
+        assert errors == [] and metadata is not None
+        assert metadata.topic_id_position == position
