@@ -165,6 +165,9 @@ _INDEX_ENTRY_SIZES = {
     TIME_INDEX_FILE_SUFFIX: TIME_INDEX_ENTRY_SIZE,
     TXN_INDEX_FILE_SUFFIX: TXN_INDEX_ENTRY_SIZE,
 }
+# The packages of the exceptions the tool's readers throw on a log's bytes (CorruptRecordException,
+# InvalidRecordException, KafkaException).
+_KAFKA_PACKAGES = ("org.apache.kafka.", "kafka.")
 _STACK_LINE = re.compile(r"^(?:\tat |\t\.\.\. \d+ more$|Caused by: |\tSuppressed: )")
 _STARTING_OFFSET = re.compile(r"^(?:Log starting offset|Starting offset): -?\d+$")
 # Lines the tool prints besides entries (notes, and its stderr summaries when 2>&1 was captured).
@@ -200,6 +203,16 @@ _STRUCTURAL = re.compile(
     r"|Starting offset: |producerId: |timestamp: -?\d+ offset: |version: -?\d+ producerId: | payload: "
     r"|SLF4J(?:\([A-Z]\))?: |Non-consecutive offsets in |Mismatches in :)"
 )
+# Of the lines `_STRUCTURAL` names, those that read as the tool's whole line begins: inside a payload
+# its size says goes on (a value holding a newline and then `| a | b |`, a Markdown table), a line
+# that only starts like one is the payload's.
+_TOOL_LINE = re.compile(
+    r"^(?:Dumping \S|\| offset: -?\d+ [A-Za-z]+: |baseOffset: -?\d+ lastOffset: |offset: -?\d+ [A-Za-z]+: "
+    r"|Found \d+ invalid bytes at the end of |(?:Log starting offset|Starting offset): -?\d+$"
+    r"|producerId: -?\d+ [A-Za-z]+: |timestamp: -?\d+ offset: -?\d+|version: -?\d+ producerId: -?\d+"
+    r"| payload: |SLF4J(?:\([A-Z]\))?: |Non-consecutive offsets in |Mismatches in :)"
+)
+_DECIMAL = re.compile(r"-?[0-9]+")
 # Lines that end a payload printed shorter than its size (a decoder's output) unless they fit in what
 # the size leaves: the tool's summaries after its last file and stderr lines (2>&1). A payload holding
 # a log line (`[2024-05-01 10:00:00,123] INFO ...`) keeps it where the sizes say it is the payload's.
@@ -302,10 +315,10 @@ class _Fields:
         if default is not None and not self.has(name):
             return default
         value = self.text(name)
-        try:
-            return int(value)
-        except ValueError:
-            raise _LineError(f"{name}: {value!r} is not a number") from None
+        # As the tool prints a number (Long.toString): no `+`, `_` or non-ASCII digits, which int() takes.
+        if not _DECIMAL.fullmatch(value):
+            raise _LineError(f"{name}: {value!r} is not a number")
+        return int(value)
 
     def flag(self, name: str, default: bool | None = None) -> bool:
         if default is not None and not self.has(name):
@@ -806,11 +819,15 @@ class _DumpLogTextParser:
             return out
         self.line_start, self.line_length = line_start, length
         if self.pending is not None:
-            if not _STRUCTURAL.match(line):
-                fits = not _NOISE.match(line) or self.pending.text.may_hold(line)
-                if (not self.pending.complete and fits) or self.pending.may_take(line):
-                    self.pending.extend(line)
-                    return out
+            # The tool's stop (its exception on stderr, 2>&1) ends a payload printed shorter than its
+            # size (a --value-decoder-class's), unless it fits in what the size leaves.
+            noise = _NOISE.match(line) or _TOOL_EXCEPTION.match(line)
+            fits = self.pending.text.may_hold(line)
+            incomplete = not self.pending.complete
+            payload = not _STRUCTURAL.match(line) or (incomplete and fits and not _TOOL_LINE.match(line))
+            if payload and ((incomplete and (fits or not noise)) or self.pending.may_take(line)):
+                self.pending.extend(line)
+                return out
             self._end_pending()
         if self.unreadable_batch is not None:
             if line.startswith("| ") or (self.in_skipped_content and not _STRUCTURAL.match(line)):
@@ -823,8 +840,10 @@ class _DumpLogTextParser:
             self._end_unreadable_batch(out)
             self.in_skipped_content = False
         if self.in_skipped_content:
-            # The rest of a --skip-record-metadata key/payload that contained a newline.
-            if not _STRUCTURAL.match(line):
+            # The rest of a --skip-record-metadata key/payload that contained a newline; one that no size
+            # bounds ends at the tool's own stop too: a Kafka exception's line (its reader's).
+            stopped = _TOOL_EXCEPTION.match(line)
+            if not _STRUCTURAL.match(line) and not (stopped and stopped.group(1).startswith(_KAFKA_PACKAGES)):
                 return out
             self.in_skipped_content = False
         try:

@@ -1002,3 +1002,31 @@ def test_a_payload_of_many_lines_parses_whole() -> None:
     )
     (record,) = of_type(log_dump(V2_BATCH, line, *body[1:]), Record)
     assert (record.key, record.value) == (b"a", payload.encode())
+
+
+def test_a_payload_line_that_only_starts_like_a_tool_line_stays_in_the_payload() -> None:
+    """A 27-byte value `Report:\\n| a | b |\\n| 1 | 2 |` (a Markdown table): its lines start as a record
+    line does, yet the size says the value goes on and they are no record line (`| offset: N ...`)."""
+    items = log_dump(
+        V2_BATCH,
+        record_line(0, " payload: Report:", value_size=27),
+        "| a | b |",
+        "| 1 | 2 |",
+        record_line(1, " payload: ok"),
+        record_line(2, " payload: z\nproducerId: 5 is fenced", value_size=25).split("\n")[0],
+        "producerId: 5 is fenced",
+    )
+    assert not of_type(items, DecodeError), items
+    assert [r.value for r in of_type(items, Record)] == [
+        b"Report:\n| a | b |\n| 1 | 2 |",
+        b"ok",
+        b"z\nproducerId: 5 is fenced",
+    ]
+
+
+def test_a_number_is_read_only_as_the_tool_prints_one() -> None:
+    """int() takes `0_2`, `+5` and non-ASCII digits; Long.toString prints none of them."""
+    for count in ("0_2", "+3", "\u0663"):
+        items = log_dump(V2_BATCH.replace("count: 3", f"count: {count}"))
+        (error,) = of_type(items, DecodeError)
+        assert error.kind == CorruptionKind.UNREADABLE_BATCH and "count" in error.message

@@ -146,3 +146,41 @@ def test_a_snapshot_of_an_unknown_version_is_refused_as_a_corrupt_snapshot() -> 
     error = only_error(parse(f"Dumping {snapshot}", "Snapshot contained an unknown file version 2"))
     assert (error.file, error.position, error.kind) == (snapshot, 0, CorruptionKind.SNAPSHOT_CORRUPT)
     assert "unknown file version 2" in error.message
+
+
+STOPPED = (
+    'Exception in thread "main" org.apache.kafka.common.errors.CorruptRecordException: Found record size 0 '
+    f"smaller than minimum record overhead (14) in file {BASE}.log."
+)
+BATCH = (
+    "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: 7 producerEpoch: 0 "
+    "partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty "
+    "position: 0 CreateTime: 5 size: 200 magic: 2 compresscodec: none crc: 1 isvalid: true"
+)
+
+
+def test_the_tools_stop_after_skipped_record_content_is_still_the_logs_truncated_tail() -> None:
+    """--skip-record-metadata prints `| key: k payload: v` with no sizes: the content goes on until a
+    line the tool prints, and the stop of its reader (a Kafka exception) is one."""
+    items = parse(f"Dumping {BASE}.log", BATCH, "| key: k1 payload: v1", "| key: k2 payload: v2", STOPPED)
+    error = items[-1]
+    assert isinstance(error, DecodeError) and error.kind == CorruptionKind.TRUNCATED_TAIL, items
+    assert error.position == 200
+    # A payload's own Java stack trace (a log line shipped as a value) is not the tool's stop.
+    items = parse(
+        f"Dumping {BASE}.log",
+        BATCH,
+        "| key: k1 payload: crashed:",
+        'Exception in thread "main" java.lang.NullPointerException: boom',
+    )
+    assert not any(isinstance(i, DecodeError) for i in items), items
+
+
+def test_the_tools_stop_ends_a_payload_printed_shorter_than_its_size() -> None:
+    """A --value-decoder-class prints an 8-byte value as `5`: the exception line after it does not fit
+    in the 7 bytes its size leaves, so it is the tool's stop, not more of the value."""
+    record = "| offset: 0 CreateTime: 5 keySize: -1 valueSize: 8 sequence: 0 headerKeys: [] payload: 5"
+    items = parse(f"Dumping {BASE}.log", BATCH, record, STOPPED)
+    values = [i.value for i in items if hasattr(i, "value")]
+    assert values == [b"5"], items
+    assert isinstance(items[-1], DecodeError) and items[-1].kind == CorruptionKind.TRUNCATED_TAIL
