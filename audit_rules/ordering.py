@@ -109,7 +109,15 @@ def app_sequence_rules(
     )
     # Each log's first record of each value, and what each app producer's counter numbers.
     values = r.where(F.col("_copy") == 1).select(
-        "log_key", "dump_id", "replica", "topic", "partition", "app_producer", "app_sequence", "offset"
+        "log_key",
+        "dump_id",
+        "replica",
+        "topic",
+        "partition",
+        "app_producer",
+        "app_sequence",
+        "offset",
+        "timestamp",
     )
     per_partition: DataFrame | None = values
     topic_wide: DataFrame | None = None
@@ -170,17 +178,22 @@ TOPIC_WIDE_REPEATS = 0.1
 
 def values_by_partition(values: DataFrame) -> DataFrame:
     """One row per (dump, topic, app producer, partition, value) whatever the replicas: `_first`, the
-    lowest (offset, replica) holding it."""
+    lowest (offset, replica) holding it, with that record's timestamp."""
     return values.groupBy(*PRODUCER_IN_TOPIC, "partition", "app_sequence").agg(
-        F.min(F.struct("offset", "replica")).alias("_first")
+        F.min(F.struct("offset", "replica", "timestamp")).alias("_first")
     )
 
 
 def first_by_value(held: DataFrame) -> DataFrame:
     """One row per (dump, topic, app producer, value): `_parts`, how many partitions hold it, and `_at`
-    (partition, offset, replica), its first place: the lowest partition, offset and replica."""
+    (timestamp, partition, offset, replica), its first place: the earliest written (offsets of two
+    partitions do not compare in time; the records' timestamps, the producer's clock, do), then the
+    lowest partition, offset and replica."""
     at = F.struct(
-        "partition", F.col("_first.offset").alias("offset"), F.col("_first.replica").alias("replica")
+        F.col("_first.timestamp").alias("timestamp"),
+        "partition",
+        F.col("_first.offset").alias("offset"),
+        F.col("_first.replica").alias("replica"),
     )
     return held.groupBy(*PRODUCER_IN_TOPIC, "app_sequence").agg(
         F.count(F.lit(1)).alias("_parts"), F.min(at).alias("_at")

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType
 
-from audit_rules.ordering import app_sequences
+from audit_rules.ordering import app_sequence_rules, app_sequences
 from audit_rules.pipeline import audit
 from audit_rules.profile import AppSequenceSpec
 from jobs.audit import read_bronze
@@ -284,3 +284,36 @@ def test_a_json_sequence_written_as_a_float_with_a_zero_fraction_is_that_number(
         (2, 5),
         (3, -6),
     ]
+
+
+def test_a_value_in_two_partitions_is_the_duplicate_where_it_was_written_later(spark: Any) -> None:
+    """A topic-wide counter: values 1-40 dealt to partitions 0-2 (value v to partition v % 3, offsets
+    in order), and value 38, first written to partition 2, written again 30 s later to partition 0.
+    Offsets of two partitions do not compare in time: the copy is the later record, in partition 0,
+    not the original in partition 2 (nor whichever partition has the lower number)."""
+    defaults = {LongType: 0, IntegerType: -1, StringType: "x", BinaryType: None, ArrayType: []}
+    placed = [(v, v % 3, 1_000 * v) for v in range(1, 41)] + [(38, 0, 1_000 * 38 + 30_000)]
+    offsets: Counter[int] = Counter()
+    rows = []
+    for value, partition, timestamp in placed:
+        row = {f.name: defaults.get(type(f.dataType)) for f in RECORDS.schema.fields}
+        row.update(
+            dump_id="d",
+            replica="1",
+            topic="spread",
+            partition=partition,
+            file=f"/d/spread-{partition}/{0:020d}.log",
+            offset=offsets[partition],
+            timestamp=timestamp,
+            header_keys=["app-producer", "app-seq"],
+            header_values=[b"p", str(value).encode()],
+        )
+        offsets[partition] += 1
+        rows.append(row)
+    records = spark.createDataFrame(rows, RECORDS.schema)
+    spec = AppSequenceSpec("header:app-producer", "header:app-seq", "topic")
+    found = app_sequence_rules(records, spec).collect()
+    assert [(f["kind"], f["partition"], f["first_offset"]) for f in found] == [
+        ("DUPLICATE_APP_SEQUENCE", 0, offsets[0] - 1)
+    ], [f["message"] for f in found]
+    assert "first in partition 2 at offset 12" in found[0]["message"]
