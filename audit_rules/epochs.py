@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from audit_rules.consistency import unreadable_before
 from audit_rules.findings import BATCH_FIELDS, fmt, to_findings
 from audit_rules.history import start_after, state_expired
-from audit_rules.logs import compaction_may_have_removed, compaction_room, sequenced
+from audit_rules.logs import compaction_may_have_removed, compaction_room, sequenced, with_free_before
 from audit_rules.profile import Profile
 
 
@@ -58,6 +58,7 @@ def epoch_starts(
     filled: DataFrame | None = None,
     unreadable: DataFrame | None = None,
     profile: Profile | None = None,
+    free: DataFrame | None = None,
 ) -> DataFrame:
     """EPOCH_BUMP (info) when a new epoch starts at sequence 0; NEW_EPOCH_NONZERO_SEQUENCE otherwise
     (KIP-360).
@@ -77,7 +78,8 @@ def epoch_starts(
     Where the broker had forgotten the producer by expiry before the new epoch's first batch (`profile`:
     2.5 and later take an unknown producer's new epoch at any sequence, `ProducerAppendInfo.checkSequence`
     refuses a nonzero one only against a known epoch), the finding stays, `explained_by` expiry: the
-    broker did not check, and the sequences before it may be lost or never sent.
+    broker did not check, and the sequences before it may be lost or never sent. Not for a
+    transactions-V2 producer's transaction, which the broker checks without state too.
     """
     rows = history.where(F.col("transition") == "EPOCH_START")
     if filled is not None:
@@ -107,11 +109,25 @@ def epoch_starts(
     # transaction's marker after its data: the cleaner removes an aborted first transaction and keeps
     # its marker until the delete horizon), so there the room is not counted from the marker: they may
     # lie anywhere the cleaner reached from the log's start (or from the marker, kept below the start).
+    # Only the offsets no batch holds count (`free`: `logs.free_offsets`, where some log is compacted):
+    # other producers' batches there never held this one's.
     after = start_after()
     # (Only the offsets below what the cleaner may have reached: not the active segment's.)
     cleanable = F.least(F.col("base_offset"), F.col("cleaned_to"))
-    room = compaction_room(cleanable - after - 1, F.col("base_sequence").cast("long"))
+    offsets = cleanable - after - 1
     earliest = F.coalesce(after, F.least(F.col("prev_offset"), F.col("log_start_offset")))
+    if free is not None:
+        rows = with_free_before(
+            rows.withColumn("_cleanable", cleanable).withColumn("_after", after),
+            free,
+            ["_cleanable", "_after"],
+            (F.col("base_sequence") != 0) & compaction_may_have_removed(earliest),
+        )
+        free_below = F.col("_free__cleanable")
+        offsets = F.when(after.isNull(), free_below).otherwise(
+            F.least(offsets, F.coalesce(free_below - F.col("_free__after"), offsets))
+        )
+    room = compaction_room(offsets, F.col("base_sequence").cast("long"))
     nonzero = rows.where(
         (F.col("base_sequence") != 0) & ~(compaction_may_have_removed(earliest) & room) & sequenced()
     )
@@ -120,8 +136,13 @@ def epoch_starts(
         nonzero, note = unreadable_before(
             nonzero, unreadable, after, "before it, after the previous epoch", "those records"
         )
+    # Not a transactions-V2 producer's transaction (its marker raised the epoch): the broker verifies a
+    # transaction's first batch, and refuses one at a nonzero sequence from a producer it holds no
+    # state of ("Expected sequence 0 for transactions v2 idempotent producer with no existing state",
+    # `ProducerAppendInfo.checkSequence`, 4.0+), so expiry does not explain it.
+    verified = F.col("is_transactional") & raised_by_marker
     expired = (
-        state_expired(profile.producer_id_expiration_ms)
+        state_expired(profile.producer_id_expiration_ms) & ~verified
         if profile is not None and profile.accepts_unknown_producer
         else F.lit(False)
     )

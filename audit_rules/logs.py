@@ -112,6 +112,26 @@ def free_offsets(batches: DataFrame, logs: DataFrame) -> DataFrame:
     ).distinct()
 
 
+def with_free_before(rows: DataFrame, free: DataFrame, columns: list[str], where: Column) -> DataFrame:
+    """`rows` with `free_offsets`' `free_before` at the offset each of `columns` holds (an offset of the
+    row's log), as `_free_<column>`: null where no readable v2 batch (nor `cleaned_to`) is there. The
+    counts are looked up only for the rows `where` holds: one semi-join picks them out of every batch's
+    (no shuffle of them all per column). The difference of two counts is the offsets no batch holds
+    from the lower one up to the higher; one alone counts those below it from offset 0."""
+    picked = rows.where(where)
+    ends = reduce(
+        DataFrame.unionByName, [picked.select("log_id", F.col(c).alias("base_offset")) for c in columns]
+    )
+    free = free.join(ends, ["log_id", "base_offset"], "left_semi")
+    for c in columns:
+        rows = rows.join(
+            free.select("log_id", F.col("base_offset").alias(c), F.col("free_before").alias(f"_free_{c}")),
+            ["log_id", c],
+            "left",
+        )
+    return rows
+
+
 def compaction_evidence() -> Column:
     """What says a row's log is compacted, for a message: the profile, the cleaner's work in its batches,
     or the cleaner's checkpoint."""
@@ -607,7 +627,8 @@ def below_start_cause(lowest: Column | None = None, source: Column | None = None
     if source is not None:
         retention = F.when(source == "checkpoint", retention).otherwise(
             F.lit(
-                "deleted by retention, or not in this dump (no log-start-offset checkpoint was dumped: the "
+                "deleted by retention, or not in this dump (no log-start-offset checkpoint entry for this "
+                "log, which a broker writes only where the start lies past the first segment's base: the "
                 "log start is the first offset the dump holds)"
             )
         )

@@ -382,22 +382,21 @@ def audit(
         lambda: not checked.where(F.col("transition") == "DUPLICATE").isEmpty(),
         background=background,
     )
+    # Where compaction may have touched a log whose sequences the broker checked, the rules excuse
+    # sequences the cleaner may have removed only where offsets no batch holds could have held them.
+    # (Only those topics' batches read: the bronze tables are partitioned by topic.)
+    free = (
+        free_offsets(bronze.batches.where(F.col("topic").isin(*compacted_topics)), logs)
+        if compacted_topics
+        else None
+    )
     frames = [
         sequences.invalid_sequence(checked_rows),
-        sequences.history_start(checked_rows, profile, starts, unreadable, fills),
+        sequences.history_start(checked_rows, profile, starts, unreadable, fills, free),
         sequences.sequence_regression(checked, profile),
-        sequences.sequence_gaps(
-            checked,
-            holes,
-            profile,
-            unreadable,
-            # (Only those topics' batches read: the bronze tables are partitioned by topic.)
-            free_offsets(bronze.batches.where(F.col("topic").isin(*compacted_topics)), logs)
-            if compacted_topics
-            else None,
-        ),
+        sequences.sequence_gaps(checked, holes, profile, unreadable, free),
         epochs.epoch_regression(event_rows),
-        epochs.epoch_starts(event_rows, starts, unreadable, profile),
+        epochs.epoch_starts(event_rows, starts, unreadable, profile, free),
         transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.swept_transactions(event_rows, producers, profile, failed, unreadable),
         transactions.coordinator_epoch_regression(event_rows),
@@ -411,7 +410,11 @@ def audit(
     corrupt = retention.corrupt_holders(failed) if failed is not None else None
     gone = retention.gone_since_previous_dump(producers, logs, corrupt) if "several logs" in present else None
     # The state the broker would load: each log's newest snapshot (read by four rules, planned once).
-    entries = retention.latest_snapshot_entries(bronze.producer_snapshots) if "snapshots" in present else None
+    entries = (
+        retention.latest_snapshot_entries(bronze.producer_snapshots, bronze.files, bronze.quarantine)
+        if "snapshots" in present
+        else None
+    )
     if entries is not None:
         frames += [
             transactions.hanging_transactions_in_snapshots(producers, entries, logs, profile),

@@ -46,14 +46,37 @@ def corrupt_holders(failed: DataFrame) -> DataFrame:
     )
 
 
-def latest_snapshot_entries(snapshots: DataFrame) -> DataFrame:
-    """Entries of the newest snapshot of each log (the state the broker would load, §5.8)."""
+def latest_snapshot_entries(
+    snapshots: DataFrame, files: DataFrame | None = None, quarantine: DataFrame | None = None
+) -> DataFrame:
+    """Entries of the newest snapshot of each log (the state the broker would load, §5.8): the live
+    `.snapshot` file of the highest offset (`files`) that is readable (no SNAPSHOT_CORRUPT row of it in
+    `quarantine`). That one may hold no entry: `takeSnapshot` writes the map however empty, and
+    `loadFromSnapshot` loads the latest file, an older one only where the latest is corrupt. So an
+    older file's entries are not the broker's state, and none of that log is returned. (A log whose
+    snapshots the inventory does not list, a text dump's, reads its entries' newest.)"""
     s = with_log_key(snapshots)
-    newest = Window.partitionBy("log_key")
+    newest = F.max("snapshot_offset").over(Window.partitionBy("log_key"))
+    if files is not None:
+        live = files.where(
+            (F.col("kind") == "snapshot") & F.col("is_live") & F.col("base_offset").isNotNull()
+        ).alias("l")
+        if quarantine is not None:
+            corrupt = quarantine.where(F.col("kind") == "SNAPSHOT_CORRUPT").alias("q")
+            # (A replica may be null: its key is compared null-safe.)
+            same = (
+                (F.col("l.file") == F.col("q.file"))
+                & (F.col("l.dump_id") == F.col("q.dump_id"))
+                & F.col("l.replica").eqNullSafe(F.col("q.replica"))
+            )
+            live = live.join(corrupt, same, "left_anti")
+        readable = with_log_key(live).groupBy("log_key").agg(F.max("base_offset").alias("_newest_file"))
+        s = s.join(F.broadcast(readable), "log_key", "left")
+        newest = F.greatest(newest, F.coalesce(F.col("_newest_file"), newest))
     return (
-        s.withColumn("_newest", F.max("snapshot_offset").over(newest))
+        s.withColumn("_newest", newest)
         .where(F.col("snapshot_offset") == F.col("_newest"))
-        .drop("_newest")
+        .drop("_newest", "_newest_file")
     )
 
 
@@ -100,12 +123,17 @@ def snapshot_producers(
     log of another replica, dumped as late or later, holds the producer that far (with `gone`: several
     logs), the replica is behind, not loss, as in `producers_across_dumps`.
 
-    A producer whose first retained batch lies after the entry's last offset lost that batch too, where
+    A producer whose first retained batch lies after the entry's last offset (an entry without one: at or
+    after the snapshot, below which lies the marker that raised its epoch) lost that batch too, where
     the offset is one the broker had not deleted: UNKNOWN_PRODUCER_LOSS as well (a snapshot is the state
     of the log below its offset, §4.2; nothing else takes a batch from inside a log)."""
     firsts = producers.select("log_key", "producer_id", F.col("retained_first_offset").alias("_first"))
+    # Absent up to the entry: no batch or marker of the producer at or below its last offset, or (an
+    # entry without one, -1) below the snapshot, where the marker that raised its epoch lies.
     absent = entries.join(firsts, ["log_key", "producer_id"], "left").where(
-        F.col("_first").isNull() | ((F.col("last_offset") >= 0) & (F.col("_first") > F.col("last_offset")))
+        F.col("_first").isNull()
+        | ((F.col("last_offset") >= 0) & (F.col("_first") > F.col("last_offset")))
+        | ((F.col("last_offset") < 0) & (F.col("_first") >= F.col("snapshot_offset")))
     )
     if corrupt is not None:
         absent = absent.join(corrupt, ["log_key", "producer_id"], "left_anti")
@@ -246,11 +274,17 @@ def snapshot_producers(
         .otherwise(
             fmt(
                 "The producer snapshot at offset %s lists producer %s epoch %s (without a batch offset: a "
-                "marker raised its epoch), but the log, complete from offset 0, holds no batch or marker of "
-                "that producer: its data is lost.",
+                "marker raised its epoch, below the snapshot), but the log, complete from offset 0, holds "
+                "%s: its data is lost.",
                 "snapshot_offset",
                 "producer_id",
                 "producer_epoch",
+                F.when(F.col("_first").isNull(), F.lit("no batch or marker of that producer")).otherwise(
+                    fmt(
+                        "none of that producer's batches or markers below it (its first is at offset %s)",
+                        "_first",
+                    )
+                ),
             )
         ),
         producer_id="producer_id",

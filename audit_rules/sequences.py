@@ -30,6 +30,7 @@ from audit_rules.logs import (
     compaction_may_have_removed,
     compaction_room,
     kept_start,
+    with_free_before,
 )
 from audit_rules.profile import Profile
 
@@ -76,6 +77,7 @@ def history_start(
     filled: DataFrame | None = None,
     unreadable: DataFrame | None = None,
     fills: DataFrame | None = None,
+    free: DataFrame | None = None,
 ) -> DataFrame:
     """HISTORY_TRUNCATED_BY_RETENTION or HISTORY_START_MISSING for a producer whose first retained batch
     starts mid-sequence (KIP-360); none where CRC-failed batches before it hold the sequences it skips
@@ -84,7 +86,9 @@ def history_start(
     epoch's first records may be. Sequences below the batch's that later batches of its stream hold
     (`late_before_start`) are in the log, out of order (their SEQUENCE_REGRESSION), and so are those
     CRC-failed batches before it hold in part (`fills`: `history.corrupt_fills`; their CRC_MISMATCH):
-    only the others count, and where there are none, there is no finding."""
+    only the others count, and where there are none, there is no finding. On a compacted log the
+    cleaner's room is the offsets below the batch that no batch holds (`free`: `logs.free_offsets`,
+    where some log is compacted): other producers' batches there never held this one's."""
     rows = history.where((F.col("transition") == "FIRST") & (F.col("base_sequence") > 0))
     if filled is not None:
         rows = rows.join(filled, ["log_id", "producer_id", "base_offset"], "left_anti")
@@ -106,6 +110,11 @@ def history_start(
     # The cleaner's offsets: those below what it may have reached (not the active segment's, held by
     # other producers' batches there, unless that segment shows a leader's cleaner: `cleaned_to`).
     cleanable = F.least(F.col("base_offset"), F.col("cleaned_to"))
+    if free is not None:
+        # Less the offsets other batches hold below it (other producers' on a shared log); never less
+        # than those below the first kept offset (all free: no segment of the dump holds them).
+        rows = with_free_before(rows.withColumn("_cleanable", cleanable), free, ["_cleanable"], cleaned)
+        cleanable = F.least(cleanable, F.greatest(F.coalesce(F.col("_free__cleanable"), cleanable), below))
     compaction = ~retained & cleaned & compaction_room(cleanable, needed)
     room = F.when(cleaned, cleanable).otherwise(below)
     explained = rows.where(retained | compaction)
@@ -356,34 +365,17 @@ def sequence_gaps(
     offsets = F.least(F.col("base_offset"), F.col("cleaned_to")) - F.col("prev_base_offset") - 1
     gaps = jumps.join(missing, list(ROW_KEY), "inner")
     if free is not None:
-        # Less the offsets other batches hold between the two (other producers' on a shared log): the
-        # counts at the two batches of the gaps compaction may explain, picked out of every batch's by
-        # one join (not a shuffle of them all per side).
+        # Less the offsets other batches hold between the two (other producers' on a shared log).
         # At the batch, or at `cleaned_to` where the batch lies past it: offsets free above what the
         # cleaner may have reached (this broker's active segment's) were no cleaner's work.
-        cleanable = F.least(F.col("base_offset"), F.col("cleaned_to")).alias("_cleanable")
-        gaps = gaps.withColumn("_cleanable", cleanable)
-        cleaned = gaps.where(compaction_may_have_removed(F.col("prev_base_offset")))
-        ends = cleaned.select("log_id", F.col("_cleanable").alias("base_offset")).unionByName(
-            cleaned.select("log_id", F.col("prev_base_offset").alias("base_offset"))
+        gaps = with_free_before(
+            gaps.withColumn("_cleanable", F.least(F.col("base_offset"), F.col("cleaned_to"))),
+            free,
+            ["_cleanable", "prev_base_offset"],
+            compaction_may_have_removed(F.col("prev_base_offset")),
         )
-        free = free.join(ends, ["log_id", "base_offset"], "left_semi")
-        gaps = gaps.join(
-            free.select(
-                "log_id", F.col("base_offset").alias("_cleanable"), F.col("free_before").alias("_free_at")
-            ),
-            ["log_id", "_cleanable"],
-            "left",
-        ).join(
-            free.select(
-                "log_id",
-                F.col("base_offset").alias("prev_base_offset"),
-                F.col("free_before").alias("_free_prev"),
-            ),
-            ["log_id", "prev_base_offset"],
-            "left",
-        )
-        offsets = F.least(offsets, F.coalesce(F.col("_free_at") - F.col("_free_prev"), offsets))
+        between = F.col("_free__cleanable") - F.col("_free_prev_base_offset")
+        offsets = F.least(offsets, F.coalesce(between, offsets))
     room = ~after_highest | compaction_room(
         offsets, F.col("base_sequence_unwrapped") - F.col("expected_unwrapped")
     )

@@ -280,17 +280,11 @@ class _Replay:
                 explained_by="epoch_bump",
                 message=f"epoch {epoch} starts at sequence 0",
             )
-        elif not (
-            self.compacted
-            and (
-                previous is None
-                # Transactions V1: the epoch's first transaction may lie before its own marker, removed.
-                or raised_by_marker
-                or batch["base_offset"] - previous["base_offset"] - 1 >= base_sequence
-            )
-        ):
-            # 2.5 and later take an unknown (expired) producer's new epoch at any sequence: unchecked.
-            unchecked = self.profile.accepts_unknown_producer and self._expired(state, batch)
+        elif not (self.compacted and self._room_before(batch, previous, raised_by_marker) >= base_sequence):
+            # 2.5 and later take an unknown (expired) producer's new epoch at any sequence: unchecked, but
+            # for a transactions-V2 transaction's first batch (verified: sequence 0 without state).
+            verified = batch["is_transactional"] and raised_by_marker
+            unchecked = self.profile.accepts_unknown_producer and self._expired(state, batch) and not verified
             self._emit(
                 "NEW_EPOCH_NONZERO_SEQUENCE",
                 batch,
@@ -415,6 +409,20 @@ class _Replay:
             where += f", last copied at offset {nearest_copy.batch['base_offset']}"
         because = "expiry" if forgotten else "retention" if evicted else None
         return f"{where}, {between} batch(es) after it: {verdict}", because
+
+    def _room_before(self, batch: Batch, previous: Batch | None, raised_by_marker: bool) -> int:
+        """The offsets a new epoch's removed first batches may have taken: those no batch holds between
+        the producer's previous row and the batch, or below the batch where there is no previous row or
+        it is a marker of the epoch (transactions V1: the epoch's first transaction may lie before its
+        own marker, removed)."""
+        at = batch["base_offset"]
+        if previous is None or raised_by_marker:
+            return self.free_before.get(at, at)
+        before = previous["base_offset"]
+        offsets = at - before - 1
+        if at in self.free_before and before in self.free_before:
+            offsets = min(offsets, self.free_before[at] - self.free_before[before])
+        return offsets
 
     def _resolve_gap(self, gap: _PendingGap, fills: list[tuple[int, int]]) -> None:
         """`fills`: the ranges CRC-failed batches hold of every gap of the stream (`_failed_fills`)."""
@@ -545,10 +553,13 @@ class _Replay:
         if needed == 0:
             return  # all of them are later in the log: out of order (SEQUENCE_REGRESSION), not lost
         below = max(min(self.log_start_offset, batch["base_offset"]), 0)
-        room = batch["base_offset"] if self.compacted else below
+        # Where the cleaner may have passed: the offsets below the batch that no batch holds (other
+        # producers' batches never held this one's), at least those below the log start.
+        at = batch["base_offset"]
+        room = min(at, max(self.free_before.get(at, at), below)) if self.compacted else below
         if below >= needed:
             kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "retention"
-        elif self.compacted and batch["base_offset"] >= needed:
+        elif self.compacted and room >= needed:
             kind, because = "HISTORY_TRUNCATED_BY_RETENTION", "compaction"
         else:
             kind, because = "HISTORY_START_MISSING", None

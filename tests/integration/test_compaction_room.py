@@ -12,6 +12,7 @@ import pytest
 from audit_rules.pipeline import Bronze, audit
 from jobs.profiles import load_profile
 from schemas.tables import BATCHES, QUARANTINE
+from tests.reference_replay import reference_findings
 from tests.strategies import LogBuilder
 
 if TYPE_CHECKING:
@@ -99,6 +100,55 @@ def test_offsets_other_producers_batches_hold_are_no_room(spark: SparkSession) -
         ("c-shared", "SEQUENCE_GAP", 10),
         ("c-shared-room", "SEQUENCE_GAP", 10),
     ], [f["message"] for f in found]
+
+
+def test_a_new_epochs_and_a_first_batchs_room_is_the_offsets_no_batch_holds(spark: SparkSession) -> None:
+    """The first batches a new epoch skipped, and those before a producer's first retained batch, each
+    took an offset the cleaner would have left free: offsets other producers' batches hold are no room.
+    Producer 7's epoch 1 starts at sequence 5 at offset 10: after its epoch 0 at 0-4, with producer 9's
+    batch at 5-9 (`c-epoch-shared`: no room) or offsets 5-9 free (`c-epoch-room`). After the marker that
+    raised its epoch (transactions V2) its sequences 0-2 may lie anywhere below: at 1-5 held by 9
+    (`c-marker-shared`) they cannot. Producer 8's first batch at sequence 3 at offset 5: offsets 0-4 held
+    by 9 (`c-start-shared`), or 2-4 free (`c-start-room`)."""
+    epoch_shared = _log("c-epoch-shared", 0)
+    epoch_shared.data(7, 0, 0, 5)
+    epoch_shared.data(9, 0, 0, 5)
+    epoch_shared.data(7, 1, 5, 1)
+    epoch_room = _log("c-epoch-room", 0)
+    epoch_room.data(7, 0, 0, 5)
+    epoch_room.next_offset = 10
+    epoch_room.data(7, 1, 5, 1)
+    marker = _log("c-marker-shared", 0)
+    marker.data(7, 0, 0, 1, transactional=True)
+    marker.data(9, 0, 0, 5)
+    marker.marker(7, 1)
+    marker.data(7, 1, 3, 1)
+    start_shared = _log("c-start-shared", 0)
+    start_shared.data(9, 0, 0, 5)
+    start_shared.data(8, 0, 3, 1)
+    start_room = _log("c-start-room", 0)
+    start_room.data(9, 0, 0, 2)
+    start_room.next_offset = 5
+    start_room.data(8, 0, 3, 1)
+    logs = (epoch_shared, epoch_room, marker, start_shared, start_room)
+    rows = [row for log in logs for row in log.rows]
+    profile = replace(load_profile("kafka-3.4"), compacted_topics=("c-*",))
+    found = audit(
+        Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True), profile
+    ).findings.collect()
+    assert sorted((f["topic"], f["kind"], f["first_offset"], f["missing_records"]) for f in found) == [
+        ("c-epoch-shared", "NEW_EPOCH_NONZERO_SEQUENCE", 10, None),
+        ("c-marker-shared", "NEW_EPOCH_NONZERO_SEQUENCE", 7, None),
+        ("c-start-room", "HISTORY_TRUNCATED_BY_RETENTION", 5, None),
+        ("c-start-shared", "HISTORY_START_MISSING", 5, 3),
+    ], [f["message"] for f in found]
+    # The reference replay reads the logs alike.
+    for log in logs:
+        expected = [
+            (f["kind"], f["first_offset"])
+            for f in reference_findings(log.rows, profile=profile, log_start_offset=0, compacted=True)
+        ]
+        assert expected == [(f["kind"], f["first_offset"]) for f in found if f["topic"] == log._log["topic"]]
 
 
 def test_free_offsets_in_the_active_segment_are_a_leaders_cleaner_in_what_a_follower_fetched(
@@ -241,7 +291,8 @@ def test_the_room_counts_only_offsets_below_what_the_cleaner_may_have_reached(sp
     only offsets 0-9 cleanable; or, after its sequence 0 at offset 9, skips sequences 1-29 to offset
     60, in its epoch or at the start of a new one: producer 8's batches fill offsets 10-59, which no
     cleaner removed anything from. Counting those as room excused all three (a
-    HISTORY_TRUNCATED_BY_RETENTION by compaction, and no finding at all): each is lost."""
+    HISTORY_TRUNCATED_BY_RETENTION by compaction, and no finding at all): each is lost. (And 8's batches
+    hold offsets 0-9 too: none of producer 7's 40 first sequences can have been there.)"""
     from pyspark.sql import functions as F
 
     def log(topic: str) -> list[dict[str, object]]:
@@ -274,10 +325,10 @@ def test_the_room_counts_only_offsets_below_what_the_cleaner_may_have_reached(sp
     assert sorted((f["topic"], f["kind"], f["missing_records"]) for f in found) == [
         ("c-epoch", "NEW_EPOCH_NONZERO_SEQUENCE", None),
         ("c-gap", "SEQUENCE_GAP", 29),
-        ("c-start", "HISTORY_START_MISSING", 30),
+        ("c-start", "HISTORY_START_MISSING", 40),
     ], [f["message"] for f in found]
     (start,) = [f for f in found if f["topic"] == "c-start"]
-    assert "only 10 offset(s) there can have been removed" in start["message"], start["message"]
+    assert "only 0 offset(s) there can have been removed" in start["message"], start["message"]
 
 
 def test_offsets_free_before_a_segments_first_batch_show_the_cleaner(spark: SparkSession) -> None:

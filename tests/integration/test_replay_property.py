@@ -899,14 +899,20 @@ def test_a_new_epochs_nonzero_start_after_expiry_was_taken_unchecked_from_2_5(
     (`ProducerAppendInfo.checkSequence` refuses a nonzero one only against a known epoch): still a
     NEW_EPOCH_NONZERO_SEQUENCE, explained by expiry, its message saying the broker did not check. A 2.4
     broker answers UNKNOWN_PRODUCER_ID (that batch is in the log through another path): no explanation.
-    Producer 8's epoch starting at 5 right after its epoch 0 is not explained either way. The reference
-    agrees."""
+    Producer 8's epoch starting at 5 right after its epoch 0 is not explained either way; nor producer 9's
+    transaction at sequence 5 after the marker that raised its epoch (transactions V2): the broker
+    verifies a V2 transaction's first batch, and refuses a nonzero one without state (4.0+). The
+    reference agrees."""
     log = LogBuilder()
     log.data(7, 0, 0, 2)
+    log.data(9, 0, 0, 2, transactional=True)
+    log.marker(9, 1)
     log.wait(8 * DAY_MS)
     log.data(8, 0, 0, 2)
     idle = log.data(7, 1, 5)["base_offset"]
     quick = log.data(8, 1, 5)["base_offset"]
+    verified = log.data(9, 1, 5, transactional=True)["base_offset"]
+    log.marker(9, 2)
     profile = load_profile(profile_name)
     bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
     found = {
@@ -914,11 +920,12 @@ def test_a_new_epochs_nonzero_start_after_expiry_was_taken_unchecked_from_2_5(
         for f in audit(bronze, profile).findings.collect()
         if f["kind"] == "NEW_EPOCH_NONZERO_SEQUENCE"
     }
-    assert set(found) == {idle, quick}, found
+    assert set(found) == {idle, quick, verified}, found
     unchecked = profile_name == "kafka-3.4"
     assert found[idle]["explained_by"] == ("expiry" if unchecked else None)
     assert ("took the new epoch's sequence unchecked" in found[idle]["message"]) == unchecked, found[idle]
-    assert found[quick]["explained_by"] is None and "unchecked" not in found[quick]["message"]
+    for offset in (quick, verified):
+        assert found[offset]["explained_by"] is None and "unchecked" not in found[offset]["message"]
     reference = {
         f["first_offset"]: f["explained_by"]
         for f in reference_findings(log.rows, profile=profile, log_start_offset=0)
