@@ -499,13 +499,26 @@ def snapshot_mismatch(
         last_offset.alias("replayed_last_offset"),
         last_sequence.alias("replayed_last_sequence"),
     )
-    said = fmt(
-        "%s says producer %s had epoch %s, last sequence %s at offset %s, but ",
-        "file",
-        "producer_id",
-        "producer_epoch",
-        "last_sequence",
-        "last_offset",
+    # An entry without a batch (-1: a marker raised the epoch and cleared them, `maybeUpdateProducerEpoch`)
+    # points at the replayed producer's last row instead.
+    has_offset = F.col("last_offset") >= 0
+    said = F.when(
+        has_offset,
+        fmt(
+            "%s says producer %s had epoch %s, last sequence %s at offset %s, but ",
+            "file",
+            "producer_id",
+            "producer_epoch",
+            "last_sequence",
+            "last_offset",
+        ),
+    ).otherwise(
+        fmt(
+            "%s says producer %s had epoch %s and no batch (offset -1: a marker raised its epoch), but ",
+            "file",
+            "producer_id",
+            "producer_epoch",
+        )
     )
     # The broker deletes every snapshot past the log end when it truncates or recovers a log
     # (`truncateAndReload`, §4.3): an entry at or past the end names batches this log has lost since.
@@ -541,8 +554,8 @@ def snapshot_mismatch(
         message,
         producer_id="producer_id",
         producer_epoch="producer_epoch",
-        first_offset="last_offset",
-        last_offset="last_offset",
+        first_offset=F.when(has_offset, F.col("last_offset")).otherwise(F.col("replayed_last_offset")),
+        last_offset=F.when(has_offset, F.col("last_offset")).otherwise(F.col("replayed_last_offset")),
         last_sequence="last_sequence",
         related_offset="snapshot_offset",
     )

@@ -103,3 +103,28 @@ def test_a_marker_of_a_fenced_epoch_is_the_coordinators_not_a_zombie_producers(s
     assert message.startswith("Producer 7's ABORT marker at offset 2 carries epoch 2 after epoch 3"), message
     assert "the transaction coordinator wrote a marker for a fenced epoch" in message, message
     assert "zombie) producer's write" not in message, message
+
+
+def test_a_mismatch_of_an_entry_without_a_batch_points_at_the_replayed_row_not_offset_minus_one(
+    spark: SparkSession,
+) -> None:
+    """Transactions V2: producer 7's transaction at epoch 3 (offset 0) committed by a marker at epoch 4
+    (offset 1). The snapshot at 4 says epoch 6 and no batch (-1: a marker raised the epoch and cleared
+    them), where replaying gives epoch 4: a SNAPSHOT_MISMATCH, whose evidence is the producer's last
+    replayed row, not an offset -1 that sorts before the log."""
+    log = LogBuilder(topic="v2-minus-one", file=f"/d/v2-minus-one-0/{0:020d}.log")
+    log.data(7, 3, 0, transactional=True)
+    log.marker(7, 4, "COMMIT")
+    for sequence in range(2):
+        log.data(8, 0, sequence)
+    entry = log.snapshot_entry(4, 7, 6, -1, -1)
+    bronze = replace(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)),
+        producer_snapshots=spark.createDataFrame([entry], PRODUCER_SNAPSHOTS.schema),
+    )
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    (mismatch,) = [f for f in found if f["kind"] == "SNAPSHOT_MISMATCH"]
+    assert mismatch["first_offset"] in (0, 1) and mismatch["last_offset"] == mismatch["first_offset"], (
+        mismatch
+    )
+    assert "no batch (offset -1" in mismatch["message"] and "at offset -1" not in mismatch["message"]
