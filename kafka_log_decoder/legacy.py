@@ -53,7 +53,7 @@ class LegacyFormatError(ValueError):
 
 # An inner (or single) message as framed: offset (absolute, or relative in a v1 wrapper), timestamp, and
 # the start and length (-1: null) of its key and value in the buffer it was framed in.
-_Framed = tuple[int, int, int, int, int, int]
+_Framed = tuple[int, int, int, int, int, int, int]
 
 
 class LegacyEntry:
@@ -91,7 +91,7 @@ class LegacyEntry:
         records: list[Record] = []
         held = 0
         position = self.header.position
-        for offset, timestamp, key_at, key_len, value_at, value_len in _messages(self._buffer):
+        for offset, timestamp, key_at, key_len, value_at, value_len, magic in _messages(self._buffer):
             if self._base is not None:
                 offset += self._base
             key = None if key_len < 0 else bytes(self._buffer[key_at : key_at + key_len])
@@ -101,8 +101,13 @@ class LegacyEntry:
                     file=self.file,
                     batch_position=position,
                     offset=offset,
-                    # With a v1 LogAppendTime wrapper, inner records take the wrapper's timestamp.
-                    timestamp=self._wrapper_timestamp if self._log_append_time else timestamp,
+                    # With a v1 LogAppendTime wrapper, inner v1 records take the wrapper's timestamp; a
+                    # v0 one has none (`AbstractLegacyRecordBatch.DeepRecordsIterator`).
+                    timestamp=(
+                        self._wrapper_timestamp
+                        if self._log_append_time and magic == MAGIC_VALUE_V1
+                        else timestamp
+                    ),
                     sequence=NO_SEQUENCE,
                     key_size=key_len,
                     value_size=value_len,
@@ -324,7 +329,7 @@ def _messages(buffer: bytes | memoryview) -> Iterator[_Framed]:
         if attributes & COMPRESSION_CODEC_MASK:
             raise LegacyFormatError("inner legacy message is itself compressed")
         key_at = start + (14 if magic == MAGIC_VALUE_V1 else 6) + 4
-        yield offset, timestamp, key_at, key_len, start + at + 4, value_len
+        yield offset, timestamp, key_at, key_len, start + at + 4, value_len, magic
         pos = stop
 
 

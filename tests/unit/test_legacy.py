@@ -141,3 +141,24 @@ def test_records_come_a_bounded_list_at_a_time() -> None:
     assert [len(chunk) for chunk in lists] == [100] * 10
     assert [r.offset for chunk in lists for r in chunk] == list(range(1000, 2000))
     assert [r.offset for r in entry.records] == list(range(1000, 2000))
+
+
+def _log_append_time_wrapper(inner_magic: int) -> bytes:
+    """A v1 gzip wrapper stamped LogAppendTime (attributes bit 3) at 999, holding two messages of
+    `inner_magic` (kafka-python's builder, relative offsets 0 and 1); wrapper offset 11."""
+    inner = LegacyRecordBatchBuilder(magic=inner_magic, compression_type=0, batch_size=1 << 30)
+    for i in range(2):
+        inner.append(i, timestamp=5 if inner_magic else None, key=None, value=b"v%d" % i)
+    value = zlib.compress(bytes(inner.build()), wbits=31)
+    body = struct.pack(">bbqi", 1, 1 | 0x08, 999, -1) + struct.pack(">i", len(value)) + value
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", 11, len(message)) + message
+
+
+@pytest.mark.parametrize(("inner_magic", "expected"), [(1, [999, 999]), (0, [-1, -1])])
+def test_a_log_append_time_wrapper_stamps_its_v1_messages_only(inner_magic: int, expected: list[int]) -> None:
+    """`AbstractLegacyRecordBatch.DeepRecordsIterator`: an inner message of magic 1 takes the wrapper's
+    LogAppendTime timestamp; one of magic 0 has none."""
+    entry = decode(_log_append_time_wrapper(inner_magic))
+    assert [r.timestamp for r in entry.records] == expected
+    assert [r.offset for r in entry.records] == [10, 11]
