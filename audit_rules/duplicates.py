@@ -57,6 +57,10 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
             "base_offset",
             F.lit(None).cast("long").alias("copy_of_offset"),
             F.col("base_offset").alias("_point"),
+            # What made the broker forget the producer there (as `explained_by` names it).
+            F.when(forgotten_by_expiry(profile), F.lit("expiry"))
+            .otherwise(F.lit("retention"))
+            .alias("_point_by"),
         )
         # At one offset the copy comes first: a point there is the copy itself, not one between.
         before = (
@@ -65,9 +69,14 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
             .rowsBetween(Window.unboundedPreceding, -1)
         )
         resets = (
-            copies.withColumn("_point", F.lit(None).cast("long"))
+            copies.withColumns({"_point": F.lit(None).cast("long"), "_point_by": F.lit(None).cast("string")})
             .unionByName(points)
-            .withColumn("_latest", F.last("_point", ignorenulls=True).over(before))
+            .withColumns(
+                {
+                    "_latest": F.last("_point", ignorenulls=True).over(before),
+                    "_latest_by": F.last("_point_by", ignorenulls=True).over(before),
+                }
+            )
             .where(F.col("_point").isNull())
             .select(
                 *STREAM_KEY,
@@ -75,19 +84,24 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
                 "copy_of_offset",
                 F.coalesce(F.col("_latest") > F.col("copy_of_offset"), F.lit(False)).alias("_reset"),
                 F.col("_latest").alias("_forgot_at"),
+                F.col("_latest_by").alias("_forgot_by"),
             )
         )
         rows = rows.join(resets, [*STREAM_KEY, "base_offset", "copy_of_offset"], "left")
         reset: Column = F.coalesce(F.col("_reset"), F.lit(False))
-        forgot_at = F.col("_forgot_at")
+        forgot_at, forgot_by = F.col("_forgot_at"), F.col("_forgot_by")
     else:
-        reset, forgot_at = F.lit(False), F.lit(None).cast("long")
+        reset, forgot_at, forgot_by = F.lit(False), F.lit(None).cast("long"), F.lit(None).cast("string")
     # Expiry explains the copy only where the broker accepts it from a producer it holds no state for.
     expired = state_expired(profile.producer_id_expiration_ms)
     forgotten = forgotten_by_expiry(profile)
     evicted = evicted_by_log_start(profile)
     unknown_error = profile.unknown_producer_error
     follows = F.col("base_sequence_unwrapped") == F.col("prev_last_unwrapped") + 1
+    # Before 2.5 the broker answers a forgotten producer's next batch UNKNOWN_PRODUCER_ID but for sequence
+    # 0, and the client numbers its batches from 0 again (KAFKA-7190): a batch that follows on from that
+    # restart holds new records under an earlier batch's numbers, not a re-send.
+    renumbered = reset & follows & F.lit(not profile.accepts_unknown_producer)
     window = profile.describe_window()
     outside = f"outside {window} ({profile.name}) the broker would not have recognised it as a retry"
     # Inside the window, but the broker forgot the producer after the copy: its cache started again.
@@ -123,6 +137,16 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
                     f"producer.id.expiration.ms) as from a producer it did not know ({unknown_error}): a "
                     "broker bug, or producer state rolled back"
                 ),
+            ),
+        )
+        .when(
+            renumbered,
+            fmt(
+                f"{profile.name} took sequence 0 at offset %s from a producer it had forgotten, and this "
+                "batch follows on from there: the client numbered new records from 0 again (a client before "
+                "2.5 does so after UNKNOWN_PRODUCER_ID, KAFKA-7190), so these are not the first copy's "
+                "records sent again",
+                forgot_at,
             ),
         )
         .when(
@@ -176,7 +200,9 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
         F.concat(opening, verdict, F.lit(".")),
         related_offset="first_copy_offset",
         # A broker that had forgotten the producer (expiry) or evicted it (retention) took the copy.
-        explained_by=F.when(forgotten, F.lit("expiry")).when(evicted, F.lit("retention")),
+        explained_by=F.when(forgotten, F.lit("expiry"))
+        .when(evicted, F.lit("retention"))
+        .when(~expired & renumbered, forgot_by),
         **BATCH_FIELDS,
     )
 

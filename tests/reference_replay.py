@@ -149,6 +149,13 @@ class _StreamBatch:
     # of the producer's last batches started again here.
     forgot: bool = False
     evicted: bool = False
+    # Forgotten by expiry (the broker took the batch from a producer whose state had expired).
+    forgot_by_expiry: bool = False
+
+    @property
+    def forgot_by(self) -> str | None:
+        """What made the broker forget the producer before this batch: `expiry`, else `retention`."""
+        return None if not self.forgot else "expiry" if self.forgot_by_expiry else "retention"
 
 
 @dataclass
@@ -242,9 +249,10 @@ class _Replay:
                 "base_offset"
             ]
             current.evicted = self._evicted(kept_last, current)
-            current.forgot = (
-                expired and (self.profile.accepts_unknown_producer or base_sequence == 0)
-            ) or current.evicted
+            current.forgot_by_expiry = expired and (
+                self.profile.accepts_unknown_producer or base_sequence == 0
+            )
+            current.forgot = current.forgot_by_expiry or current.evicted
             self._next_in_epoch(stream, previous, current, expired)
         stream.append(current)
         if current.last >= SEQUENCE_MODULUS:
@@ -377,7 +385,8 @@ class _Replay:
         else:
             in_window = between < profile.duplicate_window_batches
         # A broker that forgot the producer after the copy started its cache again: the copy left it.
-        in_window = in_window and not any(s.forgot for s in stream[stream.index(nearest_copy) + 1 :])
+        restarts = [s for s in stream[stream.index(nearest_copy) + 1 :] if s.forgot]
+        in_window = in_window and not restarts
         forgotten = expired and (profile.accepts_unknown_producer or current.batch["base_sequence"] == 0)
         evicted = current.evicted
         if in_window and not (forgotten or evicted):
@@ -394,6 +403,17 @@ class _Replay:
                 "outside the window not recognised as a retry, and it should have refused it either way: "
                 "out of sequence with state, unknown without"
             )
+        elif restarts and not profile.accepts_unknown_producer and current.base == previous.last + 1:
+            # Before 2.5 the broker answers a forgotten producer's next batch UNKNOWN_PRODUCER_ID but for
+            # sequence 0, and the client numbers its batches from 0 again (KAFKA-7190): new records
+            # under the copy's numbers, not a re-send.
+            restart = restarts[-1]
+            verdict = (
+                f"the broker took sequence 0 at offset {restart.batch['base_offset']} from a producer it "
+                "had forgotten, and this batch follows on from there: the client numbered new records "
+                "from 0 again"
+            )
+            return self._verdict_text(first_copy, nearest_copy, between, verdict), restart.forgot_by
         elif current.base == previous.last + 1:
             verdict = (
                 "outside the window not recognised as a retry, and it follows the batch before it "
@@ -404,11 +424,17 @@ class _Replay:
                 "outside the window not recognised as a retry, but a broker holding the producer's state "
                 "should have refused it as out of sequence: the broker had lost the producer's state"
             )
+        because = "expiry" if forgotten else "retention" if evicted else None
+        return self._verdict_text(first_copy, nearest_copy, between, verdict), because
+
+    @staticmethod
+    def _verdict_text(
+        first_copy: _StreamBatch, nearest_copy: _StreamBatch, between: int, verdict: str
+    ) -> str:
         where = f"copy of offset {first_copy.batch['base_offset']}"
         if nearest_copy is not first_copy:
             where += f", last copied at offset {nearest_copy.batch['base_offset']}"
-        because = "expiry" if forgotten else "retention" if evicted else None
-        return f"{where}, {between} batch(es) after it: {verdict}", because
+        return f"{where}, {between} batch(es) after it: {verdict}"
 
     def _room_before(self, batch: Batch, previous: Batch | None, raised_by_marker: bool) -> int:
         """The offsets a new epoch's removed first batches may have taken: those no batch holds between
