@@ -727,12 +727,46 @@ def _inside_a_failed_batch(window: _Window, walk: native.WalkResult) -> tuple[in
     i = crc_valid.find(0)
     while i >= 0:
         start = window.start + walk.batches["position"][i]
-        # Not bounded by the range's end: a range decodes as the whole file does.
-        found = _resync(window, start, start + walk.batches["size_bytes"][i])
-        if found is not None:
-            return i, found
+        # Not bounded by the range's end: a range decodes as the whole file does. A batch whose records,
+        # as many as it counts, fill exactly the bytes its length claims has its length right: what
+        # looks like a batch inside it is a record's value (one holding a batch's bytes), not the next
+        # batch, and the flipped bits are elsewhere (a CRC_MISMATCH), as Kafka reads it (the length).
+        if not _holds_its_records(window, walk, i):
+            found = _resync(window, start, start + walk.batches["size_bytes"][i])
+            if found is not None:
+                return i, found
         i = crc_valid.find(0, i + 1)
     return None
+
+
+# A failed batch larger than this is not decoded to tell whether its records fill it.
+_FRAMING_CHECK_BYTES = 16 << 20
+
+
+def _holds_its_records(window: _Window, walk: native.WalkResult, i: int) -> bool:
+    """Whether the records of the walk's batch `i` (decompressed first), as many as its header counts,
+    frame exactly the bytes its length claims; False where they cannot be read or it is too large."""
+    size = int(walk.batches["size_bytes"][i])
+    count = int(walk.batches["count"][i])
+    if not 0 <= count <= MAX_BATCH_RECORDS or size > _FRAMING_CHECK_BYTES or size < RECORDS_OFFSET:
+        return False
+    local = int(walk.batches["position"][i])
+    payload = memoryview(window.buf)[local + RECORDS_OFFSET : local + size]
+    codec = int(walk.batches["attributes"][i]) & COMPRESSION_CODEC_MASK
+    try:
+        plain = payload if codec == 0 else decompress(COMPRESSION_NAMES[codec], payload)
+    except (CodecError, KeyError):
+        return False
+    _, _, status = native.decode_records(
+        plain,
+        base_offset=0,
+        base_timestamp=0,
+        max_timestamp=0,
+        log_append_time=False,
+        base_sequence=-1,
+        count=count,
+    )
+    return status == native.RECORDS_DECODED
 
 
 def _legacy_crc_error(file: str, window: _Window, pos: int, total: int, stored: int) -> DecodeError:

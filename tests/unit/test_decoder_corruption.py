@@ -376,3 +376,41 @@ def test_a_legacy_wrapper_of_more_records_than_a_batch_may_give_keeps_its_header
     ]
     assert "300 records: more than the 200 decoded from one batch" in items[1].message
     assert shape(list(read_log_segment(path))) == [("B", 0, 1, 1000, 1299, True)]
+
+
+def _kafka_python_batch(base_offset: int, values: list[bytes]) -> bytes:
+    """A v2 batch by kafka-python's builder (an independent encoder), at `base_offset`."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=base_offset,
+        batch_size=1 << 20,
+    )
+    for delta, value in enumerate(values):
+        builder.append(delta, timestamp=1_000 + delta, key=b"key", value=value, headers=[])
+    raw = bytearray(builder.build())
+    struct.pack_into(">q", raw, 0, base_offset)
+    return bytes(raw)
+
+
+def test_a_batch_held_in_a_record_value_is_no_batch_of_the_log(tmp_path: Path) -> None:
+    """A batch at offset 10 whose one record's value holds a whole, valid v2 batch's bytes (offset
+    999999), then a flipped bit in its key: its CRC fails, yet its records fill exactly the bytes its
+    length claims, so the length is right (Kafka reads the batch by it) and what looks like a batch
+    inside is the value. One CRC_MISMATCH, then the next batch; no batch at offset 999999."""
+    inner = _kafka_python_batch(999_999, [b"inner"])
+    outer = bytearray(_kafka_python_batch(10, [inner]))
+    after = _kafka_python_batch(11, [b"next"])
+    key_at = outer.index(b"key")
+    outer[key_at] ^= 0x01
+    for records in (False, True):
+        items = list(read_log_segment(write(tmp_path, bytes(outer) + after), records=records))
+        heads = [(h.position, h.base_offset, h.crc_valid) for h in items if isinstance(h, BatchHeader)]
+        assert heads == [(0, 10, False), (len(outer), 11, True)], items
+        errors = [(e.kind, e.position, e.length) for e in items if isinstance(e, DecodeError)]
+        assert errors == [(CorruptionKind.CRC_MISMATCH, 0, len(outer))], errors
