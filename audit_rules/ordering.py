@@ -142,7 +142,9 @@ def app_sequence_rules(
         key = ["log_key", "app_producer", "app_sequence"]
         candidates = candidates.join(copies.select(*key), key, "left_anti")
     if per_partition is not None:
-        frames.append(_partition_holes(per_partition, compacted))
+        # The offsets no record holds, where the cleaner may have removed the missing values.
+        free = None if compacted is None else free_record_offsets(records, compacted)
+        frames.append(_partition_holes(per_partition, compacted, free))
     regression = to_findings(
         candidates,
         "APP_SEQUENCE_REGRESSION",
@@ -258,10 +260,36 @@ def _copy_findings(copies: DataFrame) -> DataFrame:
     )
 
 
-def _partition_holes(values: DataFrame, compacted: DataFrame | None) -> DataFrame:
+def free_record_offsets(records: DataFrame, compacted: DataFrame) -> DataFrame:
+    """(log_key, offset, _free_before) for the offsets `records` hold in the `compacted` logs (`log_key`,
+    `cleaned_to`), and a row at each one's `cleaned_to`: `_free_before`, the offsets below it that no
+    record holds. Between two held offsets the difference of theirs counts the free ones: all the
+    cleaner can have emptied (it drops records and keeps the offsets of those it keeps; a v2 batch keeps
+    its range, so a removed record's offset is free of records, not of batches). One sort of those
+    logs' records' offsets."""
+    logs = F.broadcast(compacted.select("log_key", "cleaned_to"))
+    held = (
+        with_log_key(records)
+        .join(logs.select("log_key"), "log_key", "left_semi")
+        .select("log_key", "offset")
+        .distinct()
+        .withColumn("_held", F.lit(1))
+    )
+    rows = held.unionByName(
+        logs.select("log_key", F.col("cleaned_to").alias("offset"), F.lit(0).alias("_held"))
+    )
+    below = Window.partitionBy("log_key").orderBy("offset").rangeBetween(Window.unboundedPreceding, -1)
+    free = F.col("offset") - F.coalesce(F.sum("_held").over(below), F.lit(0))
+    return rows.select("log_key", "offset", free.alias("_free_before")).distinct()
+
+
+def _partition_holes(
+    values: DataFrame, compacted: DataFrame | None, free: DataFrame | None = None
+) -> DataFrame:
     """APP_SEQUENCE_GAP per (log, app producer) for a counter per partition: each run of values between
     the producer's lowest and highest in the log that the log does not hold, but where the cleaner of
-    a `compacted` log (`log_key`, `cleaned_to`) may have removed them."""
+    a `compacted` log (`log_key`, `cleaned_to`) may have removed them: where offsets between the two
+    records that no record holds (`free`: `free_record_offsets`) could have held them."""
     by_value = Window.partitionBy("log_key", "app_producer").orderBy("app_sequence")
     holes = (
         values.withColumn("_below", F.lag("app_sequence").over(by_value))
@@ -276,12 +304,29 @@ def _partition_holes(values: DataFrame, compacted: DataFrame | None) -> DataFram
         # shows a leader's cleaner: `log_bounds`, `cleaned_to`). A
         # value below its predecessor's offset (the log went back) leaves the room unknown.
         first = F.least("offset", "_below_offset")
-        free = F.least(F.col("offset"), F.col("cleaned_to")) - F.col("_below_offset") - 1
-        room = (F.col("_below_offset") > F.col("offset")) | compaction_room(free, F.col("_missing"))
-        holes = (
-            holes.join(cleaned, "log_key", "left")
-            .where(~(compaction_may_have_removed(first) & room))
-            .drop("cleaned_to")
+        offsets = F.least(F.col("offset"), F.col("cleaned_to")) - F.col("_below_offset") - 1
+        holes = holes.join(cleaned, "log_key", "left")
+        if free is not None:
+            # Less the offsets other records hold between the two (other producers' on a shared log):
+            # the counts at the record before the hole and at the one after it (or at `cleaned_to`).
+            holes = holes.withColumn("_free_key", F.least(F.col("offset"), F.col("cleaned_to")))
+            holes = holes.join(
+                free.select(
+                    "log_key", F.col("offset").alias("_free_key"), F.col("_free_before").alias("_f_at")
+                ),
+                ["log_key", "_free_key"],
+                "left",
+            ).join(
+                free.select(
+                    "log_key", F.col("offset").alias("_below_offset"), F.col("_free_before").alias("_f_below")
+                ),
+                ["log_key", "_below_offset"],
+                "left",
+            )
+            offsets = F.least(offsets, F.coalesce(F.col("_f_at") - F.col("_f_below"), offsets))
+        room = (F.col("_below_offset") > F.col("offset")) | compaction_room(offsets, F.col("_missing"))
+        holes = holes.where(~(compaction_may_have_removed(first) & room)).drop(
+            "cleaned_to", "_free_key", "_f_at", "_f_below"
         )
     message = fmt(
         "App producer %s never wrote sequences %s-%s (%s value(s)) although %s (offset %s) and %s "

@@ -317,3 +317,41 @@ def test_a_value_in_two_partitions_is_the_duplicate_where_it_was_written_later(s
         ("DUPLICATE_APP_SEQUENCE", 0, offsets[0] - 1)
     ], [f["message"] for f in found]
     assert "first in partition 2 at offset 12" in found[0]["message"]
+
+
+def test_on_a_compacted_log_offsets_other_records_hold_are_no_room_for_missing_values(spark: Any) -> None:
+    """A compacted log, app producer p1's counter per partition: 48 at offset 98, then 50 at offset 100
+    with 49 missing. Where offset 99 holds another producer's record (`held`), 49 was never there: the
+    cleaner keeps every offset it keeps, so an APP_SEQUENCE_GAP. Where no record holds 99 (`free`), the
+    cleaner may have removed 49 there: none."""
+    from pyspark.sql import functions as F
+
+    from audit_rules.logs import with_log_key
+
+    defaults = {LongType: 0, IntegerType: -1, StringType: "x", BinaryType: None, ArrayType: []}
+    rows = []
+    for topic in ("held", "free"):
+        placed = [(98, "p1", 48), (100, "p1", 50)] + ([(99, "p2", 7)] if topic == "held" else [])
+        for offset, producer, value in placed:
+            row = {f.name: defaults.get(type(f.dataType)) for f in RECORDS.schema.fields}
+            row.update(
+                dump_id="d",
+                replica="1",
+                topic=topic,
+                partition=0,
+                file=f"/d/{topic}-0/{0:020d}.log",
+                offset=offset,
+                key=f"key-{offset}".encode(),
+                header_keys=["app-producer", "app-seq"],
+                header_values=[producer.encode(), str(value).encode()],
+            )
+            rows.append(row)
+    records = spark.createDataFrame(rows, RECORDS.schema)
+    logs = (
+        with_log_key(records).select("log_key").distinct().withColumn("cleaned_to", F.lit(1000).cast("long"))
+    )
+    spec = AppSequenceSpec("header:app-producer", "header:app-seq", "partition")
+    found = app_sequence_rules(records, spec, logs=logs).collect()
+    assert [(f["kind"], f["topic"], f["first_offset"], f["missing_records"]) for f in found] == [
+        ("APP_SEQUENCE_GAP", "held", 100, 1)
+    ], [f["message"] for f in found]
