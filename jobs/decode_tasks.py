@@ -1137,19 +1137,32 @@ def ledger_columns(path: str, root: str | None = None) -> list[str]:
             raise ValueError(str(exc)) from None
         return names + [name for name in _partition_values(path, root) if name not in names]
     with open(path, encoding="utf-8-sig", errors="replace") as handle:
-        first = next((line for line in handle if line.strip()), "")
-    if not first:
-        raise ValueError("the ledger is empty")
+        # Its first non-blank line, read no further than a header can be long (a binary file given by
+        # mistake, a preallocated index's zeros, has no line end to stop at).
+        first = ""
+        while not first.strip():
+            first = handle.readline(_LEDGER_HEADER_CHARS)
+            if not first:
+                raise ValueError("the ledger is empty")
+            if len(first) >= _LEDGER_HEADER_CHARS and not first.endswith("\n"):
+                raise ValueError(f"its first line runs past {_LEDGER_HEADER_CHARS} characters")
     if fmt == "json":
         try:
             value = json.loads(first)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"first line is not JSON: {exc.msg}") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ValueError(f"first line is not JSON: {getattr(exc, 'msg', 'nested too deep')}") from None
         if not isinstance(value, dict):
             raise ValueError("first line is not a JSON object")
         return list(value)
     # Read as `_ledger_rows` reads the header: `"topic", "partition"` names partition, not ` "partition"`.
-    return [c.strip() for c in next(csv.reader([first], skipinitialspace=True), [])]
+    try:
+        return [c.strip() for c in next(csv.reader([first], skipinitialspace=True), [])]
+    except csv.Error as exc:
+        raise ValueError(f"first line is not CSV: {exc}") from None
+
+
+# How long a ledger's first line (its CSV header or first JSON object) may be.
+_LEDGER_HEADER_CHARS = 1 << 16
 
 
 # A ledger row, or why it cannot be read; where it starts (a byte position in a text ledger, the row's

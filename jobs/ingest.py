@@ -896,6 +896,7 @@ def run_ingest(
     if plan is None:
         plan = plan_ingest(options)
     _check_output(options.output)
+    _check_output_outside(options.output, [p.path for p in options.inputs])
     _check_labels(spark, options.output, plan)
     _check_sources(spark, options.output, plan)
     run_id = uuid.uuid4().hex
@@ -1041,6 +1042,23 @@ def _check_output(output: str) -> None:
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{output}: output directory is not writable")
+
+
+def _check_output_outside(output: str, inputs: Sequence[str]) -> None:
+    """A usage error where the output lies inside an input directory: the tables written there would be
+    listed as the dump's files, another inventory on every run."""
+    if is_uri(output):
+        return
+    out = os.path.realpath(output)
+    for given in inputs:
+        if is_uri(given) or not os.path.isdir(given):
+            continue
+        root = os.path.realpath(given)
+        if out == root or out.startswith(root.rstrip(os.sep) + os.sep):
+            raise UsageError(
+                f"{output}: the output lies inside the input {given}; its tables would be read as the "
+                "dump's files: give an output outside the inputs"
+            )
 
 
 def decode_table(
@@ -1220,6 +1238,7 @@ def run_cli(args: Any) -> int:
     t0 = time.perf_counter()
     plan = plan_ingest(options)
     _check_output(options.output)
+    _check_output_outside(options.output, [p.path for p in options.inputs])
     planned_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     spark = get_spark("replay-audit ingest", job_local_conf("ingest"))

@@ -18,6 +18,7 @@ def run_cli(args: Any) -> int:
         IngestOptions,
         LabeledPath,
         _check_output,
+        _check_output_outside,
         is_uri,
         parse_captured_at,
         plan_ingest,
@@ -45,6 +46,7 @@ def run_cli(args: Any) -> int:
             captured_at=parse_captured_at(args.captured_at or ()),
         )
         plan = plan_ingest(options)
+        _check_output_outside(args.output, [p.path for p in options.inputs])
     _check_output(args.output)  # before Spark starts, for `audit` too
     if args.command == "audit" and not is_uri(args.output):
         # A local output never ingested: one line now, not after a JVM's start-up and its log on stderr.

@@ -401,3 +401,35 @@ def test_names_not_utf8_reach_the_tables_escaped_and_their_files_are_still_read(
     ]
     assert rows and all(r["file"].startswith(escaped) for r in rows)
     assert {r["file"] for r in rows} <= {r["file"] for r in files if r["is_live"]}
+
+
+def test_a_file_that_is_no_ledger_given_as_one_is_a_usage_error_not_a_crash(tmp_path: Path) -> None:
+    """A preallocated index's zeros (no line end), a CSV field past the csv module's limit and JSON
+    nested past the recursion limit: one line and exit status 2, where csv.Error and RecursionError
+    escaped as a traceback (exit 3)."""
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    zeros, wide, deep = tmp_path / "a.index", tmp_path / "wide.csv", tmp_path / "deep.jsonl"
+    zeros.write_bytes(bytes(1 << 20))
+    wide.write_text("topic" + "x" * 200_000 + ",partition,offset\n")
+    deep.write_text("{" + '"a":[' * 100_000 + "\n")
+    for ledger in (zeros, wide, deep):
+        with pytest.raises(UsageError, match="not a readable acks ledger"):
+            plan_ingest(IngestOptions([], "unused", acks=[LabeledPath("l", str(ledger))]))
+
+
+def test_an_output_inside_an_input_is_a_usage_error(tmp_path: Path) -> None:
+    """The tables written inside an input directory would be listed as the dump's files, another
+    inventory on every run."""
+    import pytest
+
+    from jobs.ingest import UsageError, _check_output_outside
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with pytest.raises(UsageError, match="the output lies inside the input"):
+        _check_output_outside(str(logs / "out"), [str(logs)])
+    _check_output_outside(str(tmp_path / "out"), [str(logs)])
+    _check_output_outside(str(tmp_path / "logs-out"), [str(logs)])
