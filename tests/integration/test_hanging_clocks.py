@@ -12,6 +12,7 @@ import pytest
 from audit_rules.pipeline import Bronze, audit
 from jobs.profiles import load_profile
 from schemas.tables import BATCHES, QUARANTINE
+from tests.reference_replay import reference_findings
 from tests.strategies import LogBuilder
 from tests.table_rows import unreadable_region
 
@@ -70,13 +71,31 @@ def test_an_open_transaction_is_hanging_only_by_one_clock(spark: SparkSession) -
     buffer.data(16, 0, 0, transactional=True, timestamp=T0)
     buffer.data(17, 0, 0, timestamp=T0 + 17 * MINUTE)
 
-    rows = [row for log in (app, data, markers, stop, fast, buffer) for row in log.rows]
+    # lagging-input: an exactly-once application's last transaction carried an event time an hour
+    # newer than the input it reads now; its next transaction, open 100 ms at the log's end, holds the
+    # older event time. Data appended before a transaction began says nothing of its age: not hanging.
+    lagging = LogBuilder(topic="lagging-input", file="/d/lagging-input-0/0.log")
+    lagging.data(18, 0, 0, transactional=True, timestamp=T0 + 60 * MINUTE)
+    lagging.marker(18, 0, "COMMIT", timestamp=T0 + 120 * MINUTE)
+    lagging.data(18, 0, 1, transactional=True, timestamp=T0)
+
+    logs = (app, data, markers, stop, fast, buffer, lagging)
+    rows = [row for log in logs for row in log.rows]
     found = audit(Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema)), load_profile("kafka-3.4"))
     rows = [f for f in found.findings.collect() if f["kind"] == "HANGING_TRANSACTION"]
     hanging = sorted((f["topic"], f["producer_id"], f["first_offset"]) for f in rows)
     assert hanging == [("by-data", 6, 0), ("by-markers", 8, 0), ("in-buffer", 16, 0), ("markers-stop", 10, 0)]
     buffered = {f["topic"] for f in rows if "the coordinator's abort may not have landed" in f["message"]}
     assert buffered == {"in-buffer"}
+    # The reference replay reads the clocks alike.
+    profile = load_profile("kafka-3.4")
+    expected = sorted(
+        (log._log["topic"], f["producer_id"], f["first_offset"])
+        for log in logs
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=0)
+        if f["kind"] == "HANGING_TRANSACTION"
+    )
+    assert hanging == expected
 
 
 def test_a_transaction_a_later_epoch_swept_up_is_hanging(spark: SparkSession) -> None:
@@ -179,3 +198,37 @@ def test_the_brokers_clock_adds_up_each_leaders_markers(spark: SparkSession) -> 
         f["message"] for f in hanging
     ]
     assert f"at least {35 * MINUTE} ms before" in hanging[0]["message"], hanging[0]["message"]
+
+
+def test_read_committed_consumers_stop_at_the_log_start_where_it_passed_the_open_transaction(
+    spark: SparkSession,
+) -> None:
+    """DeleteRecords moved the log start to offset 1 (the log-start-offset checkpoint), inside the
+    segment, past producer 6's open transaction at offset 0: the broker keeps the first unstable offset
+    at or above the log start (`UnifiedLog.maybeIncrementFirstUnstableOffset`), so consumers are stuck
+    at 1, not 0. Without the checkpoint, at 0."""
+    from schemas.tables import PARTITION_STATE
+
+    log = LogBuilder(topic="purged", file="/d/purged-0/0.log")
+    log.data(6, 0, 0, transactional=True, timestamp=T0)
+    for sequence in range(3):
+        log.data(7, 0, sequence, timestamp=T0 + 60 * MINUTE)
+    checkpoint = {
+        **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition")},
+        "file": "/d/log-start-offset-checkpoint",
+        "position": 4,
+        "state": "log_start_offset",
+        "offset": 1,
+        "leader_epoch": None,
+        "topic_id": None,
+    }
+    stuck = []
+    for state in ([], [checkpoint]):
+        bronze = replace(
+            Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema)),
+            partition_state=spark.createDataFrame(state, PARTITION_STATE.schema),
+        )
+        found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+        (hanging,) = [f for f in found if f["kind"] == "HANGING_TRANSACTION"]
+        stuck.append(hanging["message"].split("stuck at offset ")[1][:2])
+    assert stuck == ["0.", "1."], stuck
