@@ -498,6 +498,7 @@ def snapshot_mismatch(
         "epoch_seen",
         last_offset.alias("replayed_last_offset"),
         last_sequence.alias("replayed_last_sequence"),
+        F.col("last_row").alias("replayed_last_row"),
     )
     # An entry without a batch (-1: a marker raised the epoch and cleared them, `maybeUpdateProducerEpoch`)
     # points at the replayed producer's last row instead.
@@ -554,8 +555,8 @@ def snapshot_mismatch(
         message,
         producer_id="producer_id",
         producer_epoch="producer_epoch",
-        first_offset=F.when(has_offset, F.col("last_offset")).otherwise(F.col("replayed_last_offset")),
-        last_offset=F.when(has_offset, F.col("last_offset")).otherwise(F.col("replayed_last_offset")),
+        first_offset=F.when(has_offset, F.col("last_offset")).otherwise(F.col("replayed_last_row")),
+        last_offset=F.when(has_offset, F.col("last_offset")).otherwise(F.col("replayed_last_row")),
         last_sequence="last_sequence",
         related_offset="snapshot_offset",
     )

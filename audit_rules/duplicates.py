@@ -101,7 +101,10 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
     # Before 2.5 the broker answers a forgotten producer's next batch UNKNOWN_PRODUCER_ID but for sequence
     # 0, and the client numbers its batches from 0 again (KAFKA-7190): a batch that follows on from that
     # restart holds new records under an earlier batch's numbers, not a re-send.
-    renumbered = reset & follows & F.lit(not profile.accepts_unknown_producer)
+    # (0.11 answers OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to its client: no such restart.)
+    renumbered = (
+        reset & follows & F.lit(profile.has_unknown_producer_id and not profile.accepts_unknown_producer)
+    )
     window = profile.describe_window()
     outside = f"outside {window} ({profile.name}) the broker would not have recognised it as a retry"
     # Inside the window, but the broker forgot the producer after the copy: its cache started again.

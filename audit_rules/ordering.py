@@ -142,9 +142,7 @@ def app_sequence_rules(
         key = ["log_key", "app_producer", "app_sequence"]
         candidates = candidates.join(copies.select(*key), key, "left_anti")
     if per_partition is not None:
-        # The offsets no record holds, where the cleaner may have removed the missing values.
-        free = None if compacted is None else free_record_offsets(records, compacted)
-        frames.append(_partition_holes(per_partition, compacted, free))
+        frames.append(_partition_holes(per_partition, compacted, records))
     regression = to_findings(
         candidates,
         "APP_SEQUENCE_REGRESSION",
@@ -284,12 +282,13 @@ def free_record_offsets(records: DataFrame, compacted: DataFrame) -> DataFrame:
 
 
 def _partition_holes(
-    values: DataFrame, compacted: DataFrame | None, free: DataFrame | None = None
+    values: DataFrame, compacted: DataFrame | None, records: DataFrame | None = None
 ) -> DataFrame:
     """APP_SEQUENCE_GAP per (log, app producer) for a counter per partition: each run of values between
     the producer's lowest and highest in the log that the log does not hold, but where the cleaner of
     a `compacted` log (`log_key`, `cleaned_to`) may have removed them: where offsets between the two
-    records that no record holds (`free`: `free_record_offsets`) could have held them."""
+    records that no record holds (of `records`: `free_record_offsets`, read only for the compacted logs
+    with a hole) could have held them."""
     by_value = Window.partitionBy("log_key", "app_producer").orderBy("app_sequence")
     holes = (
         values.withColumn("_below", F.lag("app_sequence").over(by_value))
@@ -306,7 +305,9 @@ def _partition_holes(
         first = F.least("offset", "_below_offset")
         offsets = F.least(F.col("offset"), F.col("cleaned_to")) - F.col("_below_offset") - 1
         holes = holes.join(cleaned, "log_key", "left")
-        if free is not None:
+        if records is not None:
+            holed = compacted.join(holes.select("log_key").distinct(), "log_key", "left_semi")
+            free = free_record_offsets(records, holed)
             # Less the offsets other records hold between the two (other producers' on a shared log):
             # the counts at the record before the hole and at the one after it (or at `cleaned_to`).
             holes = holes.withColumn("_free_key", F.least(F.col("offset"), F.col("cleaned_to")))

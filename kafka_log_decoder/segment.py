@@ -750,6 +750,9 @@ def _holds_its_records(window: _Window, walk: native.WalkResult, i: int) -> bool
     count = int(walk.batches["count"][i])
     if not 0 <= count <= MAX_BATCH_RECORDS or size > _FRAMING_CHECK_BYTES or size < RECORDS_OFFSET:
         return False
+    if count == 0:
+        # No records to frame (the cleaner's empty batches): only a batch of no bytes past its header.
+        return size == RECORDS_OFFSET
     local = int(walk.batches["position"][i])
     payload = memoryview(window.buf)[local + RECORDS_OFFSET : local + size]
     codec = int(walk.batches["attributes"][i]) & COMPRESSION_CODEC_MASK

@@ -403,7 +403,12 @@ class _Replay:
                 "outside the window not recognised as a retry, and it should have refused it either way: "
                 "out of sequence with state, unknown without"
             )
-        elif restarts and not profile.accepts_unknown_producer and current.base == previous.last + 1:
+        elif (
+            restarts
+            and profile.has_unknown_producer_id
+            and not profile.accepts_unknown_producer
+            and current.base == previous.last + 1
+        ):
             # Before 2.5 the broker answers a forgotten producer's next batch UNKNOWN_PRODUCER_ID but for
             # sequence 0, and the client numbers its batches from 0 again (KAFKA-7190): new records
             # under the copy's numbers, not a re-send.

@@ -414,3 +414,23 @@ def test_a_batch_held_in_a_record_value_is_no_batch_of_the_log(tmp_path: Path) -
         assert heads == [(0, 10, False), (len(outer), 11, True)], items
         errors = [(e.kind, e.position, e.length) for e in items if isinstance(e, DecodeError)]
         assert errors == [(CorruptionKind.CRC_MISMATCH, 0, len(outer))], errors
+
+
+def test_an_empty_batch_whose_length_grew_does_not_hide_the_batches_after_it(tmp_path: Path) -> None:
+    """The cleaner's empty batch (no records: it keeps a producer's state) with one flipped bit in its
+    length (outside the CRC): no records frame its claimed bytes but none, so its length is what is
+    corrupt, and the two batches inside those bytes are read."""
+    from tests.unit.test_native_walker import recompute_crc
+
+    empty = bytearray(build_v2(V2Batch(base_offset=0, producer_id=5, producer_epoch=0, base_sequence=0))[:61])
+    struct.pack_into(">i", empty, 8, 61 - 12)
+    struct.pack_into(">i", empty, 57, 0)
+    recompute_crc(empty)
+    after = [build_v2(V2Batch(base_offset=o, records=[(b"k", b"x" * 40)])) for o in (1, 2)]
+    struct.pack_into(">i", empty, 8, (61 - 12) | 128)
+    items = list(read_log_segment(write(tmp_path, bytes(empty) + b"".join(after))))
+    heads = [(h.position, h.base_offset) for h in items if isinstance(h, BatchHeader)]
+    assert heads == [(61, 1), (61 + len(after[0]), 2)], items
+    assert [(e.kind, e.position, e.length) for e in items if isinstance(e, DecodeError)] == [
+        (CorruptionKind.UNREADABLE_BATCH, 0, 61)
+    ]

@@ -581,6 +581,11 @@ def test_a_restart_at_zero_after_the_log_start_passed_the_producer_before_2_5() 
     # the batch after the restart is no re-send, explained as the restart is.
     assert "took sequence 0 at offset 7" in follower["message"], follower["message"]
     assert (restart["explained_by"], follower["explained_by"]) == ("retention", "retention")
+    # 0.11 answers OUT_OF_ORDER_SEQUENCE_NUMBER there, fatal to its client: no such restart.
+    kafka_0_11 = Profile(name="kafka-0.11", broker_line="0.11", producer_id_expiration_ms=7 * DAY_MS)
+    follower_0_11 = replay(log, profile=kafka_0_11, log_start_offset=7)[-1]
+    assert "took sequence 0" not in follower_0_11["message"], follower_0_11["message"]
+    assert follower_0_11["explained_by"] is None
     kept = replay(log, log_start_offset=7)
     assert all("should have caught" in f["message"] for f in kept), kept
 
