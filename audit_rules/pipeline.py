@@ -397,7 +397,7 @@ def audit(
         sequences.sequence_gaps(checked, holes, profile, unreadable, free),
         epochs.epoch_regression(event_rows),
         epochs.epoch_starts(event_rows, starts, unreadable, profile, free),
-        transactions.hanging_transactions(event_rows, producers, profile, failed, bronze.batches),
+        transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.swept_transactions(event_rows, producers, profile, failed, unreadable),
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,

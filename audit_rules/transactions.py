@@ -13,11 +13,7 @@ from schemas.tables import LOG_KEY
 
 
 def hanging_transactions(
-    history: DataFrame,
-    producers: DataFrame,
-    profile: Profile,
-    failed: DataFrame | None = None,
-    batches: DataFrame | None = None,
+    history: DataFrame, producers: DataFrame, profile: Profile, failed: DataFrame | None = None
 ) -> DataFrame:
     """HANGING_TRANSACTION: transactional data with no later marker, older than transaction.max.timeout.ms at
     the log's last timestamp (`producers`: `history.producer_summary`, for the producer's last marker).
@@ -30,11 +26,7 @@ def hanging_transactions(
     clock ran ahead, says nothing of it), summed over the partition leader epochs (each leader's
     markers on its own clock: a leader change does not read one clock against another). By the
     producers': the newest
-    timestamp of the data batches (`batches`: the bronze ones, any producer's whose CRC holds) from the
-    first batch on, less the first batch's: data appended before the transaction began says nothing of
-    its age (an exactly-once application's earlier commit, stamped with a newer event time than the
-    input it reads now, made a transaction open for a second hanging by the hour between). Without
-    `batches`, the newest data batch's in the log. The longer of the two counts (the
+    data batch's timestamp in the log less the first batch's. The longer of the two counts (the
     brokers' stops where markers stop). Mixed, an exactly-once application catching up on old input,
     its transaction open for a second, was hanging by the hours between its records' event times and
     its last commit. A partition where such an application and producers stamping wall-clock time both
@@ -104,25 +96,6 @@ def hanging_transactions(
     txns = txns.join(clock, ["log_key", "producer_id"], "left")
     age = F.greatest(F.col("_marker_span"), F.col("max_timestamp") - F.col("f.max_timestamp"))
     hanging = txns.where(age > profile.transaction_max_timeout_ms)
-    if batches is not None:
-        # The log's newest data bounds the producers' clock from above: only the transactions it would
-        # call hanging (a few) read the data from their first batch on, by one pass over their logs'.
-        starts = hanging.select("log_key", "producer_id", F.col("f.base_offset").alias("_from"))
-        data = with_log_key(batches.where(F.col("crc_valid") & ~F.col("is_control"))).select(
-            "log_key", "base_offset", "max_timestamp"
-        )
-        since = (
-            data.join(F.broadcast(starts), "log_key")
-            .where(F.col("base_offset") >= F.col("_from"))
-            .groupBy("log_key", "producer_id")
-            .agg(F.max("max_timestamp").alias("_data_since"))
-        )
-        hanging = hanging.join(since, ["log_key", "producer_id"], "left")
-        producers_clock = F.coalesce(F.col("_data_since"), F.col("f.max_timestamp")) - F.col(
-            "f.max_timestamp"
-        )
-        age = F.greatest(F.col("_marker_span"), producers_clock)
-        hanging = hanging.where(age > profile.transaction_max_timeout_ms)
     note = F.lit("")
     if failed is not None:
         hanging, note = _failed_marker_after(hanging, failed)

@@ -677,11 +677,11 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
     """HANGING_TRANSACTION: per producer, transactional data after its last marker, older than the timeout,
     on one clock at a time, the longer: the newest marker's timestamp less the earliest's, of the markers
     after its first batch, summed over the partition leader epochs (the brokers'), and the newest data
-    batch's from its first batch on less its first batch's (the producers')."""
+    batch's less its first batch's (the producers')."""
     trusted = [b for b in rows if b["crc_valid"]]
     if not trusted:
         return []
-    data = [b for b in trusted if not b["is_control"]]
+    data_max = max((b["max_timestamp"] for b in trusted if not b["is_control"]), default=None)
     markers = [b for b in _producer_batches(rows) if b["is_control"]]
     by_producer: dict[int, list[Batch]] = {}
     for b in sorted(_producer_batches(rows), key=_offset_order):
@@ -697,10 +697,7 @@ def _hanging_transactions(rows: list[Batch], profile: Profile) -> list[Finding]:
         if not open_batches:
             continue
         first, last = open_batches[0], open_batches[-1]
-        # The producers' clock: the data appended from its first batch on (the data before it began
-        # says nothing of its age).
-        since = [b["max_timestamp"] for b in data if b["base_offset"] >= first["base_offset"]]
-        ages = [max(since) - first["max_timestamp"]] if since else []
+        ages = [] if data_max is None else [data_max - first["max_timestamp"]]
         # The markers after it, one partition leader epoch (one leader's clock) at a time, summed.
         by_leader: dict[int, list[int]] = {}
         for m in markers:
