@@ -545,15 +545,7 @@ def _control_marker(data: bytes | memoryview, columns: Columns) -> tuple[int, in
 def _control_problem(records: memoryview) -> str | None:
     """What makes the first record of an uncompressed control batch's `records` invalid, if anything:
     the walker reads it as an unknown type (-1) and leaves the why to `_control_marker`."""
-    columns, _, _ = native.decode_records(
-        records,
-        base_offset=0,
-        base_timestamp=0,
-        max_timestamp=0,
-        log_append_time=False,
-        base_sequence=-1,
-        count=1,
-    )
+    columns, _ = _frame(records, 1)
     return _control_marker(records, columns)[2]
 
 
@@ -760,8 +752,14 @@ def _holds_its_records(window: _Window, walk: native.WalkResult, i: int) -> bool
         plain = payload if codec == 0 else decompress(COMPRESSION_NAMES[codec], payload)
     except (CodecError, KeyError):
         return False
-    _, _, status = native.decode_records(
-        plain,
+    return _frame(plain, count)[1] == native.RECORDS_DECODED
+
+
+def _frame(records: bytes | memoryview, count: int) -> tuple[Columns, int]:
+    """`count` records read from a plain records blob with no batch's fields to add (offsets and times
+    relative to 0): their columns and the status (`native.RECORDS_DECODED` where they frame exactly)."""
+    columns, _, status = native.decode_records(
+        records,
         base_offset=0,
         base_timestamp=0,
         max_timestamp=0,
@@ -769,7 +767,7 @@ def _holds_its_records(window: _Window, walk: native.WalkResult, i: int) -> bool
         base_sequence=-1,
         count=count,
     )
-    return status == native.RECORDS_DECODED
+    return columns, status
 
 
 def _legacy_crc_error(file: str, window: _Window, pos: int, total: int, stored: int) -> DecodeError:
