@@ -418,7 +418,6 @@ def audit(
     if entries is not None:
         frames += [
             transactions.hanging_transactions_in_snapshots(producers, entries, logs, profile),
-            retention.snapshot_producers(producers, entries, logs, profile, gone, corrupt),
             consistency.snapshot_mismatch(
                 history,
                 producers,
@@ -430,10 +429,14 @@ def audit(
         ]
     if gone is not None:
         # Several logs of one partition: replicas, or dumps taken at different times.
-        frames += [
-            retention.producers_across_dumps(gone, profile, entries),
-            consistency.replica_divergence(bronze.batches, logs, unreadable),
-        ]
+        frames.append(consistency.replica_divergence(bronze.batches, logs, unreadable))
+    # Whole-producer verdicts from what the broker's state or an earlier dump knew of a producer the log
+    # holds no batch of; the ack ledger's rule may know it later (below).
+    known_earlier = []
+    if entries is not None:
+        known_earlier.append(retention.snapshot_producers(producers, entries, logs, profile, gone, corrupt))
+    if gone is not None:
+        known_earlier.append(retention.producers_across_dumps(gone, profile, entries))
     # Tiered storage (KIP-405): the remote segments the dump's `__remote_log_metadata` lists.
     remote = None
     if bronze.remote_log_metadata is not None and "remote segments" in present:
@@ -442,7 +445,8 @@ def audit(
     if "acks" in present:
         keys = "keyed acks" in present
         app = profile.app_sequence if "app acks" in present else None
-        # A producer the snapshot or earlier-dump rule judges gets its verdict there (one per producer).
+        # A producer the snapshot or earlier-dump rule knows as late as the ledger does, or later, gets its
+        # verdict there (one per producer).
         listed = entries.select("log_key", "producer_id", "last_offset") if entries is not None else None
         earlier = (
             gone.select("log_key", "producer_id", F.col("retained_last_offset").alias("last_offset"))
@@ -450,22 +454,24 @@ def audit(
             else None
         )
         elsewhere = [df for df in (earlier, listed) if df is not None]
-        frames.append(
-            retention.acked_records(
-                bronze.batches,
-                bronze.acks,
-                logs,
-                bronze.records,
-                keys=keys,
-                app=app,
-                incarnations="recreated topics" in present,
-                remote=remote,
-                producers=producers,
-                profile=profile,
-                judged_elsewhere=reduce(DataFrame.unionByName, elsewhere) if elsewhere else None,
-                unreadable=unreadable,
-            )
+        acked = retention.acked_records(
+            bronze.batches,
+            bronze.acks,
+            logs,
+            bronze.records,
+            keys=keys,
+            app=app,
+            incarnations="recreated topics" in present,
+            remote=remote,
+            producers=producers,
+            profile=profile,
+            judged_elsewhere=reduce(DataFrame.unionByName, elsewhere) if elsewhere else None,
+            unreadable=unreadable,
         )
+        frames.append(acked)
+        # One verdict per producer and log: where the ledger's rule judges a producer, it knew it later.
+        known_earlier = [retention.without_ack_verdicts(found, acked) for found in known_earlier]
+    frames += known_earlier
     if located is not None:
         explaining = explaining_fills(fills, starts) if fills is not None and starts is not None else None
         frames.append(consistency.quarantined(located, explaining))

@@ -7,6 +7,7 @@ producer snapshots, earlier dumps of the same partition and the acknowledgement 
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -1250,7 +1251,8 @@ def _acked_producers(
     below it. Acks the record check found held or excused (a compacted log's cleaner, a replica
     behind), or lost from the remote tier, leave no verdict of their own. One verdict per producer
     and log: one the snapshot or earlier-dump rule judges (`judged_elsewhere`: log_key, producer_id,
-    last_offset) from a last offset at least L is left to it."""
+    last_offset) from a last offset at least L is left to it; where this rule judges one, theirs goes
+    (`without_ack_verdicts`)."""
     per_producer = (
         # A ledger row of a producer without idempotence names producer id -1, or none: no producer.
         ranges.where((F.col("ack_producer_id") >= 0) & ~F.col("_outcome").isin("rewritten"))
@@ -1308,6 +1310,27 @@ def _acked_producers(
         **common,
     )
     return retention.unionByName(lost)
+
+
+# What the ack ledger's whole-producer rule (`_acked_producers`) concludes.
+_ACK_PRODUCER_VERDICTS = ("UNKNOWN_PRODUCER_LOSS", "UNKNOWN_PRODUCER_RETENTION")
+
+
+def without_ack_verdicts(found: DataFrame, acked: DataFrame) -> DataFrame:
+    """The whole-producer verdicts `found` (of `snapshot_producers` or `producers_across_dumps`) but those
+    of a producer and log the ack ledger's rule judges too. That rule leaves a producer to them whenever
+    their last offset is as late as its last acknowledged one (`judged_elsewhere`), so where it still
+    judges one the ledger knows the producer later: a snapshot or an earlier dump that shows it at
+    offset S, below the log start (retention), does not explain an acknowledged write at L > S that the
+    log lacks. One verdict per producer and log, from the latest knowledge of it."""
+    key = ("dump_id", "replica", "topic", "partition", "producer_id")
+    verdicts = (
+        acked.where(F.col("kind").isin(*_ACK_PRODUCER_VERDICTS))
+        .select(*[F.col(c).alias(f"_ack_{c}") for c in key])
+        .distinct()
+    )
+    same = [found[c].eqNullSafe(verdicts[f"_ack_{c}"]) for c in key]
+    return found.join(verdicts, reduce(lambda a, b: a & b, same), "left_anti")
 
 
 # A remote segment as the ack check orders them: by end offset first.

@@ -12,7 +12,7 @@ import pytest
 
 from audit_rules.pipeline import Bronze, audit
 from jobs.profiles import load_profile
-from schemas.tables import ACKS, BATCHES, QUARANTINE
+from schemas.tables import ACKS, BATCHES, PRODUCER_SNAPSHOTS, QUARANTINE
 from tests.strategies import LogBuilder
 from tests.table_rows import unreadable_region
 
@@ -323,3 +323,69 @@ def test_an_ack_where_unreadable_bytes_lie_names_them(spark: SparkSession) -> No
     named = f"Unreadable bytes lie where they would be ({segment} at byte {torn_at}, UNREADABLE_BATCH)"
     assert named in messages[13], messages[13]
     assert "Unreadable" not in messages[20], messages[20]
+
+
+def _producer_verdicts(found: list[Any], dump_id: str = "dump-1") -> set[tuple[str, int, int]]:
+    return {
+        (f["kind"], f["producer_id"], f["related_offset"])
+        for f in found
+        if f["dump_id"] == dump_id
+        and f["kind"] in ("UNKNOWN_PRODUCER_LOSS", "UNKNOWN_PRODUCER_RETENTION", "PRODUCER_STATE_RETAINED")
+    }
+
+
+def test_a_later_ack_judges_a_producer_a_staler_snapshot_lists(spark: SparkSession) -> None:
+    """The log starts at 10 and holds producer 8's batches at 10-14. Its snapshot lists producer 7 with
+    its last batch at offset 5, below the start: state retained, not loss. But the ledger acknowledged
+    producer 7 at offset 20, past the log's end, which holds nothing of it: that later write is lost. It
+    was both verdicts at once for one producer, PRODUCER_STATE_RETAINED (info, "not loss") and
+    UNKNOWN_PRODUCER_LOSS (critical); the latest knowledge of the producer judges it, as where the
+    snapshot is the later one."""
+    log = LogBuilder(start_offset=10)
+    log.data(8, 0, 0, 5)
+    snapshot = log.snapshot_entry(10, 7, 0, 5, 5)
+    acks = spark.createDataFrame([_ack(20, 7, 0), _ack(12, 8, 1)], ACKS.schema)
+    bronze = replace(
+        Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=10),
+        acks=acks,
+        producer_snapshots=spark.createDataFrame([snapshot], PRODUCER_SNAPSHOTS.schema),
+    )
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    assert _producer_verdicts(found) == {("UNKNOWN_PRODUCER_LOSS", 7, 20)}, [f["message"] for f in found]
+    # Where the ledger's last ack of it lies below the snapshot's entry, the snapshot judges it.
+    acks = spark.createDataFrame([_ack(3, 7, 0)], ACKS.schema)
+    found = audit(replace(bronze, acks=acks), load_profile("kafka-3.4")).findings.collect()
+    assert _producer_verdicts(found) == {("PRODUCER_STATE_RETAINED", 7, 10)}, [f["message"] for f in found]
+
+
+def test_a_later_ack_judges_a_producer_an_earlier_dump_shows(spark: SparkSession) -> None:
+    """Dump d1 holds producer 7 at offsets 0-4 and producer 8 at 5-9; dump d2, an hour later, starts at
+    5 (retention deleted the first segment) and holds producer 8 alone: producer 7 is gone by retention.
+    But the ledger acknowledged producer 7 at offset 20 too, past both logs' ends: lost. One verdict
+    for d2's log, the ack's."""
+    from pyspark.sql import functions as F
+
+    t1 = 1_700_000_000_000
+    first = LogBuilder(dump_id="d1", file="/d1/orders-0/00000000000000000000.log", clock=t1)
+    second = LogBuilder(dump_id="d2", start_offset=5, file="/d2/orders-0/00000000000000000005.log", clock=t1)
+    for producer_id in (7, 8):
+        for sequence in range(5):
+            if producer_id == 8:
+                second.data(8, 0, sequence)
+            first.data(producer_id, 0, sequence)
+    acks = spark.createDataFrame([_ack(20, 7, 0)], ACKS.schema)
+    bronze = Bronze.from_batches(spark.createDataFrame(first.rows + second.rows, BATCHES.schema))
+    files = bronze.files
+    files = files.withColumn("base_offset", F.when(files["dump_id"] == "d2", 5).otherwise(0)).withColumn(
+        "mtime_ms", F.when(files["dump_id"] == "d2", t1 + 3_600_000).otherwise(t1)
+    )
+    bronze = replace(bronze, files=files, acks=acks)
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    assert _producer_verdicts(found, "d2") == {("UNKNOWN_PRODUCER_LOSS", 7, 20)}, [
+        (f["dump_id"], f["kind"], f["related_offset"]) for f in found
+    ]
+    # Without the ack, retention explains it.
+    found = audit(replace(bronze, acks=acks.limit(0)), load_profile("kafka-3.4")).findings.collect()
+    assert _producer_verdicts(found, "d2") == {("UNKNOWN_PRODUCER_RETENTION", 7, 4)}, [
+        f["message"] for f in found
+    ]
