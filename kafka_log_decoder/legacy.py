@@ -59,9 +59,20 @@ _Framed = tuple[int, int, int, int, int, int, int]
 class LegacyEntry:
     """One legacy entry: its header, and its records made on demand from the bytes it holds.
 
-    `problem` is why a CRC-failed uncompressed message gives no record: its key or value do not frame."""
+    `problem` is why a CRC-failed uncompressed message gives no record: its key or value do not frame.
+    `frames`: its bytes are what its length says, a message whose key and value fill it, or a wrapper
+    whose inner set opens and holds together (so a CRC that fails is flipped bits, not a wrong length)."""
 
-    __slots__ = ("_base", "_buffer", "_log_append_time", "_wrapper_timestamp", "file", "header", "problem")
+    __slots__ = (
+        "_base",
+        "_buffer",
+        "_log_append_time",
+        "_wrapper_timestamp",
+        "file",
+        "frames",
+        "header",
+        "problem",
+    )
 
     def __init__(
         self,
@@ -71,10 +82,12 @@ class LegacyEntry:
         base: int | None = None,
         wrapper_timestamp: int = NO_TIMESTAMP,
         problem: str | None = None,
+        frames: bool = True,
     ) -> None:
         self.header = header
         self.file = header.file
         self.problem = problem
+        self.frames = frames and problem is None
         # The message set whose messages are the records (the decompressed inner set, or the entry's own
         # message framed as a one-message set); None: no records.
         self._buffer = buffer
@@ -212,7 +225,9 @@ def decode_legacy_entry(
         except LegacyFormatError:
             inner = None
         if inner is None:
-            return LegacyEntry(header(offset, 1, NO_TIMESTAMP if magic == MAGIC_VALUE_V0 else None))
+            return LegacyEntry(
+                header(offset, 1, NO_TIMESTAMP if magic == MAGIC_VALUE_V0 else None), frames=False
+            )
     else:
         inner = _opened(single, offset, magic, codec)
     first_offset, count, first_timestamp, plain, base = inner

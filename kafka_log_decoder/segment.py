@@ -8,7 +8,9 @@ first batch that starts at or after `end_position`, so a large segment can be sp
 
 from __future__ import annotations
 
+import heapq
 import os
+import re
 import struct
 import sys
 import zlib
@@ -38,13 +40,20 @@ from kafka_log_decoder.constants import (
     MAGIC_VALUE_V2,
     MAX_SANE_BATCH_LENGTH,
     MIN_BATCH_LENGTH,
+    NO_TIMESTAMP,
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TIMESTAMP_TYPE_NAMES,
     TRANSACTIONAL_FLAG_MASK,
 )
 from kafka_log_decoder.errors import CorruptionKind, DecodeError, NotAKafkaArtifact
-from kafka_log_decoder.legacy import LegacyEntry, LegacyFormatError, decode_legacy_entry, minimum_message_size
+from kafka_log_decoder.legacy import (
+    LEGACY_ATTRIBUTE_BITS,
+    LegacyEntry,
+    LegacyFormatError,
+    decode_legacy_entry,
+    minimum_message_size,
+)
 from kafka_log_decoder.native import Columns
 from kafka_log_decoder.rows import BatchHeader, Record
 
@@ -229,6 +238,12 @@ class _Window:
         # candidate whose length claims the rest of the file, which made the scan quadratic (8 MiB:
         # 32 s; a 1 GiB segment days). Spent, a resync finds no further batch.
         self.resync_budget = RESYNC_BUDGET_FILES * size + RESYNC_BUDGET_BYTES
+        # The last offset of the walk's latest CRC-valid legacy entry: a legacy entry a resync lands on
+        # must lie past it (`_resync`).
+        self.legacy_floor = -1
+        # The offset the file's name gives (`00000000000000368769.log`): every offset of a segment lies
+        # within 2^31 of it (the offset index holds them relative, as int32). None: a name without one.
+        self.base_offset: int | None = None
         self.chunk_size = chunk_size
         self.buf = bytearray()
         self.spare: bytearray | None = None
@@ -295,6 +310,7 @@ def iter_segment_runs(
         size = os.fstat(fd).st_size
         end = size if end_position is None else min(end_position, size)
         window = _Window(fd, size, max(chunk_size, HEADER_SIZE_UP_TO_MAGIC))
+        window.base_offset = _named_base_offset(file)
         max_batches = max(chunk_size // (LOG_OVERHEAD + MIN_BATCH_LENGTH), 1) + 1
         pos = start_position
         # `window.size` falls when the file is found shorter than at open (truncated meanwhile): the
@@ -621,10 +637,14 @@ def _legacy(
         return _one(_skipped(file, window, pos, total, f"unreadable legacy v{magic} entry: {exc}"))
     header = entry.header
     items: list[LogItem] = [header]
-    if not header.crc_valid:
+    if header.crc_valid:
+        window.legacy_floor = header.last_offset
+    elif not entry.frames:
         # As for a v2 batch whose CRC fails (`_inside_a_failed_batch`) and an unreadable entry
-        # (`_skipped`): a valid v2 batch inside the bytes its length claims shows the length is what is
-        # corrupt; its bytes up to that batch are an unreadable region.
+        # (`_skipped`): a valid batch or entry inside the bytes its length claims shows the length is
+        # what is corrupt; its bytes up to it are an unreadable region. Not where its bytes frame as its
+        # length says (`LegacyEntry.frames`): what reads as an entry inside is in its value (an inner
+        # message a codec left as literal bytes), and flipped bits fail its CRC.
         found = _resync(window, pos, pos + total)
         if found is not None:
             message = (
@@ -632,6 +652,7 @@ def _legacy(
                 f"batch at byte {found} (its CRC fails over those bytes); skipped to it"
             )
             return [[_unreadable(file, pos, found - pos, message)]], found, False
+    if not header.crc_valid:
         items.append(_legacy_crc_error(file, window, pos, total, header.crc))
     if records and entry.problem is not None:
         items.append(_records_not_decoded(file, pos, magic, f"bad legacy message framing: {entry.problem}"))
@@ -801,32 +822,83 @@ def _zero_until_end(window: _Window, pos: int) -> bool:
 
 
 def _resync(window: _Window, bad: int, end: int) -> int | None:
-    """The next position after `bad` (and before `end`) where a whole v2 batch with a valid CRC starts;
-    None also once the walk's resync budget (`_Window.resync_budget`) is spent. Reads no further than
-    `end` (and a header's bytes up to its magic)."""
+    """The next position after `bad` (and before `end`) where a whole entry with a valid CRC starts: a v2
+    batch (`valid_batch_at`) or a legacy v0/v1 entry (`valid_legacy_at`: a segment a broker wrote before
+    and after a message format upgrade holds both); None also once the walk's resync budget
+    (`_Window.resync_budget`) is spent. Reads no further than `end` (and a header's bytes up to its
+    attributes)."""
     scan_from = bad + 1
     end = min(end, window.size)
+    floor = _legacy_floor(window, bad)
     while scan_from < end:
-        # Only the positions before `end` are searched: read no further (but a header's magic).
+        # Only the positions before `end` are searched: read no further (but a header's first bytes).
         span = min(_ZERO_SCAN_SIZE, end - scan_from)
-        chunk = os.pread(window.fd, span + MAGIC_OFFSET, scan_from)
-        at = MAGIC_OFFSET
-        while True:
-            j = chunk.find(MAGIC_VALUE_V2, at)
-            if j < 0 or j - MAGIC_OFFSET >= span:
-                break
-            candidate = scan_from + j - MAGIC_OFFSET
+        chunk = os.pread(window.fd, span + _LEGACY_CANDIDATE_BYTES, scan_from)
+        for at in _candidates(chunk, span):
+            candidate = scan_from + at
             if candidate >= end:
                 return None
-            if candidate > bad:
-                try:
-                    if valid_batch_at(window.fd, window.size, candidate, budget=window):
-                        return candidate
-                except _BudgetSpent:
-                    return None
-            at = j + 1
+            try:
+                valid = (
+                    valid_batch_at(window.fd, window.size, candidate, budget=window)
+                    if chunk[at + MAGIC_OFFSET] == MAGIC_VALUE_V2
+                    else valid_legacy_at(
+                        window.fd, window.size, candidate, after=floor, base=window.base_offset, budget=window
+                    )
+                )
+            except _BudgetSpent:
+                return None
+            if valid:
+                return candidate
         scan_from += span
     return None
+
+
+def _named_base_offset(file: str) -> int | None:
+    """The offset a segment's file name starts with (`LogFileUtils.offsetFromFileName`), if it does."""
+    name = os.path.basename(file).split(".", 1)[0]
+    return int(name) if len(name) == 20 and name.isdigit() and int(name) < 2**63 else None
+
+
+def _legacy_floor(window: _Window, bad: int) -> int:
+    """The offset a legacy entry a resync from `bad` lands on must pass: the walk's latest valid legacy
+    entry's last offset, and the offset of the entry at `bad` where its bytes read as a legacy entry's
+    (its length is what is corrupt). A wrapper's inner messages, which a codec may leave as literal
+    bytes, lie at or below its offset (v0: absolute, up to it; v1: relative, from 0): not entries of the
+    log. Kafka itself never resyncs (`FileLogInputStream.nextBatch` stops at a bad size)."""
+    head = os.pread(window.fd, _LEGACY_CANDIDATE_BYTES, bad)
+    if len(head) == _LEGACY_CANDIDATE_BYTES and head[MAGIC_OFFSET] in LEGACY_ATTRIBUTE_BITS:
+        return max(window.legacy_floor, struct.unpack_from(">q", head)[0])
+    return window.legacy_floor
+
+
+# A legacy entry's first bytes a resync looks at: offset (>= 0), size (>= 14, the v0 minimum), the CRC,
+# and a magic of 0 with codec bits only, or of 1 with the timestamp type bit besides.
+_LEGACY_CANDIDATE = re.compile(
+    rb"(?=[\x00-\x7f].{7}(?:[\x01-\x7f]...|\x00[\x01-\xff]..|\x00\x00[\x01-\xff].|\x00\x00\x00[\x0e-\xff])"
+    rb".{4}(?:\x00[\x00-\x07]|\x01[\x00-\x0f]))",
+    re.DOTALL,
+)
+_LEGACY_CANDIDATE_BYTES = MAGIC_OFFSET + 2
+
+
+def _candidates(chunk: bytes, span: int) -> Iterator[int]:
+    """The positions before `span` in `chunk` where a v2 batch (its magic byte) or a legacy entry (its
+    first fields, `_LEGACY_CANDIDATE`) may start, in order."""
+
+    def v2() -> Iterator[int]:
+        at = MAGIC_OFFSET
+        while (j := chunk.find(MAGIC_VALUE_V2, at)) >= 0 and j - MAGIC_OFFSET < span:
+            yield j - MAGIC_OFFSET
+            at = j + 1
+
+    def legacy() -> Iterator[int]:
+        for match in _LEGACY_CANDIDATE.finditer(chunk):
+            if match.start() >= span:
+                return
+            yield match.start()
+
+    return heapq.merge(v2(), legacy())
 
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta; and at byte
@@ -874,6 +946,70 @@ def valid_batch_at(fd: int, size: int, pos: int, *, budget: _Window | None = Non
         if not chunk:
             return False
         crc = native.crc32c(chunk, crc)
+        at += len(chunk)
+    return crc == stored_crc
+
+
+# offset, size, crc, magic, attributes: a legacy entry's fields up to its timestamp (v1) or key.
+_LEGACY_HEAD = struct.Struct(">qiIBB")
+# A segment's offsets lie in [base, base + 2^31): `.index` entries hold them relative, as int32
+# (`LogSegment.canConvertToRelativeOffset`).
+_SEGMENT_OFFSET_SPAN = 1 << 31
+# The highest codec id a legacy entry may carry: lz4 (zstd came with v2, KIP-110).
+_LAST_LEGACY_CODEC = 3
+
+
+def valid_legacy_at(
+    fd: int, size: int, pos: int, *, after: int = -1, base: int | None = None, budget: _Window | None = None
+) -> bool:
+    """Whether a whole legacy (v0/v1) entry with a valid CRC-32 starts at `pos`, at an offset past `after`
+    and, given the segment's `base` offset, within 2^31 of it (a codec may leave a wrapper's inner
+    messages as literal bytes, their offsets mangled by its copies but the rest whole): a size of at least its
+    magic's minimum that the file holds, a codec a legacy entry may have (`LegacyRecord`: none, gzip,
+    snappy or lz4) and no attribute bit it has not, a key length that fits, then the CRC-32 over magic
+    to the end (`LegacyRecord.ensureValid`), read in bounded chunks and charged to `budget` as
+    `valid_batch_at` is."""
+    head = os.pread(fd, LOG_OVERHEAD + minimum_message_size(MAGIC_VALUE_V1), pos)
+    if len(head) < _LEGACY_HEAD.size:
+        return False
+    offset, length, stored_crc, magic, attributes = _LEGACY_HEAD.unpack_from(head)
+    if (
+        magic not in LEGACY_ATTRIBUTE_BITS
+        or offset <= max(after, -1)
+        or (base is not None and not base <= offset < base + _SEGMENT_OFFSET_SPAN)
+        or attributes & ~LEGACY_ATTRIBUTE_BITS[magic]
+        or attributes & COMPRESSION_CODEC_MASK > _LAST_LEGACY_CODEC
+        or not minimum_message_size(magic) <= length <= min(MAX_SANE_BATCH_LENGTH, size - pos - LOG_OVERHEAD)
+    ):
+        return False
+    if magic == MAGIC_VALUE_V1 and struct.unpack_from(">q", head, _LEGACY_HEAD.size)[0] < NO_TIMESTAMP:
+        return False
+    # The key and value lengths (-1: null) fill the message exactly, as every producer writes it (Kafka
+    # reads past bytes after the value, but a resync is a search: these are what make random bytes
+    # rarely cost a CRC over a length read from them); a wrapper's value is its inner set.
+    key_at = LOG_OVERHEAD + (14 if magic == MAGIC_VALUE_V1 else 6)
+    (key_length,) = struct.unpack_from(">i", head, key_at)
+    value_at = key_at + 4 + max(key_length, 0)
+    if not -1 <= key_length <= LOG_OVERHEAD + length - value_at - 4:
+        return False
+    value_field = os.pread(fd, 4, pos + value_at)
+    if len(value_field) < 4:
+        return False
+    (value_length,) = struct.unpack(">i", value_field)
+    least = 0 if attributes & COMPRESSION_CODEC_MASK else -1
+    if not (least <= value_length and value_at + 4 + max(value_length, 0) == LOG_OVERHEAD + length):
+        return False
+    if budget is not None:
+        if budget.resync_budget < length:
+            raise _BudgetSpent
+        budget.resync_budget -= length
+    crc = 0
+    at, entry_end = pos + LOG_OVERHEAD + 4, pos + LOG_OVERHEAD + length
+    while at < entry_end:
+        chunk = os.pread(fd, min(_CRC_CHUNK_SIZE, entry_end - at), at)
+        if not chunk:
+            return False
+        crc = zlib.crc32(chunk, crc)
         at += len(chunk)
     return crc == stored_crc
 

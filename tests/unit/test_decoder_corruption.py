@@ -151,17 +151,15 @@ def test_a_legacy_message_whose_crc_fails_over_its_key_length_is_a_crc_mismatch(
 def test_a_crc_failed_legacy_message_whose_length_runs_over_a_valid_batch_is_cut_there(
     tmp_path: Path, codec: str
 ) -> None:
-    """Its length grown over the batch after it (and an uncompressed one's value length, so it still
-    frames): its CRC fails, and the valid v2 batch inside the bytes it claims shows the length is what is
-    corrupt, as for a v2 batch whose CRC fails over one. Its bytes up to that batch are an unreadable
-    region (no header), and decoding goes on there; not a header and a CRC_MISMATCH hiding that batch."""
+    """Its length grown over the batch after it: its CRC fails, its bytes no longer frame as a message
+    (or a wrapper) of that length, and the valid v2 batch inside the bytes it claims shows the length is
+    what is corrupt, as for a v2 batch whose CRC fails over one. Its bytes up to that batch are an
+    unreadable region (no header), and decoding goes on there; not a header and a CRC_MISMATCH hiding
+    that batch."""
     bad = bytearray(build_legacy(1, [(b"key", b"value")], first_offset=8, codec=codec))
     after = build_v2(V2Batch(base_offset=9, records=[(None, b"x")]))
     tail = build_v2(V2Batch(base_offset=10, records=[(None, b"y")]))
     struct.pack_into(">i", bad, 8, len(bad) - 12 + len(after))
-    if codec == "none":
-        value_at = 12 + 14 + 4 + 3  # crc, magic, attributes, timestamp; key length, key
-        struct.pack_into(">i", bad, value_at, 5 + len(after))
     for records in (False, True):
         items = list(read_log_segment(write(tmp_path, bytes(bad) + after + tail), records=records))
         assert shape(items) == [
@@ -172,6 +170,28 @@ def test_a_crc_failed_legacy_message_whose_length_runs_over_a_valid_batch_is_cut
             *([("R", len(bad) + len(after), 10)] if records else []),
         ]
         assert f"runs over a valid batch at byte {len(bad)}" in items[0].message
+
+
+def test_a_crc_failed_legacy_message_that_frames_its_length_keeps_it(tmp_path: Path) -> None:
+    """Its length and its value's length both say the v2 batch after them is its value's end: the bytes
+    frame as that message, so the length stands (a value may hold a batch's bytes) and the CRC that fails
+    is a CRC_MISMATCH, as for a v2 batch whose records frame its length (`_holds_its_records`)."""
+    bad = bytearray(build_legacy(1, [(b"key", b"value")], first_offset=8))
+    after = build_v2(V2Batch(base_offset=9, records=[(None, b"x")]))
+    tail = build_v2(V2Batch(base_offset=10, records=[(None, b"y")]))
+    struct.pack_into(">i", bad, 8, len(bad) - 12 + len(after))
+    value_at = 12 + 14 + 4 + 3  # crc, magic, attributes, timestamp; key length, key
+    struct.pack_into(">i", bad, value_at, 5 + len(after))
+    items = list(read_log_segment(write(tmp_path, bytes(bad) + after + tail), records=True))
+    size = len(bad) + len(after)
+    assert shape(items) == [
+        ("B", 0, 1, 8, 8, False),
+        ("E", 0, CorruptionKind.CRC_MISMATCH, size),
+        ("R", 0, 8),
+        ("B", size, 2, 10, 10, True),
+        ("R", size, 10),
+    ]
+    assert items[2].value == b"value" + after
 
 
 @pytest.mark.parametrize("case", ["framing", "over the cap"])
@@ -247,6 +267,62 @@ def test_a_resync_reads_no_further_than_the_bytes_it_searches(
     assert sum(isinstance(i, BatchHeader) for i in items) == 200
     assert [i.kind for i in items if isinstance(i, DecodeError)] == [CorruptionKind.CRC_MISMATCH] * 200
     assert read[0] < 2 * len(data), read[0]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("bad_size", [200, 10_000, 5])
+def test_a_resync_after_a_bad_legacy_length_finds_the_legacy_entries_after_it(
+    tmp_path: Path, magic: int, codec: str, bad_size: int
+) -> None:
+    """Six legacy entries (a 0.8-0.10 segment); the second's size field is corrupt: still inside the file
+    (its CRC fails over bytes past its end), past the end of the file, or below the minimum. The resync
+    searched v2 batches only, so the four whole entries after it were an unreadable region, or a
+    TRUNCATED_TAIL (a warning) where the size ran past the end: their records lost to the audit. Kafka
+    never resyncs (`FileLogInputStream.nextBatch` stops there); the auditor finds the next whole entry
+    with a valid CRC-32 (`valid_legacy_at`), as it does a v2 batch. Snappy and lz4 leave a small
+    wrapper's inner messages as literal bytes: whole messages to a resync but for their offsets (v0:
+    up to the wrapper's, v1: relative from 0, or mangled by the codec's copies), none past the corrupt
+    entry's offset and within 2^31 of the segment's base: not entries of the log."""
+    # One message an entry uncompressed, two in a wrapper.
+    per_entry = 1 if codec == "none" else 2
+    entries = [
+        build_legacy(
+            magic, [(b"key-%d" % i, b"value-%d" % i * 3)] * per_entry, first_offset=2 * i, codec=codec
+        )
+        for i in range(6)
+    ]
+    bad = bytearray(entries[1])
+    struct.pack_into(">i", bad, 8, bad_size)
+    entries[1] = bytes(bad)
+    at = [sum(len(e) for e in entries[:i]) for i in range(6)]
+    items = list(read_log_segment(write(tmp_path, b"".join(entries)), records=True))
+    batches = [i for i in shape(items) if i[0] == "B"]
+    assert batches == [("B", at[i], magic, 2 * i, 2 * i + per_entry - 1, True) for i in (0, 2, 3, 4, 5)]
+    (error,) = [i for i in items if isinstance(i, DecodeError)]
+    assert (error.kind, error.position, error.length) == (
+        CorruptionKind.UNREADABLE_BATCH,
+        at[1],
+        at[2] - at[1],
+    )
+    assert f"at byte {at[2]}" in error.message
+    assert len([i for i in items if isinstance(i, Record)]) == 5 * per_entry
+
+
+def test_a_resync_does_not_take_a_legacy_looking_header_without_its_crc(tmp_path: Path) -> None:
+    """Bytes that read as a legacy entry's header (offset, size, magic 1, attributes) but whose CRC-32
+    does not hold are no entry: the region runs on to the v2 batch after them."""
+    b0 = build_v2(V2Batch(base_offset=0, records=[(None, b"x")]))
+    b1 = build_v2(V2Batch(base_offset=5, records=[(None, b"y")]))
+    fake = bytearray(build_legacy(1, [(b"k", b"v")], first_offset=3))
+    fake[-1] ^= 0x01
+    garbage = b"\xff" * 7 + bytes(fake) + b"\xff" * 9
+    items = list(read_log_segment(write(tmp_path, b0 + garbage + b1)))
+    assert shape(items) == [
+        ("B", 0, 2, 0, 0, True),
+        ("E", len(b0), CorruptionKind.UNREADABLE_BATCH, len(garbage)),
+        ("B", len(b0) + len(garbage), 2, 5, 5, True),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
