@@ -7,8 +7,10 @@ end at the first entry at position i > 0 whose relative offset is 0: exactly whe
 the file (`AbstractIndex`: the file's length over the entry size) and looks offsets up among them, so
 such an entry with non-zero bytes after it (a zeroed page inside the index, not its preallocated
 tail) is reported as `INDEX_MISMATCH` at the entry, and `index_check` checks the entries after it. A
-file length that is not a whole number of entries is reported as `INDEX_MISMATCH` at the partial entry
-(the broker's `sanityCheck` rejects it and rebuilds the index).
+file length that is not a whole number of entries is reported as `INDEX_MISMATCH` at the partial entry:
+the broker reads the whole entries and ignores the rest (`AbstractIndex`: the file's length over the
+entry size, rounded down; its `sanityCheck` no longer checks these files, KAFKA-7283), but
+`DumpLogSegments --index-sanity-check` flags it, and no broker writes a partial entry.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from kafka_log_decoder.constants import (
@@ -87,15 +89,20 @@ def _txn_index_entry(
     file: str, base: int, number: int, fields: tuple[int, ...], position: int
 ) -> TxnIndexEntry | DecodeError:
     version, producer_id, first_offset, last_offset, last_stable_offset = fields
-    # TransactionIndex refuses newer entry versions: their layout is unknown, so the entry is not trusted.
-    # The version is the field's first byte, signed (`AbortedTxn.version()` is `buffer.get`, though the
-    # field is written with `putShort`), and only one above the current version is refused.
+    # TransactionIndex refuses newer entry versions: their layout is unknown. The version is the field's
+    # first byte, signed (`AbortedTxn.version()` is `buffer.get`, though the field is written with
+    # `putShort`), and only one above the current version is refused. Its iterator throws a
+    # KafkaException, which `LogLoader.loadSegmentFiles` does not catch (only a missing file or a
+    # CorruptIndexException): the whole index is refused and the log does not load, so nothing after the
+    # entry is read either (`_iter_entries` ends the read at an entry's error, over the rest of the file).
     if version > TXN_INDEX_CURRENT_VERSION:
         return DecodeError(
             file,
             position,
             CorruptionKind.INDEX_MISMATCH,
-            f"unknown aborted-transaction entry version {version} (expected {TXN_INDEX_CURRENT_VERSION})",
+            f"unknown aborted-transaction entry version {version} (expected {TXN_INDEX_CURRENT_VERSION}): "
+            "the broker refuses the whole index (TransactionIndex throws; the log does not load), and the "
+            "entries after it are not read",
             TXN_INDEX_ENTRY_SIZE,
         )
     return TxnIndexEntry(
@@ -225,6 +232,10 @@ def _iter_entries(
         usable = len(buffer) - len(buffer) % entry_size
         for fields in layout.entry.iter_unpack(memoryview(buffer)[:usable]):
             item = layout.build(file, base, position // entry_size, fields, position)
+            if isinstance(item, DecodeError):
+                # An entry that makes the broker refuse the file: the region runs to its end.
+                yield replace(item, length=total_size - position)
+                return
             if isinstance(item, _Stop):
                 stopped = True
                 if position < tail:

@@ -235,13 +235,15 @@ def test_txn_index_partial_tail_entry_is_an_error_at_its_position() -> None:
     ]
 
 
-def test_txn_index_entry_of_an_unknown_version_is_reported_not_trusted() -> None:
-    # The version short 0x0100: its first byte, the one AbortedTxn.version() reads, is 1.
-    data = txn_index_bytes((0, 2001, 40, 47, 48), (0x0100, 2002, 50, 51, 52))
+def test_txn_index_entry_of_an_unknown_version_ends_the_index() -> None:
+    """The version short 0x0100: its first byte, the one AbortedTxn.version() reads, is 1. The broker's
+    iterator throws there and the log does not load (LogLoader catches no KafkaException): the entry
+    after it, of version 0, is not read as one the broker holds; the region runs to the file's end."""
+    data = txn_index_bytes((0, 2001, 40, 47, 48), (0x0100, 2002, 50, 51, 52), (0, 2003, 60, 61, 62))
     entries, errors = decode_txn_index(data, TXN_INDEX)
     assert [e.producer_id for e in entries] == [2001]
-    assert [(e.kind, e.position) for e in errors] == [(CorruptionKind.INDEX_MISMATCH, 34)]
-    assert "version 1" in errors[0].message
+    assert [(e.kind, e.position, e.length) for e in errors] == [(CorruptionKind.INDEX_MISMATCH, 34, 68)]
+    assert "version 1" in errors[0].message and "the log does not load" in errors[0].message
 
 
 def test_txn_index_version_is_the_first_byte_as_the_broker_reads_it() -> None:
