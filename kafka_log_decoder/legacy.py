@@ -66,6 +66,7 @@ class LegacyEntry:
     __slots__ = (
         "_base",
         "_buffer",
+        "_lenient",
         "_log_append_time",
         "_wrapper_timestamp",
         "file",
@@ -94,6 +95,8 @@ class LegacyEntry:
         self._base = base  # v1 wrapper: what its relative inner offsets are added to
         self._wrapper_timestamp = wrapper_timestamp
         self._log_append_time = header.timestamp_type == "LogAppendTime"
+        # A CRC-valid entry's messages are framed as Kafka reads them (`_messages`, lenient).
+        self._lenient = header.crc_valid
 
     def record_lists(self, budget: int) -> Iterator[list[Record]]:
         """The records in lists of about `budget` bytes each (`RECORD_OBJECT_BYTES` a record besides its
@@ -104,7 +107,9 @@ class LegacyEntry:
         records: list[Record] = []
         held = 0
         position = self.header.position
-        for offset, timestamp, key_at, key_len, value_at, value_len, magic in _messages(self._buffer):
+        for offset, timestamp, key_at, key_len, value_at, value_len, magic in _messages(
+            self._buffer, lenient=self._lenient
+        ):
             if self._base is not None:
                 offset += self._base
             key = None if key_len < 0 else bytes(self._buffer[key_at : key_at + key_len])
@@ -205,7 +210,7 @@ def decode_legacy_entry(
     single = view[pos : pos + LOG_OVERHEAD + size]
     if codec == 0:
         try:
-            next(_messages(single))
+            next(_messages(single, lenient=crc_valid))
         except LegacyFormatError as exc:
             if crc_valid:
                 raise  # a CRC-valid message that does not frame is unreadable
@@ -248,12 +253,12 @@ def _opened(
     lz4 carry no checksum of their own, so flipped bits may still decompress), where its offsets do not
     hold together as a broker writes them: from a first offset >= 0, the least, up to the wrapper's
     offset, the greatest and last, with no more messages than offsets between."""
-    value = _wrapper_value(single)
+    value = _wrapper_value(single, lenient=trusted)
     try:
         plain = memoryview(decompress(COMPRESSION_NAMES[codec], value, magic=magic))
     except CodecError as exc:
         raise LegacyFormatError(str(exc)) from None
-    count, first_offset, first_timestamp, low, high, last_relative = _scan(plain)
+    count, first_offset, first_timestamp, low, high, last_relative = _scan(plain, lenient=trusted)
     base = None
     if magic == MAGIC_VALUE_V1:
         # v1 inner offsets are relative; the wrapper carries the absolute offset of the last one
@@ -297,13 +302,14 @@ def _message_head(message: memoryview) -> tuple[int, int, int]:
     return magic, attributes, timestamp
 
 
-def _wrapper_value(entry: memoryview) -> memoryview:
-    """The value of a compressed wrapper entry, framed as a message's (not copied)."""
+def _wrapper_value(entry: memoryview, *, lenient: bool = False) -> memoryview:
+    """The value of a compressed wrapper entry, framed as a message's (not copied); `lenient`, bytes after
+    it are let be, as Kafka reads a message (`LegacyRecord.value()`: `Utils.sizeDelimited`)."""
     message = entry[LOG_OVERHEAD:]
     magic = message[4]
     _, at = _field(message, 14 if magic == MAGIC_VALUE_V1 else 6)
     value_len, end = _field(message, at)
-    if end != len(message):
+    if end != len(message) and not lenient:
         raise LegacyFormatError(f"{len(message) - end} unexpected bytes after the legacy message value")
     if value_len < 0:
         raise LegacyFormatError("compressed legacy wrapper has a null value")
@@ -323,23 +329,33 @@ def _field(message: memoryview, pos: int) -> tuple[int, int]:
     return length, pos + length
 
 
-def _messages(buffer: bytes | memoryview) -> Iterator[_Framed]:
+def _messages(buffer: bytes | memoryview, *, lenient: bool = False) -> Iterator[_Framed]:
     """Frame the messages of a message set one by one: each checked as `LegacyRecord` reads it (its
-    size, magic, key and value lengths filling it exactly), none compressed; nothing is copied."""
+    size, magic, key and value lengths filling it exactly), none compressed; nothing is copied.
+
+    `lenient` (a CRC-valid entry's), as Kafka reads them: the set ends quietly where fewer bytes are left
+    than an entry header or the message its size gives (`DataLogInputStream.nextBatch` returns null),
+    and bytes after a message's value are let be (`LegacyRecord.key()`/`value()` read sized fields);
+    a size below the minimum still fails (`CorruptRecordException`). Strict, what the CRC does not vouch
+    for must frame exactly."""
     pos, end = 0, len(buffer)
     while pos < end:
         if pos + LOG_OVERHEAD > end:
+            if lenient:
+                return
             raise LegacyFormatError("inner message set ends inside an entry header")
         offset, size = _ENTRY_HEAD.unpack_from(buffer, pos)
         start = pos + LOG_OVERHEAD
         stop = start + size
+        if lenient and size >= RECORD_OVERHEAD_V0 and stop > end:
+            return
         if size < RECORD_OVERHEAD_V0 or stop > end:
             raise LegacyFormatError(f"inner message size {size} is invalid")
         message = memoryview(buffer)[start:stop]
         magic, attributes, timestamp = _message_head(message)
         key_len, at = _field(message, 14 if magic == MAGIC_VALUE_V1 else 6)
         value_len, value_end = _field(message, at)
-        if value_end != size:
+        if value_end != size and not lenient:
             raise LegacyFormatError(f"{size - value_end} unexpected bytes after the legacy message value")
         if attributes & COMPRESSION_CODEC_MASK:
             raise LegacyFormatError("inner legacy message is itself compressed")
@@ -348,12 +364,12 @@ def _messages(buffer: bytes | memoryview) -> Iterator[_Framed]:
         pos = stop
 
 
-def _scan(plain: memoryview) -> tuple[int, int, int, int, int, int]:
+def _scan(plain: memoryview, *, lenient: bool = False) -> tuple[int, int, int, int, int, int]:
     """One pass over an inner message set, keeping no message: count, first offset and timestamp, the
     least and greatest offsets and the last one."""
     count = 0
     first_offset = first_timestamp = low = high = last = 0
-    for offset, timestamp, *_ in _messages(plain):
+    for offset, timestamp, *_ in _messages(plain, lenient=lenient):
         if not count:
             first_offset, first_timestamp, low, high = offset, timestamp, offset, offset
         elif offset < low:

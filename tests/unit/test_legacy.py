@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import struct
 import tracemalloc
 import zlib
@@ -162,3 +163,62 @@ def test_a_log_append_time_wrapper_stamps_its_v1_messages_only(inner_magic: int,
     entry = decode(_log_append_time_wrapper(inner_magic))
     assert [r.timestamp for r in entry.records] == expected
     assert [r.offset for r in entry.records] == [10, 11]
+
+
+def _rewrapped(raw: bytes, inner: bytes, after_value: bytes = b"") -> bytes:
+    """The v1 gzip wrapper `raw` (null key) holding `inner`, gzip-compressed, as its value, then
+    `after_value`; its sizes and CRC-32 made to match."""
+    value = gzip.compress(inner)
+    message = bytearray(raw[16:30]) + struct.pack(">i", len(value)) + value + after_value  # magic..key
+    return raw[:8] + struct.pack(">iI", 4 + len(message), zlib.crc32(message)) + bytes(message)
+
+
+def _inner_set(raw: bytes) -> bytes:
+    (value_length,) = struct.unpack_from(">i", raw, 30)
+    return gzip.decompress(raw[34 : 34 + value_length])
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["stray bytes after the set", "last message cut short", "bytes after an inner value", "after the value"],
+)
+def test_a_crc_valid_wrapper_is_framed_as_kafka_reads_it(case: str) -> None:
+    """What Kafka 4.3.1 reads whole (`MemoryRecords` over the entry, checked in a review against the
+    broker's jars), these read the same: the three messages at 10-12. The inner set ends quietly where
+    fewer bytes are left than an entry header or the message its size gives
+    (`AbstractLegacyRecordBatch.DataLogInputStream.nextBatch` returns null), and a message's bytes after
+    its value are let be (`LegacyRecord.value()` reads a sized field). They were one UNREADABLE_BATCH,
+    the three records lost to the audit."""
+    raw = build_legacy(1, RECORDS, first_offset=10, codec="gzip")
+    inner = _inner_set(raw)
+    if case == "stray bytes after the set":
+        entry = _rewrapped(raw, inner + bytes(5))
+    elif case == "last message cut short":
+        fourth = _inner_set(build_legacy(1, [(b"k3", b"v3")] * 4, first_offset=0, codec="gzip"))
+        entry = _rewrapped(raw, inner + fourth[-(len(fourth) // 4) : -3])
+    elif case == "bytes after an inner value":
+        # The last inner message grows by three bytes after its value, its size and CRC-32 made to match.
+        last_at = inner.rfind(struct.pack(">q", 2))
+        message = bytearray(inner[last_at + 16 :]) + b"xyz"
+        grown = struct.pack(">qiI", 2, 4 + len(message), zlib.crc32(message)) + bytes(message)
+        entry = _rewrapped(raw, inner[:last_at] + grown)
+    else:
+        entry = _rewrapped(raw, inner, after_value=b"xyz")
+    decoded = decode(entry)
+    assert decoded.header.crc_valid and (decoded.header.base_offset, decoded.header.count) == (10, 3)
+    assert [(r.offset, r.key, r.value) for r in decoded.records] == [
+        (10, b"k0", b"v0"),
+        (11, None, b"v1"),
+        (12, b"k2", None),
+    ]
+
+
+def test_a_crc_valid_message_with_bytes_after_its_value_is_read_as_kafka_reads_it() -> None:
+    raw = bytearray(build_legacy(1, RECORDS[:1], first_offset=3))
+    raw += b"xyz"
+    struct.pack_into(">iI", raw, 8, len(raw) - 12, zlib.crc32(bytes(raw[16:])))
+    assert [(r.offset, r.key, r.value) for r in decode(bytes(raw)).records] == [(3, b"k0", b"v0")]
+    # Not where the CRC fails: then the bytes must frame exactly, or the record is not trusted.
+    raw[12] ^= 0xFF
+    failed = decode(bytes(raw))
+    assert not failed.header.crc_valid and failed.records == [] and "unexpected bytes" in str(failed.problem)
