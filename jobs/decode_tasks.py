@@ -992,7 +992,7 @@ def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str,
         return [_snapshot_row(ctx, e, i) for i, e in enumerate(entries)], errors
     if unit.kind == TXNINDEX:
         txn_entries, errors = index_files.decode_txn_index(data, unit.file)
-        return _txn_rows(ctx, txn_entries, errors), errors
+        return _txn_rows(ctx, txn_entries), errors
     if unit.kind == OFFSET_CHECKPOINT:
         offset_entries, errors = checkpoints.decode_offset_checkpoint(data, unit.file)
         positions = _entry_line_positions(data, errors)
@@ -1018,28 +1018,19 @@ def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str,
     raise ValueError(f"unknown unit kind {unit.kind}")
 
 
-def _txn_rows(
-    ctx: _Provenance, entries: list[TxnIndexEntry], errors: list[DecodeError]
-) -> list[dict[str, Any]]:
-    # Entries are fixed-size; an entry of an unknown version is an error in its slot.
-    bad_slots = {e.position for e in errors if e.length == TXN_INDEX_ENTRY_SIZE}
-    rows = []
-    position = 0
-    for entry in entries:
-        while position in bad_slots:
-            position += TXN_INDEX_ENTRY_SIZE
-        rows.append(
-            ctx.row(
-                position=position,
-                version=entry.version,
-                producer_id=entry.producer_id,
-                first_offset=entry.first_offset,
-                last_offset=entry.last_offset,
-                last_stable_offset=entry.last_stable_offset,
-            )
+def _txn_rows(ctx: _Provenance, entries: list[TxnIndexEntry]) -> list[dict[str, Any]]:
+    # Entries are fixed-size and read up to the first the broker refuses (`index_files`): each in its slot.
+    return [
+        ctx.row(
+            position=i * TXN_INDEX_ENTRY_SIZE,
+            version=entry.version,
+            producer_id=entry.producer_id,
+            first_offset=entry.first_offset,
+            last_offset=entry.last_offset,
+            last_stable_offset=entry.last_stable_offset,
         )
-        position += TXN_INDEX_ENTRY_SIZE
-    return rows
+        for i, entry in enumerate(entries)
+    ]
 
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
