@@ -142,13 +142,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     except Exception as exc:  # the job failed: its traceback, then one line and a status of its own
         traceback.print_exc()
-        first = next((line for line in str(exc).splitlines() if line.strip()), "")[:300]
+        first = next((line for line in _cause(exc).splitlines() if line.strip()), "")[:300]
         print(
             f"replay-audit: {args.command} failed: {type(exc).__name__}: {first} (exit {FAILED_STATUS}: "
             "the job failed, not the audit; the traceback is above)",
             file=sys.stderr,
         )
         return FAILED_STATUS
+
+
+def _cause(exc: BaseException) -> str:
+    """What failed: a Java exception's own text (a Py4JJavaError's first line only names the call,
+    "An error occurred while calling o55.save."), else the exception's."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            return str(java.toString())
+        except Exception:  # the JVM may be gone
+            pass
+    return str(exc)
 
 
 def _run(args: argparse.Namespace) -> int:

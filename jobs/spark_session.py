@@ -207,8 +207,44 @@ def get_spark(app_name: str = "replay-audit", extra_conf: Mapping[str, str] | No
     if active is not None:
         return active
     if on_managed_cluster():
-        return SparkSession.builder.getOrCreate()
+        session = SparkSession.builder.getOrCreate()
+        _require_delta(session)
+        return session
     return build_local_spark(app_name, extra_conf)
+
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def _require_delta(session: SparkSession) -> None:
+    """Under spark-submit, a session without Delta Lake is a usage error (exit 2) named before any work,
+    not a Java trace at the first table write: the submitter passes the Delta jars and settings
+    (ecosystem §5.2), which the job only reads. Not on Databricks (Delta is built in) or Spark Connect
+    (no JVM here to ask)."""
+    if any(
+        os.environ.get(name)
+        for name in ("DATABRICKS_RUNTIME_VERSION", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+    ):
+        return
+    from jobs.ingest import UsageError
+
+    flags = (
+        f"--packages {delta_maven_coordinate(session.version)} --conf spark.sql.extensions={DELTA_EXTENSION} "
+        "--conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    )
+    if DELTA_EXTENSION not in (session.conf.get("spark.sql.extensions", "") or ""):
+        raise UsageError(
+            f"this Spark session has no Delta Lake (spark.sql.extensions does not name {DELTA_EXTENSION}): "
+            f"submit the job with {flags}, or with conf/spark-submit.sh"
+        )
+    try:
+        session._jvm.org.apache.spark.util.Utils.classForName(DELTA_EXTENSION, True, False)  # type: ignore[union-attr]
+    except Exception as exc:  # Py4JJavaError: the class is not on the driver's class path
+        if "ClassNotFoundException" in str(exc):
+            raise UsageError(
+                f"this Spark session names {DELTA_EXTENSION} but has not its jar: submit the job with "
+                f"{flags} (the Delta build of this Spark line, {session.version})"
+            ) from None
 
 
 def build_local_spark(app_name: str, extra_conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -227,16 +263,28 @@ def build_local_spark(app_name: str, extra_conf: Mapping[str, str] | None = None
     }
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:
+        if "JAVA_GATEWAY_EXITED" not in str(exc):
+            raise
+        # Its cause is in the JVM's output above (an Ivy report, a Java error), not in the exception.
+        repository = os.environ.get("DEFAULT_ARTIFACT_REPOSITORY") or DEFAULT_MAVEN_REPOSITORY
+        raise RuntimeError(
+            f"the local Spark JVM did not start: check java (JAVA_HOME) and that "
+            f"{conf['spark.jars.packages']} resolves into {ivy} from {repository} (the first run needs the "
+            "network; the Ivy report above says what failed)"
+        ) from exc
     session.sparkContext.setLogLevel("ERROR")
     return session
 
 
-def delta_maven_coordinate() -> str:
-    """The artifact `configure_spark_with_delta_pip` would name (`delta-spark_<spark major.minor>_2.13`)."""
+def delta_maven_coordinate(spark_version: str | None = None) -> str:
+    """The artifact `configure_spark_with_delta_pip` would name (`delta-spark_<spark major.minor>_2.13`)
+    for `spark_version` (default: this pyspark's)."""
     import pyspark
 
-    spark_line = ".".join(pyspark.__version__.split(".")[:2])
+    spark_line = ".".join((spark_version or pyspark.__version__).split(".")[:2])
     version = os.environ.get("KRA_DELTA_VERSION") or DELTA_MAVEN_VERSION
     return f"io.delta:delta-spark_{spark_line}_2.13:{version}"
 

@@ -151,10 +151,53 @@ def test_spark_submit_sets_this_machines_settings_only_for_a_local_master(
         f"spark.pyspark.python={python}",
         # pyspark takes the workers' interpreter from the environment as well as from the setting.
         f"PYSPARK_PYTHON={python}",
+        # A cluster's driver memory and UI are its operators'.
+        "--driver-memory",
+        "spark.ui.enabled=false",
     ):
         assert (setting in args) == local, (setting, args)
     assert "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in args
     assert f"spark.pyspark.driver.python={python}" in args
+    assert args[args.index("--packages") + 1] == spark_session.delta_maven_coordinate()
+    # The Delta build of the cluster's Spark line, or none where the cluster has Delta.
+    for package, expected in (("io.delta:delta-spark_4.0_2.13:4.0.0", ["--packages"]), ("", [])):
+        proc = subprocess.run(
+            ["bash", str(SUBMIT), "audit", "--output", "out"],
+            env={**env, "KRA_DELTA_PACKAGE": package},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        args = proc.stdout.splitlines()
+        assert [a for a in args if a == "--packages"] == expected, args
+        assert not expected or args[args.index("--packages") + 1] == package
+
+
+def test_spark_submit_without_the_delta_jar_is_a_usage_error(tmp_path: Path) -> None:
+    """A session spark-submit made with Delta's settings but not its jar (no --packages): one line naming
+    the flags, exit 2, before any work; it was a Java trace at the first table write, exit 3."""
+    env = {k: v for k, v in os.environ.items() if k not in PLATFORM_ENV}
+    env.update(KRA_PYTHON=sys.executable, SPARK_MASTER="local[2]", KRA_DELTA_PACKAGE="")
+    proc = subprocess.run(
+        ["bash", str(SUBMIT), "ingest", "--input", f"sample={SAMPLE}", "--output", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # spark-submit's PythonRunner writes the job's stderr to stdout.
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("replay-audit:")]
+    assert proc.returncode == 2, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert len(said) == 1 and "has not its jar" in said[0], said
+    assert f"--packages io.delta:delta-spark_{'.'.join(_spark_version().split('.')[:2])}_2.13:" in said[0]
+    assert not (tmp_path / "out" / "batches").exists()
+
+
+def _spark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
 
 
 # ---------------------------------------------------------------------------------------------

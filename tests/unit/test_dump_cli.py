@@ -468,3 +468,29 @@ def test_a_job_that_fails_exits_3_not_1_with_one_closing_line(
         "replay-audit: audit failed: RuntimeError: Py4JJavaError: An error occurred while calling o42.save. "
         "(exit 3: the job failed, not the audit; the traceback is above)"
     )
+
+
+def test_a_java_failure_closes_with_its_java_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Py4JJavaError's own first line only names the call ("An error occurred while calling
+    o55.save."): the closing line gives the Java exception's text instead, where the cause is."""
+    import jobs.pipeline
+
+    class JavaException:
+        def toString(self) -> str:  # py4j JavaObject method name
+            return "org.apache.spark.sql.AnalysisException: [DATA_SOURCE_NOT_FOUND] delta\n\tat x"
+
+    class Py4JJavaError(Exception):
+        java_exception = JavaException()
+
+    def crash(args: Any) -> int:
+        raise Py4JJavaError("An error occurred while calling o55.save.\n")
+
+    monkeypatch.setattr(jobs.pipeline, "run_cli", crash)
+    assert main(["audit", "--output", str(tmp_path), "--no-gx"]) == 3
+    last = capsys.readouterr().err.rstrip("\n").splitlines()[-1]
+    assert last.startswith(
+        "replay-audit: audit failed: Py4JJavaError: org.apache.spark.sql.AnalysisException: "
+        "[DATA_SOURCE_NOT_FOUND] delta (exit 3"
+    ), last
