@@ -568,7 +568,8 @@ def _upsert_run(spark: SparkSession, row: dict[str, Any], output: str) -> str:
 
     df = spark.createDataFrame(pa.Table.from_pylist([row], schema=to_arrow_schema(RUNS.schema)))
     predicate = f"run_id = '{row['run_id']}'"
-    return write_table(df, RUNS, output, predicate, row["run_id"])
+    user_metadata = {"userMetadata": f"replay-audit audit run {row['run_id']}"}
+    return write_table(df, RUNS, output, predicate, row["run_id"], options=user_metadata)
 
 
 __all__ = ["AUDIT_TABLES", "TABLES", "AuditResult", "run_audit"]

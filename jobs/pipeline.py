@@ -63,7 +63,7 @@ def run_cli(args: Any) -> int:
             print(f"registered\t{name}")
     print(f"report\t{result.report_dir}")
     counts = ", ".join(f"{k}={v}" for k, v in sorted(result.counts.items())) or "none"
-    verdict = "valid" if result.valid else f"INVALID (a finding reached {fail_on.label})"
+    verdict = "valid" if result.valid else f"INVALID (a finding reached --fail-on {fail_on.label})"
     print(f"replay-audit: {verdict}; findings: {counts}", file=sys.stderr)
     if result.gx_failed:
         from jobs.gx_checks import GX_DIR, SUMMARY_FILE

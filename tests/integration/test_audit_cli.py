@@ -66,6 +66,15 @@ def test_every_output_of_the_contract_is_written(sample_run: tuple[Path, int]) -
     summary = rows(out, "partition_summary")
     assert {r["verdict"] for r in summary} <= {"clean", "info"}
     assert len(rows(out, "runs")) == 1
+    # Each table's Delta history says which job wrote it: the audit wrote `runs`, not an ingest.
+    for table, job in (("batches", "ingest"), ("findings", "audit"), ("runs", "audit")):
+        commits = [
+            json.loads(line) for f in sorted((out / table / "_delta_log").glob("*.json")) for line in f.open()
+        ]
+        said = {
+            c["commitInfo"].get("userMetadata", "").rsplit(" ", 1)[0] for c in commits if "commitInfo" in c
+        }
+        assert said == {f"replay-audit {job} run"}, (table, said)
 
 
 def test_rerunning_the_audit_gives_the_same_rows_and_report(sample_run: tuple[Path, int]) -> None:
