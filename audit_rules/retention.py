@@ -25,6 +25,7 @@ from audit_rules.logs import (
     with_log_key,
 )
 from audit_rules.profile import EXPIRY_CHECK_INTERVAL_MS, AppSequenceSpec, Profile
+from kafka_log_decoder.remote_log_metadata import SEGMENT_STATES
 from schemas.tables import LOG_KEY
 
 
@@ -520,6 +521,8 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
 
 REMOTE_METADATA_TOPIC = "__remote_log_metadata"
 _COPIED = "COPY_SEGMENT_FINISHED"
+# RemoteLogSegmentState by id (`kafka_log_decoder.remote_log_metadata.SEGMENT_STATES`).
+_SEGMENT_STATES = tuple(SEGMENT_STATES[i] for i in sorted(SEGMENT_STATES))
 
 
 def remote_segments(events: DataFrame, quarantine: DataFrame) -> DataFrame:
@@ -528,12 +531,14 @@ def remote_segments(events: DataFrame, quarantine: DataFrame) -> DataFrame:
     (the last state is COPY_SEGMENT_FINISHED: the remote tier holds its offsets) and `complete`.
 
     A partition's events are all in one `__remote_log_metadata` partition, in the order the remote log
-    manager wrote them, so a segment's last state is its event at the highest offset there. The
+    manager wrote them; a segment's state is the highest it reached (the broker's cache refuses a change
+    back). The
     replicas of a metadata partition hold the same records at the same offsets: each is read once.
     `complete` says the events can prove an absence: the metadata partition's log holds its first
-    offset (the topic keeps every event by default, `retention.ms` -1), every value in it was an event
-    and none of its bytes were quarantined, every segment's first event is there, and the partition
-    was not being deleted (a RemotePartitionDeleteMetadataRecord)."""
+    offset (the topic keeps every event by default, `retention.ms` -1) and every offset after it, every
+    value in it was an event and none of its bytes were quarantined, every segment's first event is
+    there and in the state the broker accepts, and the partition was not being deleted (a
+    RemotePartitionDeleteMetadataRecord)."""
     meta = ("dump_id", "partition")
     unique = events.dropDuplicates([*meta, "offset"])
     damaged = quarantine.where(F.col("topic") == REMOTE_METADATA_TOPIC).select(*meta).distinct()
@@ -541,22 +546,38 @@ def remote_segments(events: DataFrame, quarantine: DataFrame) -> DataFrame:
         unique.groupBy(*meta)
         .agg(
             (F.min("offset") == 0).alias("_starts"),
+            # No event missing between: the remote log manager's producer is not transactional, so its
+            # events hold every offset (a copy that lost a middle segment, or cut one short, does not).
+            (F.count(F.lit(1)) == F.max("offset") + 1).alias("_contiguous"),
             F.max(F.col("error").isNotNull()).alias("_unreadable"),
+            # A segment's first record in another state than COPY_SEGMENT_STARTED: the broker refuses it
+            # (`RemoteLogMetadataCache.addCopyInProgressSegment`), so these events are not its view.
+            F.max((F.col("event") == "segment") & (F.col("state") != _SEGMENT_STATES[0])).alias("_refused"),
         )
         .join(damaged.withColumn("_damaged", F.lit(True)), list(meta), "left")
         .select(
             *meta,
-            (F.col("_starts") & ~F.col("_unreadable") & F.col("_damaged").isNull()).alias("_whole"),
+            (
+                F.col("_starts")
+                & F.col("_contiguous")
+                & ~F.col("_unreadable")
+                & ~F.coalesce(F.col("_refused"), F.lit(False))
+                & F.col("_damaged").isNull()
+            ).alias("_whole"),
         )
     )
     partition = ("dump_id", "segment_topic", "segment_partition", "topic_id")
+    # A segment's state: the highest it reached. Every valid change raises the state id
+    # (`RemoteLogSegmentState.isValidTransition`); the cache drops any other (a stale leader's late
+    # COPY_SEGMENT_FINISHED after DELETE_SEGMENT_STARTED leaves it being deleted).
+    states = F.array(*[F.lit(state) for state in _SEGMENT_STATES])
     per_segment = (
         unique.where(F.col("event").isin("segment", "segment_update"))
         .groupBy(*meta, *partition, "segment_id")
         .agg(
             F.max("start_offset").alias("start_offset"),
             F.max("end_offset").alias("end_offset"),
-            F.max_by("state", "offset").alias("state"),
+            F.element_at(states, F.max(F.array_position(states, F.col("state"))).cast("int")).alias("state"),
         )
     )
     deleting = (
@@ -595,8 +616,10 @@ def remote_tier_holes(remote: DataFrame, logs: DataFrame) -> DataFrame:
     segments that `remote_segments` says were copied, in neither: the remote tier should hold every
     offset from its first copied segment to the local start (the broker deletes a local segment only
     once its copy finished), so these were deleted from it, or never copied, while their local copies
-    are gone. Judged only where the dump's metadata for the partition is `complete`; the uncopied or
-    deleted segment that held the first offset, if the metadata lists one, is named."""
+    are gone. So too the offsets from the broker's log start to the first copied segment where no
+    segment the metadata lists (copied or deleted) held any of them: never copied. Judged only where the
+    dump's metadata for the partition is `complete`; the uncopied or deleted segment that held the first
+    offset, if the metadata lists one, is named."""
     tiers = _remote_tier(
         logs.select("log_key", *LOG_KEY, "topic_id", "remote_log_start", "log_start_offset"), remote
     )
@@ -621,6 +644,31 @@ def remote_tier_holes(remote: DataFrame, logs: DataFrame) -> DataFrame:
         )
         .where(F.col("first") <= F.col("last"))
     )
+    # From the broker's log start up to the first copied segment: offsets no segment the metadata lists,
+    # copied or deleted (its events stay), ever held were never copied, yet their local segments are
+    # gone. Only a range no listed segment touches (one partly held may be what remote retention took).
+    lead = (
+        copied.groupBy("log_key", *LOG_KEY, "remote_log_start", "log_start_offset")
+        .agg(F.min("start_offset").alias("_first_copied"))
+        .where(F.col("remote_log_start").isNotNull())
+        .select(
+            "log_key",
+            *LOG_KEY,
+            F.col("remote_log_start").alias("first"),
+            F.least(F.col("_first_copied") - 1, F.col("log_start_offset") - 1).alias("last"),
+            "log_start_offset",
+        )
+        .where(F.col("first") <= F.col("last"))
+    )
+    listed = tiers.select(
+        F.col("log_key").alias("_k"), F.col("start_offset").alias("_s"), F.col("end_offset").alias("_e")
+    )
+    lead = lead.join(
+        listed,
+        (F.col("log_key") == F.col("_k")) & (F.col("_s") <= F.col("last")) & (F.col("_e") >= F.col("first")),
+        "left_anti",
+    )
+    holes = holes.unionByName(lead)
     extent = copied.groupBy("log_key").agg(
         F.min("start_offset").alias("remote_start"), F.max("end_offset").alias("remote_end")
     )
@@ -638,15 +686,21 @@ def remote_tier_holes(remote: DataFrame, logs: DataFrame) -> DataFrame:
         "REMOTE_SEGMENT_MISSING",
         fmt(
             "Offsets %s-%s (%s) lie below the local log start offset %s and in no remote segment that "
-            "__remote_log_metadata lists as copied, although copied segments hold offsets %s-%s around "
-            "them%s: the remote tier lost them (tiered storage, KIP-405: a local segment is deleted only "
-            "once its copy finished).",
+            "__remote_log_metadata lists as copied, although copied segments hold offsets %s-%s %s%s: "
+            "the remote tier lost them (tiered storage, KIP-405: a local segment is deleted only once "
+            "its copy finished).",
             "first",
             "last",
             F.col("last") - F.col("first") + 1,
             "log_start_offset",
             "remote_start",
             "remote_end",
+            F.when(
+                F.col("last") < F.col("remote_start"),
+                F.lit(
+                    "above them, and no segment it lists ever held these, at or above the broker's log start"
+                ),
+            ).otherwise(F.lit("around them")),
             _gone_segment(),
         ),
         first_offset="first",
@@ -859,9 +913,19 @@ def acked_records(
         .when(below & (F.col("at") < F.col("remote_log_start")), F.lit("retention"))
         .when(below & (F.col("copied.end_offset") >= F.col("at")), F.lit("remote"))
         .when(below & ~F.col("remote_complete"), F.lit("retention"))
+        # Below the first copied segment: deleted from the remote tier where a segment the metadata lists
+        # held it (its DELETE events stay: the metadata topic keeps every event). In none, at or above the
+        # broker's log start, it was never copied, and the broker deletes a local segment only once its
+        # copy finished (`UnifiedLog.deletableSegments`) or the log start passed it: lost.
+        .when(
+            below
+            & (F.col("remote_start").isNull() | (F.col("at") < F.col("remote_start")))
+            & F.coalesce(F.col("other.end_offset") >= F.col("at"), F.col("remote_log_start").isNull()),
+            F.lit("remote_deleted"),
+        )
         .when(
             below & (F.col("remote_start").isNull() | (F.col("at") < F.col("remote_start"))),
-            F.lit("remote_deleted"),
+            F.lit("remote_never"),
         )
         .when(below & (F.col("at") > F.col("remote_end")), F.lit("remote_pending"))
         .when(below, F.lit("remote_absent"))
@@ -952,6 +1016,7 @@ def acked_records(
         F.min(F.when(F.col("other.end_offset") >= F.col("at"), F.col("other"))).alias("gone"),
         F.first("remote_start").alias("remote_start"),
         F.first("remote_end").alias("remote_end"),
+        F.first("remote_log_start").alias("_remote_log_start"),
     )
     # " (producer N)" when the ledger names the producer.
     who = F.format_string(" (producer %s)", F.col("ack_producer_id").cast("string"))
@@ -1027,21 +1092,38 @@ def acked_records(
         explained_by=F.lit("retention"),
     )
     lost_remotely = to_findings(
-        ranges.where(F.col("_outcome") == "remote_absent"),
+        ranges.where(F.col("_outcome").isin("remote_absent", "remote_never")),
         "ACKED_RECORD_MISSING",
-        fmt(
-            "%s acknowledged record(s) at offsets %s-%s%s lie below the local log start offset %s and in no "
-            "remote segment that __remote_log_metadata lists as copied, although copied segments hold "
-            "offsets %s-%s around them%s: acknowledged data was lost from the remote tier (tiered "
-            "storage, KIP-405).",
-            "n",
-            "first",
-            "last",
-            "_who",
-            "log_start_offset",
-            "remote_start",
-            "remote_end",
-            _gone_segment(),
+        F.when(
+            F.col("_outcome") == "remote_never",
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s%s lie below the local log start offset %s, at or "
+                "above the broker's log start offset %s, and in no remote segment __remote_log_metadata "
+                "lists, copied or deleted: never copied to the remote tier, yet gone from the local log "
+                "(tiered storage, KIP-405: a local segment is deleted only once its copy finished): "
+                "acknowledged data was lost.",
+                "n",
+                "first",
+                "last",
+                "_who",
+                "log_start_offset",
+                "_remote_log_start",
+            ),
+        ).otherwise(
+            fmt(
+                "%s acknowledged record(s) at offsets %s-%s%s lie below the local log start offset %s and in "
+                "no remote segment that __remote_log_metadata lists as copied, although copied segments "
+                "hold offsets %s-%s around them%s: acknowledged data was lost from the remote tier (tiered "
+                "storage, KIP-405).",
+                "n",
+                "first",
+                "last",
+                "_who",
+                "log_start_offset",
+                "remote_start",
+                "remote_end",
+                _gone_segment(),
+            )
         ),
         producer_id="ack_producer_id",
         first_offset="first",
@@ -1051,7 +1133,7 @@ def acked_records(
         rule=F.lit("KIP-405 remote log metadata"),
     )
     held_by = ("cover.producer_id", "cover.producer_epoch", "cover.base_offset")
-    lost = ranges.where(~F.col("_outcome").isin(*explained, "remote_absent"))
+    lost = ranges.where(~F.col("_outcome").isin(*explained, "remote_absent", "remote_never"))
     in_unreadable = F.lit("")
     if unreadable is not None:
         lost, in_unreadable = _unreadable_within(lost, unreadable)

@@ -427,9 +427,11 @@ def test_an_ack_in_no_copied_remote_segment_is_lost_from_the_remote_tier(
 
     faulty = dataclasses.replace(
         bronze,
-        remote_log_metadata=metadata.where(F.col("segment_id") != last1[3])
-        .unionByName(last_state(hole_id, "DELETE_SEGMENT_FINISHED", max(events) + 1))
-        .unionByName(last_state(first1[3], "DELETE_SEGMENT_STARTED", max(events) + 2)),
+        remote_log_metadata=renumbered(
+            metadata.where(F.col("segment_id") != last1[3])
+            .unionByName(last_state(hole_id, "DELETE_SEGMENT_FINISHED", max(events) + 1))
+            .unionByName(last_state(first1[3], "DELETE_SEGMENT_STARTED", max(events) + 2))
+        ),
     )
     found, summary = audited(faulty)
     above = sorted(above_info(found), key=lambda f: str(f["kind"]))
@@ -478,9 +480,20 @@ def test_an_ack_in_no_copied_remote_segment_is_lost_from_the_remote_tier(
     assert "in remote storage (tiered storage, KIP-405" in retention1[2][2]
 
 
+def renumbered(events: Any) -> Any:
+    """`events` at the offsets a metadata partition that held only them would give (from 0, in order): a
+    fault that removes or adds events leaves no hole a dump of the topic could not have."""
+    from pyspark.sql import Window
+
+    in_order = Window.partitionBy("dump_id", "replica", "partition").orderBy("offset")
+    return events.withColumn("offset", (F.row_number().over(in_order) - 1).cast("long"))
+
+
 def test_remote_log_metadata_proves_an_absence_only_when_whole(bronze: Bronze) -> None:
     """`remote_segments` marks a partition's segments `complete` only if its metadata partition holds
-    its first event, every value was an event and none of its bytes were quarantined."""
+    its first event and every one after it (the remote log manager's producer leaves no offset out: a
+    copy that lost a middle segment of the topic does), every value was an event, none of its bytes
+    were quarantined, and no segment's first record is in a state the broker refuses."""
     from audit_rules.retention import remote_segments
 
     metadata, quarantine = bronze.remote_log_metadata, bronze.quarantine
@@ -491,6 +504,12 @@ def test_remote_log_metadata_proves_an_absence_only_when_whole(bronze: Bronze) -
 
     assert complete(metadata) == {(0, True), (1, True)}
     assert complete(metadata.where(F.col("offset") > 0)) == {(0, False), (1, False)}
+    assert complete(metadata.where(F.col("offset") != 1)) == {(0, False), (1, False)}
+    first = metadata.where(F.col("event") == "segment").orderBy("offset").limit(1)
+    refused = metadata.join(first.select("offset"), "offset", "left_anti").unionByName(
+        first.withColumn("state", F.lit("COPY_SEGMENT_FINISHED"))
+    )
+    assert complete(refused) == {(0, False), (1, False)}
     unreadable = (
         metadata.orderBy("offset")
         .limit(1)
@@ -508,6 +527,70 @@ def test_remote_log_metadata_proves_an_absence_only_when_whole(bronze: Bronze) -
         quarantine.schema,
     )
     assert complete(metadata, quarantine.unionByName(region)) == {(0, False), (1, False)}
+
+
+def test_a_segment_keeps_the_highest_state_it_reached(bronze: Bronze) -> None:
+    """A late COPY_SEGMENT_FINISHED (a stale leader's) after a segment's deletion began: the broker's
+    cache refuses the change back (`RemoteLogSegmentState.isValidTransition`), so the segment is not
+    copied; read as its last event it was, and its offsets looked held by the remote tier."""
+    from audit_rules.retention import remote_segments
+
+    metadata = bronze.remote_log_metadata
+    assert metadata is not None
+    deleted = metadata.where(F.col("state") == "DELETE_SEGMENT_FINISHED").orderBy("offset").first()
+    assert deleted is not None
+    finished = metadata.where(
+        (F.col("segment_id") == deleted["segment_id"]) & (F.col("state") == "COPY_SEGMENT_FINISHED")
+    )
+    end = metadata.agg(F.max("offset")).first()[0]
+    late = metadata.unionByName(finished.withColumn("offset", F.lit(end + 1).cast("long")))
+    (segment,) = (
+        remote_segments(late, bronze.quarantine).where(F.col("segment_id") == deleted["segment_id"]).collect()
+    )
+    assert (segment["state"], segment["copied"], segment["complete"]) == (
+        "DELETE_SEGMENT_FINISHED",
+        False,
+        True,
+    )
+
+
+def test_offsets_no_listed_segment_held_below_the_first_copied_one_were_never_copied(
+    tiered: TieredLog, bronze: Bronze
+) -> None:
+    """Partition 1's first copied segment holds the broker's log start (DELETED_BELOW). With its events
+    gone from the metadata (as if the broker had never copied it), the offsets from the log start to
+    the next copied segment lie in no segment the metadata lists, copied or deleted: never copied, yet
+    gone from the local log. They were "deleted from remote storage by retention" (info): lost, the
+    tier's hole (REMOTE_SEGMENT_MISSING) and the acknowledged records in it (ACKED_RECORD_MISSING)."""
+    assert bronze.remote_log_metadata is not None
+    events = metadata_events(tiered.log_dir)
+    last_states = {events[o]["segment_id"]: events[o]["state"] for o in sorted(events)}
+    copied = sorted(
+        (e["start_offset"], e["end_offset"], e["segment_id"])
+        for e in events.values()
+        if e["event"] == "segment"
+        and e["partition"] == 1
+        and last_states[e["segment_id"]] == "COPY_SEGMENT_FINISHED"
+    )
+    first1, second1 = copied[0], copied[1]
+    assert first1[0] < DELETED_BELOW <= first1[1] and second1[0] == first1[1] + 1
+    metadata = bronze.remote_log_metadata
+    found, summary = audited(
+        dataclasses.replace(
+            bronze, remote_log_metadata=renumbered(metadata.where(F.col("segment_id") != first1[2]))
+        )
+    )
+    above = sorted(
+        (f["kind"], f["partition"], f["first_offset"], f["last_offset"]) for f in above_info(found)
+    )
+    assert above == [
+        ("ACKED_RECORD_MISSING", 1, DELETED_BELOW, first1[1]),
+        ("REMOTE_SEGMENT_MISSING", 1, DELETED_BELOW, first1[1]),
+    ], [f["message"] for f in above_info(found)]
+    messages = {f["kind"]: f["message"] for f in above_info(found)}
+    assert "never copied to the remote tier" in messages["ACKED_RECORD_MISSING"]
+    assert "no segment it lists ever held these" in messages["REMOTE_SEGMENT_MISSING"]
+    assert summary[1]["verdict"] == "critical" and summary[0]["verdict"] == "info"
 
 
 def test_the_remote_log_metadata_decodes_as_kafka_dump_log_reads_it(tiered: TieredLog) -> None:
