@@ -14,7 +14,7 @@ import re
 import struct
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -935,19 +935,35 @@ def valid_batch_at(fd: int, size: int, pos: int, *, budget: _Window | None = Non
         or not MIN_BATCH_LENGTH <= length <= min(MAX_SANE_BATCH_LENGTH, size - pos - LOG_OVERHEAD)
     ):
         return False
+    head_crc = native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
+    end = pos + LOG_OVERHEAD + length
+    return _charged_crc(fd, pos + RECORDS_OFFSET, end, head_crc, native.crc32c, budget, length) == stored_crc
+
+
+def _charged_crc(
+    fd: int,
+    start: int,
+    end: int,
+    crc: int,
+    update: Callable[[bytes, int], int],
+    budget: _Window | None,
+    length: int,
+) -> int | None:
+    """The checksum `update` (CRC-32C, or CRC-32 for a legacy entry) of the file's bytes `[start, end)`
+    on from `crc`, read in bounded chunks, once the resync `budget` has paid the entry's `length`
+    (`_BudgetSpent` where it cannot); None where the file ends first."""
     if budget is not None:
         if budget.resync_budget < length:
             raise _BudgetSpent
         budget.resync_budget -= length
-    crc = native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
-    at, batch_end = pos + RECORDS_OFFSET, pos + LOG_OVERHEAD + length
-    while at < batch_end:
-        chunk = os.pread(fd, min(_CRC_CHUNK_SIZE, batch_end - at), at)
+    at = start
+    while at < end:
+        chunk = os.pread(fd, min(_CRC_CHUNK_SIZE, end - at), at)
         if not chunk:
-            return False
-        crc = native.crc32c(chunk, crc)
+            return None
+        crc = update(chunk, crc)
         at += len(chunk)
-    return crc == stored_crc
+    return crc
 
 
 # offset, size, crc, magic, attributes: a legacy entry's fields up to its timestamp (v1) or key.
@@ -999,19 +1015,8 @@ def valid_legacy_at(
     least = 0 if attributes & COMPRESSION_CODEC_MASK else -1
     if not (least <= value_length and value_at + 4 + max(value_length, 0) == LOG_OVERHEAD + length):
         return False
-    if budget is not None:
-        if budget.resync_budget < length:
-            raise _BudgetSpent
-        budget.resync_budget -= length
-    crc = 0
-    at, entry_end = pos + LOG_OVERHEAD + 4, pos + LOG_OVERHEAD + length
-    while at < entry_end:
-        chunk = os.pread(fd, min(_CRC_CHUNK_SIZE, entry_end - at), at)
-        if not chunk:
-            return False
-        crc = zlib.crc32(chunk, crc)
-        at += len(chunk)
-    return crc == stored_crc
+    end = pos + LOG_OVERHEAD + length
+    return _charged_crc(fd, pos + LOG_OVERHEAD + 4, end, 0, zlib.crc32, budget, length) == stored_crc
 
 
 def _unreadable(file: str, position: int, length: int, message: str) -> DecodeError:
