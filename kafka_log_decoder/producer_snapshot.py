@@ -104,8 +104,10 @@ def _check(data: bytes, file: str) -> list[DecodeError]:
     if count < 0:
         errors.append(corrupt(_COUNT_POSITION, f"producer snapshot entry count is negative ({count})", 4))
         return errors
-    # Stricter than the broker, which ignores bytes after the last entry: a well-formed
-    # snapshot is exactly header + entries, so anything else means the file was damaged.
+    # Stricter than the broker, whose `readSnapshot` checks no length, only the CRC over everything after
+    # the header: bytes after the last entry fail that CRC unless the CRC was computed with them, which
+    # no broker's writer does. A well-formed snapshot is exactly header + entries: anything else means
+    # the file was damaged (or written by something else).
     expected = PRODUCER_SNAPSHOT_HEADER_SIZE + PRODUCER_SNAPSHOT_ENTRY_SIZE * count
     if size < expected:
         whole = (size - PRODUCER_SNAPSHOT_HEADER_SIZE) // PRODUCER_SNAPSHOT_ENTRY_SIZE
