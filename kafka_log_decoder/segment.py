@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import re
 import struct
 import sys
 import zlib
@@ -18,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
+
+import numpy as np
 
 from kafka_log_decoder import native
 from kafka_log_decoder.codecs import MAX_DECOMPRESSED_BYTES, CodecError, decompress
@@ -238,9 +239,6 @@ class _Window:
         # candidate whose length claims the rest of the file, which made the scan quadratic (8 MiB:
         # 32 s; a 1 GiB segment days). Spent, a resync finds no further batch.
         self.resync_budget = RESYNC_BUDGET_FILES * size + RESYNC_BUDGET_BYTES
-        # The last offset of the walk's latest CRC-valid legacy entry: a legacy entry a resync lands on
-        # must lie past it (`_resync`).
-        self.legacy_floor = -1
         # The offset the file's name gives (`00000000000000368769.log`): every offset of a segment lies
         # within 2^31 of it (the offset index holds them relative, as int32). None: a name without one.
         self.base_offset: int | None = None
@@ -637,9 +635,7 @@ def _legacy(
         return _one(_skipped(file, window, pos, total, f"unreadable legacy v{magic} entry: {exc}"))
     header = entry.header
     items: list[LogItem] = [header]
-    if header.crc_valid:
-        window.legacy_floor = header.last_offset
-    elif not entry.frames:
+    if not header.crc_valid and not entry.frames:
         # As for a v2 batch whose CRC fails (`_inside_a_failed_batch`) and an unreadable entry
         # (`_skipped`): a valid batch or entry inside the bytes its length claims shows the length is
         # what is corrupt; its bytes up to it are an unreadable region. Not where its bytes frame as its
@@ -687,9 +683,10 @@ def _skipped(
 ) -> tuple[list[LogItem], int, bool]:
     """An entry of `total` bytes that cannot be read, as an unreadable region; decoding goes on after it.
 
-    When a valid v2 batch starts inside those bytes, the entry's length is what is corrupt (as for a v2
-    batch whose CRC fails over one, `_inside_a_failed_batch`): the region ends at that batch, which a
-    range of the segment starting there would report too. Not bounded by the range's end."""
+    When a valid v2 batch (or legacy entry) starts inside those bytes, the entry's length is what is
+    corrupt (as for a v2 batch whose CRC fails over one, `_inside_a_failed_batch`): the region ends at
+    that batch, which a range of the segment starting there would report too. Not bounded by the range's
+    end."""
     found = _resync(window, pos, pos + total)
     if found is None:
         return [_unreadable(file, pos, total, reason)], pos + total, False
@@ -861,30 +858,30 @@ def _named_base_offset(file: str) -> int | None:
 
 
 def _legacy_floor(window: _Window, bad: int) -> int:
-    """The offset a legacy entry a resync from `bad` lands on must pass: the walk's latest valid legacy
-    entry's last offset, and the offset of the entry at `bad` where its bytes read as a legacy entry's
-    (its length is what is corrupt). A wrapper's inner messages, which a codec may leave as literal
-    bytes, lie at or below its offset (v0: absolute, up to it; v1: relative, from 0): not entries of the
-    log. Kafka itself never resyncs (`FileLogInputStream.nextBatch` stops at a bad size)."""
-    head = os.pread(window.fd, _LEGACY_CANDIDATE_BYTES, bad)
-    if len(head) == _LEGACY_CANDIDATE_BYTES and head[MAGIC_OFFSET] in LEGACY_ATTRIBUTE_BITS:
-        return max(window.legacy_floor, struct.unpack_from(">q", head)[0])
-    return window.legacy_floor
+    """The offset a legacy entry a resync from `bad` lands on must pass: the offset of the entry at `bad`
+    (its length is what is corrupt), where the file's name gives the segment's base and that offset lies
+    within 2^31 of it (else it is garbage too: no floor). A wrapper's inner messages, which a codec may
+    leave as literal bytes, lie at or below its offset (v0: absolute, up to it; v1: relative, from 0):
+    not entries of the log. Read from the bytes at `bad` alone, so a byte range of the segment finds what
+    the whole file's walk finds. Kafka itself never resyncs (`FileLogInputStream.nextBatch` stops at a
+    bad size)."""
+    head = os.pread(window.fd, 8, bad)
+    if window.base_offset is None or len(head) < 8:
+        return -1
+    (offset,) = struct.unpack(">q", head)
+    return offset if window.base_offset <= offset < window.base_offset + _SEGMENT_OFFSET_SPAN else -1
 
 
-# A legacy entry's first bytes a resync looks at: offset (>= 0), size (>= 14, the v0 minimum), the CRC,
-# and a magic of 0 with codec bits only, or of 1 with the timestamp type bit besides.
-_LEGACY_CANDIDATE = re.compile(
-    rb"(?=[\x00-\x7f].{7}(?:[\x01-\x7f]...|\x00[\x01-\xff]..|\x00\x00[\x01-\xff].|\x00\x00\x00[\x0e-\xff])"
-    rb".{4}(?:\x00[\x00-\x07]|\x01[\x00-\x0f]))",
-    re.DOTALL,
-)
+# The bytes of a legacy entry's header a resync's prefilter reads: offset, size, crc, magic, attributes.
 _LEGACY_CANDIDATE_BYTES = MAGIC_OFFSET + 2
+# What a resync charges its budget for each legacy candidate it reads (its header and a length field)
+# besides the CRC: the prefilter leaves few on real data, but bytes crafted to pass it stay bounded.
+_LEGACY_CANDIDATE_CHARGE = 64
 
 
 def _candidates(chunk: bytes, span: int) -> Iterator[int]:
-    """The positions before `span` in `chunk` where a v2 batch (its magic byte) or a legacy entry (its
-    first fields, `_LEGACY_CANDIDATE`) may start, in order."""
+    """The positions before `span` in `chunk` where a v2 batch (its magic byte) or a legacy entry may
+    start, in order."""
 
     def v2() -> Iterator[int]:
         at = MAGIC_OFFSET
@@ -892,13 +889,56 @@ def _candidates(chunk: bytes, span: int) -> Iterator[int]:
             yield j - MAGIC_OFFSET
             at = j + 1
 
-    def legacy() -> Iterator[int]:
-        for match in _LEGACY_CANDIDATE.finditer(chunk):
-            if match.start() >= span:
-                return
-            yield match.start()
+    return heapq.merge(v2(), _legacy_candidates(chunk, span))
 
-    return heapq.merge(v2(), legacy())
+
+# Positions the legacy prefilter tests at once: its arrays stay a few MiB whatever the chunk.
+_PREFILTER_POSITIONS = 1 << 16
+
+
+def _legacy_candidates(chunk: bytes, span: int) -> Iterator[int]:
+    """The positions before `span` in `chunk` where a legacy entry's first fields read as one, tested
+    `_PREFILTER_POSITIONS` at a time: an offset >= 0, a size of at least the v0 minimum (14), a magic of
+    0 with codec bits only or of 1 with the timestamp type bit besides, and, where the chunk holds them,
+    key and value lengths that fill the message exactly (as `valid_legacy_at` checks): random, zero or
+    numeric bytes leave few positions for it to read."""
+    a = np.frombuffer(chunk, np.uint8)
+    k = min(span, len(a) - _LEGACY_CANDIDATE_BYTES + 1)
+    for first in range(0, max(k, 0), _PREFILTER_POSITIONS):
+        n = min(_PREFILTER_POSITIONS, k - first)
+
+        def field(offset: int, first: int = first, n: int = n) -> np.ndarray:
+            return a[first + offset : first + offset + n]
+
+        magic, attributes = field(MAGIC_OFFSET), field(MAGIC_OFFSET + 1)
+        ok = ((magic == MAGIC_VALUE_V0) & (attributes <= COMPRESSION_CODEC_MASK)) | (
+            (magic == MAGIC_VALUE_V1) & (attributes <= LEGACY_ATTRIBUTE_BITS[MAGIC_VALUE_V1])
+        )
+        # Offset >= 0; size >= 14 (and >= 0).
+        ok &= (field(0) < 0x80) & (field(8) < 0x80)
+        ok &= ((field(8) | field(9) | field(10)) != 0) | (field(11) >= minimum_message_size(MAGIC_VALUE_V0))
+        at = first + np.flatnonzero(ok)
+        if not len(at):
+            continue
+        # The key and value length fields, where the chunk holds them (else `valid_legacy_at` reads them):
+        # the key within the message, the value filling the rest of it exactly.
+        end = at + LOG_OVERHEAD + _be32(a, at + 8)
+        key_at = at + LOG_OVERHEAD + np.where(a[at + MAGIC_OFFSET] == MAGIC_VALUE_V1, 14, 6)
+        readable = key_at + 4 <= len(a)
+        key_length = np.where(readable, _be32(a, np.where(readable, key_at, 0)), 0)
+        value_at = key_at + 4 + np.maximum(key_length, 0)
+        fits = ~readable | ((key_length >= -1) & (value_at + 4 <= end))
+        readable &= fits & (value_at + 4 <= len(a))
+        value_length = np.where(readable, _be32(a, np.where(readable, value_at, 0)), 0)
+        fills = (value_length >= -1) & (value_at + 4 + np.maximum(value_length, 0) == end)
+        yield from (int(p) for p in at[fits & (~readable | fills)])
+
+
+def _be32(a: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The signed big-endian int32 at each of the positions `at` of the byte array `a`."""
+    b = a[at[:, None] + np.arange(4)].astype(np.int64)
+    value = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
+    return np.where(value >= 1 << 31, value - (1 << 32), value)
 
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta; and at byte
@@ -985,6 +1025,10 @@ def valid_legacy_at(
     snappy or lz4) and no attribute bit it has not, a key length that fits, then the CRC-32 over magic
     to the end (`LegacyRecord.ensureValid`), read in bounded chunks and charged to `budget` as
     `valid_batch_at` is."""
+    if budget is not None:
+        if budget.resync_budget < _LEGACY_CANDIDATE_CHARGE:
+            raise _BudgetSpent
+        budget.resync_budget -= _LEGACY_CANDIDATE_CHARGE
     head = os.pread(fd, LOG_OVERHEAD + minimum_message_size(MAGIC_VALUE_V1), pos)
     if len(head) < _LEGACY_HEAD.size:
         return False

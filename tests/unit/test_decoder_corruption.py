@@ -309,6 +309,66 @@ def test_a_resync_after_a_bad_legacy_length_finds_the_legacy_entries_after_it(
     assert len([i for i in items if isinstance(i, Record)]) == 5 * per_entry
 
 
+def test_a_resync_does_not_land_on_a_wrappers_literal_inner_messages(tmp_path: Path) -> None:
+    """Snappy leaves a wrapper's inner v0 messages of incompressible values as literal bytes: whole,
+    CRC-valid messages to a resync, at offsets up to the wrapper's own. The wrapper's size is corrupt;
+    the resync passes over its inner messages (no offset above the corrupt entry's) to the next entry."""
+    import random
+
+    rnd = random.Random(7)
+    base = 0x1122334455667788
+    entries = [
+        build_legacy(
+            0,
+            [(None, rnd.randbytes(100)), (None, rnd.randbytes(100))],
+            first_offset=base + 2 * i,
+            codec="snappy",
+        )
+        for i in range(4)
+    ]
+    bad = bytearray(entries[1])
+    struct.pack_into(">i", bad, 8, 5)
+    entries[1] = bytes(bad)
+    path = tmp_path / f"{base:020d}.log"
+    path.write_bytes(b"".join(entries))
+    at = [sum(len(e) for e in entries[:i]) for i in range(4)]
+    items = list(read_log_segment(path))
+    assert [h.base_offset for h in items if isinstance(h, BatchHeader)] == [base, base + 4, base + 6]
+    assert [(e.position, e.length) for e in items if isinstance(e, DecodeError)] == [(at[1], at[2] - at[1])]
+
+
+def test_a_resync_lands_where_a_byte_range_of_the_segment_lands(tmp_path: Path) -> None:
+    """Legacy entries at 0-9, then v2 batches at 10-12; the batch at 11 has a corrupt length and a record
+    value holding a CRC-valid legacy message at offset 5. A range of the segment from the first v2
+    batch (a split point) resyncs as the whole file does: to the batch at 12, not onto that message,
+    whatever the walk read before the range."""
+    legacy = [build_legacy(1, [(b"k", b"v%d" % i)], first_offset=i) for i in range(10)]
+    embedded = build_legacy(0, [(b"k", b"embedded")], first_offset=5)
+    corrupt = bytearray(build_v2(V2Batch(base_offset=11, records=[(None, embedded)])))
+    struct.pack_into(">i", corrupt, 8, 3)
+    parts = [*legacy, build_v2(V2Batch(base_offset=10, records=[(None, b"a")])), bytes(corrupt)]
+    parts.append(build_v2(V2Batch(base_offset=12, records=[(None, b"c")])))
+    path = write(tmp_path, b"".join(parts))
+    start = sum(len(p) for p in legacy)
+    whole = [i for i in shape(list(read_log_segment(path))) if i[1] >= start]
+    assert whole == shape(list(read_log_segment(path, start_position=start)))
+    assert [i for i in whole if i[0] == "B"] == [
+        ("B", start, 2, 10, 10, True),
+        ("B", len(b"".join(parts[:-1])), 2, 12, 12, True),
+    ]
+
+
+def test_a_garbage_offset_at_the_bad_entry_sets_no_floor(tmp_path: Path) -> None:
+    """The corrupt entry's offset and size are both smashed (2^40, 5): that offset, outside the segment's
+    2^31 span, is garbage, not a floor the entries after it must pass; they are found again."""
+    entries = [build_legacy(1, [(b"k%d" % i, b"v%d" % i)], first_offset=i) for i in range(8)]
+    bad = bytearray(entries[2])
+    struct.pack_into(">qi", bad, 0, 1 << 40, 5)
+    entries[2] = bytes(bad)
+    items = list(read_log_segment(write(tmp_path, b"".join(entries))))
+    assert [h.base_offset for h in items if isinstance(h, BatchHeader)] == [0, 1, 3, 4, 5, 6, 7]
+
+
 def test_a_resync_does_not_take_a_legacy_looking_header_without_its_crc(tmp_path: Path) -> None:
     """Bytes that read as a legacy entry's header (offset, size, magic 1, attributes) but whose CRC-32
     does not hold are no entry: the region runs on to the v2 batch after them."""
