@@ -687,8 +687,7 @@ def remote_tier_holes(remote: DataFrame, logs: DataFrame) -> DataFrame:
         fmt(
             "Offsets %s-%s (%s) lie below the local log start offset %s and in no remote segment that "
             "__remote_log_metadata lists as copied, although copied segments hold offsets %s-%s %s%s: "
-            "the remote tier lost them (tiered storage, KIP-405: a local segment is deleted only once "
-            "its copy finished).",
+            "%s (tiered storage, KIP-405: a local segment is deleted only once its copy finished).",
             "first",
             "last",
             F.col("last") - F.col("first") + 1,
@@ -702,6 +701,10 @@ def remote_tier_holes(remote: DataFrame, logs: DataFrame) -> DataFrame:
                 ),
             ).otherwise(F.lit("around them")),
             _gone_segment(),
+            F.when(
+                F.col("last") < F.col("remote_start"),
+                F.lit("never copied to the remote tier, yet gone from the local log"),
+            ).otherwise(F.lit("the remote tier lost them")),
         ),
         first_offset="first",
         last_offset="last",
@@ -920,7 +923,10 @@ def acked_records(
         .when(
             below
             & (F.col("remote_start").isNull() | (F.col("at") < F.col("remote_start")))
-            & F.coalesce(F.col("other.end_offset") >= F.col("at"), F.col("remote_log_start").isNull()),
+            & (
+                F.coalesce(F.col("other.end_offset") >= F.col("at"), F.lit(False))
+                | F.col("remote_log_start").isNull()
+            ),
             F.lit("remote_deleted"),
         )
         .when(

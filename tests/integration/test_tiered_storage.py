@@ -590,7 +590,19 @@ def test_offsets_no_listed_segment_held_below_the_first_copied_one_were_never_co
     messages = {f["kind"]: f["message"] for f in above_info(found)}
     assert "never copied to the remote tier" in messages["ACKED_RECORD_MISSING"]
     assert "no segment it lists ever held these" in messages["REMOTE_SEGMENT_MISSING"]
+    assert "never copied to the remote tier" in messages["REMOTE_SEGMENT_MISSING"]
     assert summary[1]["verdict"] == "critical" and summary[0]["verdict"] == "info"
+    # Without the log-start checkpoint the broker's log start is unknown: remote retention may have
+    # taken those offsets (its events could predate what the metadata shows of the segment): not loss.
+    unknown_start = dataclasses.replace(
+        bronze,
+        remote_log_metadata=renumbered(metadata.where(F.col("segment_id") != first1[2])),
+        partition_state=bronze.partition_state.where(
+            ~((F.col("state") == "log_start_offset") & (F.col("topic") == TOPIC) & (F.col("partition") == 1))
+        ),
+    )
+    found, summary = audited(unknown_start)
+    assert [f for f in above_info(found) if f["partition"] == 1] == []
 
 
 def test_the_remote_log_metadata_decodes_as_kafka_dump_log_reads_it(tiered: TieredLog) -> None:
