@@ -469,8 +469,6 @@ def audit(
             unreadable=unreadable,
         )
         frames.append(acked)
-        # One verdict per producer and log: where the ledger's rule judges a producer, it knew it later.
-        known_earlier = [retention.without_ack_verdicts(found, acked) for found in known_earlier]
     frames += known_earlier
     if located is not None:
         explaining = explaining_fills(fills, starts) if fills is not None and starts is not None else None
@@ -488,6 +486,9 @@ def audit(
             frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence, rotted, logs))
     frames.append(duplicates.duplicate_batches(checked, profile, history if any_copies() else None))
     findings = union_findings(frames)
+    if "acks" in present and known_earlier:
+        # One verdict per producer and log: where the ledger's rule judges a producer, it knew it later.
+        findings = retention.one_verdict_per_producer(findings)
     return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
 
 

@@ -7,7 +7,6 @@ producer snapshots, earlier dumps of the same partition and the acknowledgement 
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -1340,7 +1339,7 @@ def _acked_producers(
     behind), or lost from the remote tier, leave no verdict of their own. One verdict per producer
     and log: one the snapshot or earlier-dump rule judges (`judged_elsewhere`: log_key, producer_id,
     last_offset) from a last offset at least L is left to it; where this rule judges one, theirs goes
-    (`without_ack_verdicts`)."""
+    (`one_verdict_per_producer`)."""
     per_producer = (
         # A ledger row of a producer without idempotence names producer id -1, or none: no producer.
         ranges.where((F.col("ack_producer_id") >= 0) & ~F.col("_outcome").isin("rewritten"))
@@ -1379,6 +1378,7 @@ def _acked_producers(
             below_start_cause(F.col("acked_last_offset")),
         ),
         explained_by=F.lit("retention"),
+        rule=F.lit(ACK_PRODUCER_RULE),
         **common,
     )
     lost = to_findings(
@@ -1395,30 +1395,32 @@ def _acked_producers(
             "log_start_offset",
         ),
         missing_records="lost_records",
+        rule=F.lit(ACK_PRODUCER_RULE),
         **common,
     )
     return retention.unionByName(lost)
 
 
-# What the ack ledger's whole-producer rule (`_acked_producers`) concludes.
-_ACK_PRODUCER_VERDICTS = ("UNKNOWN_PRODUCER_LOSS", "UNKNOWN_PRODUCER_RETENTION")
+# The rule of the ack ledger's whole-producer verdicts (`_acked_producers`): told from the snapshot's
+# and the earlier dump's verdicts of the same kinds by it (`one_verdict_per_producer`).
+ACK_PRODUCER_RULE = "KIP-360 logStartOffset (seed 000 rule 4), from the ack ledger"
+_PRODUCER_VERDICTS = ("UNKNOWN_PRODUCER_LOSS", "UNKNOWN_PRODUCER_RETENTION", "PRODUCER_STATE_RETAINED")
 
 
-def without_ack_verdicts(found: DataFrame, acked: DataFrame) -> DataFrame:
-    """The whole-producer verdicts `found` (of `snapshot_producers` or `producers_across_dumps`) but those
-    of a producer and log the ack ledger's rule judges too. That rule leaves a producer to them whenever
-    their last offset is as late as its last acknowledged one (`judged_elsewhere`), so where it still
-    judges one the ledger knows the producer later: a snapshot or an earlier dump that shows it at
-    offset S, below the log start (retention), does not explain an acknowledged write at L > S that the
-    log lacks. One verdict per producer and log, from the latest knowledge of it."""
-    key = ("dump_id", "replica", "topic", "partition", "producer_id")
-    verdicts = (
-        acked.where(F.col("kind").isin(*_ACK_PRODUCER_VERDICTS))
-        .select(*[F.col(c).alias(f"_ack_{c}") for c in key])
-        .distinct()
-    )
-    same = [found[c].eqNullSafe(verdicts[f"_ack_{c}"]) for c in key]
-    return found.join(verdicts, reduce(lambda a, b: a & b, same), "left_anti")
+def one_verdict_per_producer(findings: DataFrame) -> DataFrame:
+    """`findings` without the whole-producer verdicts of the snapshot and earlier-dump rules
+    (`snapshot_producers`, `producers_across_dumps`) for a producer and log the ack ledger's rule judges
+    too. That rule leaves a producer to them whenever their last offset is as late as its last
+    acknowledged one (`judged_elsewhere`), so where it still judges one the ledger knows the producer
+    later: a snapshot or an earlier dump that shows it at offset S, below the log start (retention),
+    does not explain an acknowledged write at L > S that the log lacks. One verdict per producer and
+    log, from the latest knowledge of it. A window over the findings (a small frame), so the ack rule's
+    plan is not read a second time."""
+    verdict = F.col("kind").isin(*_PRODUCER_VERDICTS)
+    same = Window.partitionBy("dump_id", "replica", "topic", "partition", "producer_id", verdict)
+    from_acks = F.col("rule") == ACK_PRODUCER_RULE
+    judged = findings.withColumn("_judged_by_acks", F.max(from_acks.cast("int")).over(same) == 1)
+    return judged.where(~verdict | from_acks | ~F.col("_judged_by_acks")).drop("_judged_by_acks")
 
 
 # A remote segment as the ack check orders them: by end offset first.
