@@ -43,9 +43,11 @@ CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
 # tiered-storage audit timed out after 15 minutes): what filled the heap was a 32 MiB Tungsten page
 # held by each broadcast hash relation the plans kept, gone with LOCAL_CONF's 2 MiB page (one worker
 # running the integration files in order: 141 full collections in its first 524 s before, 29 in its
-# first 647 s after).
+# first 647 s after). 4 GiB since 2026-12-02: a CI run whose suite had grown by some 60 tests (three
+# more tiered-storage audits among them) filled one worker's 3 GiB after 29 minutes (old generation
+# 99.98%, 101 full collections), and every test after it on that worker failed.
 TEST_CONF = {
-    "spark.driver.memory": "3g",
+    "spark.driver.memory": "4g",
     CODEGEN_MODE: "NO_CODEGEN",
     CODEGEN_CACHE: "2000",
     "spark.driver.extraJavaOptions": TEST_JAVA_OPTIONS,

@@ -320,7 +320,7 @@ def test_local_python_workers_import_pyspark_from_the_installation_not_sparks_zi
 
 def test_the_local_sessions_page_holds_a_broadcast_relation_in_two_mib(spark: Any) -> None:
     """The page size is read once, when the context starts: the factory's session must have it, or each
-    hash relation a broadcast join reads holds a page of Spark's default (32 MiB with the tests' 3 GiB
+    hash relation a broadcast join reads holds a page of Spark's default (32-64 MiB with the tests' 4 GiB
     heap) on the heap for as long as its plan lives."""
     env = spark.sparkContext._jsc.sc().env()
     assert env.memoryManager().pageSizeBytes() == 2 * 1024 * 1024
