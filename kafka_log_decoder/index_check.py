@@ -76,6 +76,9 @@ class IndexCheck:
         self.start = start
         self.end = end
         self.partial: DecodeError | None = None
+        # Entries a truncation left past the broker's count at the end of a preallocated index: not
+        # checked (`_kept_entries`).
+        self.leftovers = 0
         numbers, offsets, positions, backwards = self._read()
         order = np.argsort(positions, kind="stable")
         self.numbers, self.offsets, self.positions = numbers[order], offsets[order], positions[order]
@@ -105,6 +108,11 @@ class IndexCheck:
         # The entries before the zero-filled preallocated tail: all of them, as the broker counts them
         # (`AbstractIndex`: the file's length), also past a zeroed entry where DumpLogSegments stops.
         count = zero_tail_start(self.index_file, size, OFFSET_INDEX_ENTRY_SIZE) // OFFSET_INDEX_ENTRY_SIZE
+        if count * OFFSET_INDEX_ENTRY_SIZE < size - size % OFFSET_INDEX_ENTRY_SIZE:
+            # Preallocated: the broker still held the index open. Entries left by a truncation since
+            # (past the count it keeps in memory) are not its entries.
+            held = self._kept_entries(count)
+            self.leftovers, count = count - held, held
         kept: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         first = 0
         previous: tuple[int, int] | None = None  # the last entry read: (offset, position)
@@ -147,6 +155,49 @@ class IndexCheck:
             return empty, empty, empty, np.zeros(0, dtype=bool)
         numbers, offsets, positions, backwards = (np.concatenate(parts) for parts in zip(*kept, strict=True))
         return numbers, offsets, positions, backwards
+
+    def _kept_entries(self, count: int) -> int:
+        """How many of the `count` entries of a preallocated index come before the run of entries that a
+        truncation left at its end (`leftovers`).
+
+        `OffsetIndex.truncateTo` (a follower truncating to its leader, a recovery cutting a torn tail)
+        only moves the index's position (`AbstractIndex.truncateToEntries`) and `LogSegment.truncateTo`
+        grows the file back to its preallocated size: the entries past the new position stay in the
+        file until the appends after the truncation overwrite them, or the broker trims the index when
+        it rolls or closes the segment. The broker never reads them (its lookups search its own entry
+        count; a restart after a crash rebuilds an active segment's index), so a live or crashed
+        broker's copy may hold entries that name offsets of the truncated log: at positions past the
+        new end, or inside batches written since. They are the entries at the end, each led to no
+        batch (no v2 or legacy header at its position with a first offset at or below its own), and
+        in offset and position order among themselves, as the index held them before the truncation.
+        At most `_LEFTOVER_SCAN` entries are looked at; a longer run of such entries is checked as it
+        is. An index whose last entry leads to a batch has none."""
+        first = max(0, count - _LEFTOVER_SCAN)
+        with open(self.index_file, "rb") as handle:
+            handle.seek(first * OFFSET_INDEX_ENTRY_SIZE)
+            data = handle.read((count - first) * OFFSET_INDEX_ENTRY_SIZE)
+        entries = np.frombuffer(data, self._DTYPE, count=len(data) // 4).reshape(-1, 2).astype(np.int64)
+        relative, positions = entries[:, 0], entries[:, 1]
+        try:
+            fd = os.open(self.log_file, os.O_RDONLY)
+        except OSError:
+            return count
+        kept = len(entries)
+        try:
+            while kept > 0:
+                i = kept - 1
+                if relative[i] < 0 or positions[i] < 0:
+                    break
+                if kept < len(entries) and (relative[i] >= relative[kept] or positions[i] >= positions[kept]):
+                    break
+                if _leads_to_batch(fd, int(positions[i]), self._base + int(relative[i])):
+                    break
+                kept -= 1
+        finally:
+            os.close(fd)
+        if kept == 0 and first > 0:
+            return count
+        return first + kept
 
     def see(self, run: BatchRun | list[Any]) -> None:
         """Notes, from a run of the walk (in file order), the entries at a batch's start and the entries
@@ -248,13 +299,11 @@ class IndexCheck:
         if base is None:
             size = self._log_size()
             if size is not None and position >= size:
-                # `OffsetIndex.truncateTo` only moves the index's position: the entries past it stay
-                # until the broker trims the file (closing or rolling the segment), so a copy of a
-                # segment truncated since (a follower catching up, a recovery) still holds them.
+                # (A truncation's leftovers at the end of a preallocated index are not checked:
+                # `_kept_entries`. A trimmed index was closed with its .log as long as its entries.)
                 return (
-                    f"points past the end of {self.log_file} ({size} bytes): left by a truncation of the "
-                    "segment (the broker trims its index only when it closes or rolls it), or the .log was "
-                    "cut short"
+                    f"points past the end of {self.log_file} ({size} bytes): the .log was cut short after "
+                    "the entry was written (a copy taken while the segment was written, or lost bytes)"
                 )
             return f"does not point at the start of a batch in {self.log_file}"
         if base > offset:
@@ -311,6 +360,21 @@ def _backwards(
         back[0] = p[0] <= previous[1]
     backwards[at] = back
     return backwards, (int(o[-1]), int(p[-1]))
+
+
+# The most entries at the end of a preallocated index looked at for a truncation's leftovers.
+_LEFTOVER_SCAN = 1 << 16
+_LEGACY_OR_V2 = (0, 1, MAGIC_VALUE_V2)
+
+
+def _leads_to_batch(fd: int, position: int, offset: int) -> bool:
+    """A batch (v2) or message (magic 0/1) header at `position`, its first offset at or below `offset`:
+    the first offset field, the length and the magic byte lie at the same bytes in both."""
+    head = os.pread(fd, _HEAD.size, position)
+    if len(head) < _HEAD.size:
+        return False
+    first, length, _, magic = _HEAD.unpack_from(head)
+    return magic in _LEGACY_OR_V2 and 0 <= first <= offset and length > 0
 
 
 def batch_holds_offset(path: str, position: int, offset: int) -> bool:

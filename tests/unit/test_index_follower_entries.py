@@ -232,19 +232,97 @@ def test_an_entry_inside_a_batch_is_a_mismatch(
     assert number == 10 and "does not point at the start of a batch" in message
 
 
-def test_entries_past_a_truncated_logs_end_say_so(
+def test_entries_of_a_trimmed_index_past_the_logs_end_say_so(
     follower: tuple[list[Built], list[tuple[int, int]], Path],
 ) -> None:
-    """The segment truncated after its index was written (`OffsetIndex.truncateTo` leaves the entries
-    past the new end until the index is trimmed): the entries past the .log's end say that, not only
-    that they do not point at a batch."""
+    """A trimmed index (a closed segment's: no preallocated tail) whose .log ends before its last
+    entries' positions: the .log was cut short after the entries were written, and the entries say so,
+    not only that they do not point at a batch."""
     _, entries, log = follower
     cut = entries[-3][1]
     with open(log, "r+b") as segment:
         segment.truncate(cut)
     found = flagged(log)
     assert [number for number, _ in found] == [len(entries) - 3, len(entries) - 2, len(entries) - 1]
-    assert all(f"points past the end of {log} ({cut} bytes): left by a truncation" in m for _, m in found)
+    assert all(f"points past the end of {log} ({cut} bytes): the .log was cut short" in m for _, m in found)
+
+
+def truncated_and_appended(tmp_path: Path, *, cut_at: int, tail: bool) -> tuple[Path, list[int], IndexCheck]:
+    """A segment as a broker leaves it after `LogSegment.truncateTo` (a follower truncating to its new
+    leader): 200 batches indexed one entry per batch, truncated at batch `cut_at`'s base offset, then 12
+    larger batches of other records appended from there. `OffsetIndex.truncateTo` keeps the entries
+    below the offset and only moves the index's position (`AbstractIndex.truncateToEntries`), the
+    appends overwrite the slots from there on (the first appended batch gets none: the truncation
+    resets the bytes since the last entry), and the entries past them stay, pointing into the new
+    batches or past the new end. With `tail`, the file keeps its preallocated zeros (the broker still
+    holds it open); without, as if trimmed. Returns the .log, the leftover entries' numbers, and the
+    check of the whole segment."""
+    old = build_batches(200)
+    entries = index_of([[b] for b in old], 0, 0)
+    cut = old[cut_at]
+    kept = [e for e in entries if e[0] < cut.base_offset]
+    rng = random.Random(11)
+    new, offset, position = [], cut.base_offset, cut.position
+    for i in range(12):
+        n = rng.randint(8, 20)
+        records = [(b"n%d" % i, bytes(rng.randint(60, 200))) for _ in range(n)]
+        data = build_v2(V2Batch(base_offset=offset, records=records, producer_id=12))
+        new.append(Built(position, offset, offset + n - 1, data))
+        offset, position = offset + n, position + len(data)
+    appended = [(b.last_offset, b.position) for b in new[1:]]
+    stale = entries[len(kept) + len(appended) :]
+    assert len(stale) > 10 and any(p < position for _, p in stale)  # some point inside the new batches
+    log = write(tmp_path, old[:cut_at] + new, kept + appended + stale)
+    if tail:
+        write_index(log, kept + appended + stale, tail=bytes(8 * 2000))
+    check = IndexCheck(str(log), str(log.with_suffix(".index")))
+    for run in iter_segment_runs(log):
+        check.see(run)
+    return log, list(range(len(kept) + len(appended), len(entries))), check
+
+
+def test_entries_a_truncation_left_in_a_preallocated_index_are_not_the_brokers(tmp_path: Path) -> None:
+    """The broker never reads the entries past its count (its lookups search its own entries, and a
+    restart after a crash rebuilds an active segment's index): a live or crashed broker's copy holding
+    them is no INDEX_MISMATCH, whole or split into ranges."""
+    log, leftovers, check = truncated_and_appended(tmp_path, cut_at=150, tail=True)
+    assert list(check.errors()) == []
+    assert check.leftovers == len(leftovers)
+    assert split_mismatches(log, 8 << 10) == []
+
+
+def test_the_same_entries_in_a_trimmed_index_are_mismatches(tmp_path: Path) -> None:
+    """Trimmed, the index is the broker's whole (it trims to its count when it closes a segment): the
+    same entries are its own and wrong."""
+    log, leftovers, check = truncated_and_appended(tmp_path, cut_at=150, tail=False)
+    assert check.leftovers == 0
+    found = [number for number, _ in flagged(log)]
+    assert found and set(found) <= set(leftovers)
+    assert len(found) > len(leftovers) // 2
+
+
+def test_a_wrong_entry_before_a_right_last_one_stays_a_mismatch(tmp_path: Path) -> None:
+    """Only the run at the end is a truncation's: a wrong entry followed by one that leads to its batch
+    is checked, preallocated tail or not."""
+    log, leftovers, _ = truncated_and_appended(tmp_path, cut_at=150, tail=True)
+    index = log.with_suffix(".index")
+    entries = [struct.unpack_from(">ii", index.read_bytes(), 8 * i) for i in range(leftovers[-1] + 1)]
+    last_kept = leftovers[0] - 1
+    inside = (entries[last_kept - 1][0], entries[last_kept - 1][1] + 5)
+    edited = [*entries[: last_kept - 1], inside, *entries[last_kept : leftovers[0]]]
+    write_index(log, edited, tail=bytes(8 * 2000))
+    assert [number for number, _ in flagged(log)] == [last_kept - 1]
+
+
+def test_garbage_at_the_end_of_a_preallocated_index_stays_a_mismatch(
+    follower: tuple[list[Built], list[tuple[int, int]], Path],
+) -> None:
+    """Entries at the end that lead to no batch but go back in offset or position among themselves are
+    not an index the broker wrote before a truncation: checked, and wrong."""
+    _, entries, log = follower
+    garbage = [(5_000_000, 9_000_000), (4_000_000, 8_000_000), (3_000_000, 7_000_000)]
+    write_index(log, entries + garbage, tail=bytes(8 * 1000))
+    assert [number for number, _ in flagged(log)] == [len(entries), len(entries) + 1]
 
 
 def test_an_entry_at_a_batch_starting_above_its_offset_is_a_mismatch(
