@@ -235,11 +235,12 @@ def decode_meta_properties(data: bytes, file: str) -> tuple[MetaProperties, list
         message = f"unknown meta.properties version {_cut(text)}"
         errors.append(_unreadable(file, positions["version"], message))
     elif version == 1:
-        for key in ("node.id", "cluster.id"):
-            if key not in properties:
-                errors.append(
-                    _unreadable(file, positions["version"], f"meta.properties version 1 has no {key!r}")
-                )
+        # One error at the version line for both (a quarantine row's key is its file and position).
+        missing = " or ".join(repr(key) for key in ("node.id", "cluster.id") if key not in properties)
+        if missing:
+            errors.append(
+                _unreadable(file, positions["version"], f"meta.properties version 1 has no {missing}")
+            )
     key = "node.id" if version == 1 else "broker.id"
     value = properties.get(key)
     if version in (0, 1) and value is not None and _java_int(value, _INT32) is None:

@@ -393,6 +393,8 @@ def test_a_long_bad_value_is_cut_in_its_one_line_message() -> None:
         # MetaProperties.Builder.build: "cluster.id was not found"; Integer.parseInt of "1 " fails (a
         # Properties value keeps its trailing whitespace); Uuid.fromString of "zzz" fails.
         (b"version=1\nnode.id=1\n", 0, "no 'cluster.id'"),
+        # Both missing: one error (a quarantine row's key is its file and position).
+        (b"version=1\n", 0, "no 'node.id' or 'cluster.id'"),
         (b"version=1\ncluster.id=x\nnode.id=1 \n", 23, "'1 ' is not an integer"),
         (b"version=1\ncluster.id=x\nnode.id=1\ndirectory.id=zzz\n", 33, "directory.id 'zzz' is not a UUID"),
         (b"version=0\nbroker.id=zero\n", 10, "not an integer"),
