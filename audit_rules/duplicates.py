@@ -124,7 +124,7 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
         .when(
             forgotten,
             F.lit(
-                f"the producer had been idle longer than producer.id.expiration.ms, so {profile.name} had "
+                f"the producer had been idle longer than {profile.expiration_setting}, so {profile.name} had "
                 f"forgotten it"
             ),
         )
@@ -137,7 +137,7 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
                 F.lit(
                     ", and it should have refused it either way: as out of sequence while it held the "
                     "producer's state, and once that state expired (idle longer than "
-                    f"producer.id.expiration.ms) as from a producer it did not know ({unknown_error}): a "
+                    f"{profile.expiration_setting}) as from a producer it did not know ({unknown_error}): a "
                     "broker bug, or producer state rolled back"
                 ),
             ),

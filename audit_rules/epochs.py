@@ -149,7 +149,9 @@ def epoch_starts(
     unchecked = F.when(
         expired,
         fmt(
-            " The producer had been idle %s ms, longer than producer.id.expiration.ms = %s: the broker had "
+            " The producer had been idle %s ms, longer than "
+            + (profile.expiration_setting if profile is not None else "producer.id.expiration.ms")
+            + " = %s: the broker had "
             "forgotten it and took the new epoch's sequence unchecked.",
             F.col("max_timestamp") - F.col("prev_event_timestamp"),
             F.lit(profile.producer_id_expiration_ms if profile is not None else None),

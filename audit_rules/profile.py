@@ -105,6 +105,20 @@ class Profile:
         return self.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
 
     @property
+    def expiration_setting(self) -> str:
+        """The broker setting `producer_id_expiration_ms` stands for: KIP-854's producer.id.expiration.ms
+        from 3.4; before it the broker expired producer ids after transactional.id.expiration.ms
+        (`LogManager`'s `maxPidExpirationMs = config.transactionalIdExpirationMs`)."""
+        return "producer.id.expiration.ms" if self.broker_line == "3.4" else "transactional.id.expiration.ms"
+
+    @property
+    def expiration_rule(self) -> str:
+        """SEQUENCE_GAP_UNVERIFIED's rule under this profile (the registry's names 3.4's setting)."""
+        if self.broker_line == "3.4":
+            return f"KIP-854 {self.expiration_setting}"
+        return f"{self.expiration_setting} (KIP-98 producer-id expiration)"
+
+    @property
     def accepts_unknown_producer(self) -> bool:
         """2.5+ accepts any sequence from a producer it has no state for (KAFKA-8710, KIP-360)."""
         return BROKER_LINES.index(self.broker_line) >= BROKER_LINES.index("2.5")

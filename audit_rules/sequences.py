@@ -266,7 +266,7 @@ def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:
             expired & zero,
             F.lit(
                 " Unless the producer restarted its sequence: it had been idle longer than "
-                f"producer.id.expiration.ms, so {profile.name} had forgotten it and took sequence 0 as "
+                f"{profile.expiration_setting}, so {profile.name} had forgotten it and took sequence 0 as "
                 "from a new producer."
             ),
         )
@@ -274,7 +274,7 @@ def sequence_regression(history: DataFrame, profile: Profile) -> DataFrame:
             # 2.5+ take any sequence from a producer they forgot: no client restarts mid-epoch elsewhere.
             expired,
             F.lit(
-                " The producer had been idle longer than producer.id.expiration.ms, so "
+                f" The producer had been idle longer than {profile.expiration_setting}, so "
                 f"{profile.name} had forgotten it and took the batch without checking its sequence."
             ),
         )
@@ -422,7 +422,7 @@ def sequence_gaps(
         "SEQUENCE_GAP_UNVERIFIED",
         F.concat(
             fmt(
-                jumped + " after %s ms idle, longer than producer.id.expiration.ms = %s: the broker had "
+                jumped + f" after %s ms idle, longer than {profile.expiration_setting} = %s: the broker had "
                 "forgotten the producer and did not check, so the loss of %s record(s) cannot be excluded.",
                 *jump,
                 elapsed,
@@ -432,6 +432,7 @@ def sequence_gaps(
             note,
         ),
         explained_by=F.lit("expiry"),
+        rule=F.lit(profile.expiration_rule),
         **common,
     )
     return lost.unionByName(unverified)

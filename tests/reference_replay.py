@@ -393,8 +393,8 @@ class _Replay:
             verdict = "a broker keeping its duplicate window should have caught it"
         elif forgotten:
             verdict = (
-                "the producer had been idle longer than producer.id.expiration.ms, so the broker had "
-                "forgotten it"
+                f"the producer had been idle longer than {self.profile.expiration_setting}, so the broker "
+                "had forgotten it"
             )
         elif evicted:
             verdict = "the log start offset passed the previous batch, so the broker had evicted the producer"

@@ -459,6 +459,32 @@ def test_a_marker_restarts_the_expiry_only_where_the_broker_line_times_it_from_m
     assert verdict in expected["message"], expected["message"]
 
 
+@pytest.mark.parametrize(
+    ("profile_name", "setting", "rule"),
+    [
+        ("kafka-2.5", "transactional.id.expiration.ms", "transactional.id.expiration.ms (KIP-98 "),
+        ("kafka-3.4", "producer.id.expiration.ms", "KIP-854 producer.id.expiration.ms"),
+    ],
+)
+def test_an_unverified_gap_names_the_setting_the_profiles_broker_expires_producers_by(
+    spark: SparkSession, profile_name: str, setting: str, rule: str
+) -> None:
+    """Before 3.4 (KIP-854) the broker expired producer ids after transactional.id.expiration.ms
+    (`LogManager`'s `maxPidExpirationMs`): a gap after eight idle days names that setting, and its rule."""
+    log = LogBuilder()
+    log.data(7, 0, 0)
+    log.wait(8 * DAY_MS)
+    log.data(7, 0, 5)
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema))
+    (finding,) = (
+        audit(bronze, load_profile(profile_name)).findings.where("kind = 'SEQUENCE_GAP_UNVERIFIED'").collect()
+    )
+    assert f"longer than {setting} = " in finding["message"], finding["message"]
+    assert finding["rule"].startswith(rule), finding["rule"]
+    other = "producer.id" if setting.startswith("transactional") else "transactional.id"
+    assert other not in finding["message"]
+
+
 def with_snapshot(
     spark: SparkSession, log: LogBuilder, at: int, *, epoch: int, sequence: int, last: dict[str, Any]
 ) -> Bronze:
