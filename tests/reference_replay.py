@@ -63,14 +63,20 @@ def reference_findings(
     log_start_offset: int,
     compacted: bool = False,
     sequenced: bool = True,
+    first_segment_base: int | None = None,
 ) -> list[Finding]:
     """The findings RULES.md defines for one log's batches (BATCHES rows), sorted by offset then kind;
-    `sequenced` False for a coordinator-written topic (`COORDINATOR_TOPICS`)."""
+    `sequenced` False for a coordinator-written topic (`COORDINATOR_TOPICS`); `first_segment_base`: the
+    first live segment's base offset where it lies below the log start (DeleteRecords), else None."""
     rows = list(batches)
     findings: list[Finding] = []
     findings += _crc_mismatches(rows)
     findings += _offset_overlaps(rows)
     replay = _Replay(profile, log_start_offset, compacted, _failed_data_batches(rows))
+    # RULES.md's first kept offset: what lies at or above it was never deleted.
+    replay.first_kept_offset = min(
+        log_start_offset, log_start_offset if first_segment_base is None else first_segment_base
+    )
     replay.free_before = _free_before(rows)
     for batch in sorted(_producer_batches(rows), key=_offset_order):
         replay.append(batch)
@@ -196,6 +202,7 @@ class _Replay:
         self.failed = failed or []
         self.profile = profile
         self.log_start_offset = log_start_offset
+        self.first_kept_offset = log_start_offset
         self.compacted = compacted
         # `_free_before` of the log's batches (set by `reference_findings`).
         self.free_before: dict[int, int] = {}
@@ -583,7 +590,7 @@ class _Replay:
         needed = _uncovered(0, base_sequence - 1, held + fills)
         if needed == 0:
             return  # all of them are later in the log: out of order (SEQUENCE_REGRESSION), not lost
-        below = max(min(self.log_start_offset, batch["base_offset"]), 0)
+        below = max(min(self.first_kept_offset, batch["base_offset"]), 0)
         # Where the cleaner may have passed: the offsets below the batch that no batch holds (other
         # producers' batches never held this one's), at least those below the log start.
         at = batch["base_offset"]

@@ -29,7 +29,7 @@ from audit_rules.replay import COPY_LOOKBACK
 from jobs.decode_tasks import WalkMarks
 from jobs.ingest import session_conf
 from jobs.profiles import available_profiles, load_profile
-from schemas.tables import BATCHES, PRODUCER_SNAPSHOTS, QUARANTINE
+from schemas.tables import BATCHES, PARTITION_STATE, PRODUCER_SNAPSHOTS, QUARANTINE
 from tests.reference_replay import COORDINATOR_TOPICS, reference_findings
 from tests.strategies import COMPACTED_TOPIC, DAY_MS, LogBuilder, LogHistory, log_histories
 from tests.table_rows import unreadable_region
@@ -457,6 +457,43 @@ def test_a_marker_restarts_the_expiry_only_where_the_broker_line_times_it_from_m
         if f["kind"] == "DUPLICATE_BATCH"
     ]
     assert verdict in expected["message"], expected["message"]
+
+
+def test_a_history_start_below_a_log_start_moved_inside_the_first_segment_is_judged_by_that_segment(
+    spark: SparkSession,
+) -> None:
+    """DeleteRecords moved the log start to 1000 inside the segment starting at 980 (the broker deletes a
+    segment only once the next one starts at or below the log start): offsets 980-989 are on disk and
+    hold another producer's records, so producer 7's first batch at 990 with sequence 985 had at most
+    980 offsets below it removed: 5 records are missing. Spark and the reference agree (RULES.md: the
+    first kept offset, not the log start)."""
+    log = LogBuilder(start_offset=980, file="/x/orders-0/00000000000000000980.log")
+    log.plain(10)
+    first = log.data(7, 0, 985, 1)["base_offset"]
+    log.data(7, 0, 986, 1)
+    bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), log_start_offset=980)
+    checkpoint = {
+        **{k: log.rows[0][k] for k in ("dump_id", "replica", "topic", "partition")},
+        "file": "/x/log-start-offset-checkpoint",
+        "position": 4,
+        "state": "log_start_offset",
+        "offset": 1000,
+        "leader_epoch": None,
+        "topic_id": None,
+    }
+    bronze = replace(bronze, partition_state=spark.createDataFrame([checkpoint], PARTITION_STATE.schema))
+    profile = load_profile()
+    found = [
+        (f["kind"], f["first_offset"], f["missing_records"])
+        for f in audit(bronze, profile).findings.where("kind LIKE 'HISTORY_%'").collect()
+    ]
+    assert found == [("HISTORY_START_MISSING", first, 5)]
+    expected = [
+        (f["kind"], f["first_offset"], f.get("missing_records"))
+        for f in reference_findings(log.rows, profile=profile, log_start_offset=1000, first_segment_base=980)
+        if f["kind"].startswith("HISTORY_")
+    ]
+    assert expected == found
 
 
 @pytest.mark.parametrize(
