@@ -70,6 +70,13 @@ ACKS_LEDGER = "acks"
 # A log directory's meta.properties: read on the driver for its broker id (discovery), and again here
 # only for its problems, which become quarantine rows (else a bad file left the replica unnamed unsaid).
 META_PROPERTIES = "meta.properties"
+# Files read here only for their problems, as quarantine rows: a `.timeindex` (the audit reads no time
+# index; its file-level faults, as `replay-audit dump` reports them), a KRaft `quorum-state` and a log
+# directory's `.kafka_cleanshutdown` (JSON).
+TIMEINDEX = "timeindex"
+QUORUM_STATE = "quorum-state"
+CLEAN_SHUTDOWN = "clean-shutdown"
+PROBLEMS_ONLY = frozenset({TIMEINDEX, QUORUM_STATE, CLEAN_SHUTDOWN})
 
 # The tables each unit kind feeds, besides `quarantine` (which every kind feeds).
 TABLES_OF_KIND: dict[str, frozenset[str]] = {
@@ -83,6 +90,9 @@ TABLES_OF_KIND: dict[str, frozenset[str]] = {
     PARTITION_METADATA: frozenset({"partition_state"}),
     ACKS_LEDGER: frozenset({"acks"}),
     META_PROPERTIES: frozenset(),
+    TIMEINDEX: frozenset(),
+    QUORUM_STATE: frozenset(),
+    CLEAN_SHUTDOWN: frozenset(),
 }
 
 # Tiered storage's (KIP-405) metadata topic: its records are the remote log metadata manager's events.
@@ -981,6 +991,12 @@ def _small_file_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
 def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str, Any]], list[DecodeError]]:
     from kafka_log_decoder import checkpoints, index_files, producer_snapshot
 
+    if unit.kind == TIMEINDEX:
+        # Preallocated to segment.index.bytes while active: streamed, not read whole.
+        try:
+            return [], [e for e in index_files.read_time_index(unit.file) if isinstance(e, DecodeError)]
+        except NotAKafkaArtifact as exc:
+            return [], [DecodeError(unit.file, 0, CorruptionKind.UNREADABLE_FILE, f"cannot read: {exc}")]
     try:
         with open(unit.file, "rb") as handle:
             data = handle.read()
@@ -1003,6 +1019,10 @@ def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str,
         return [_leader_epoch_row(ctx, e, p) for e, p in zip(epoch_entries, positions, strict=False)], errors
     if unit.kind == META_PROPERTIES:
         return [], checkpoints.decode_meta_properties(data, unit.file)[1]
+    if unit.kind == QUORUM_STATE:
+        return [], checkpoints.decode_quorum_state(data, unit.file)[1]
+    if unit.kind == CLEAN_SHUTDOWN:
+        return [], checkpoints.decode_clean_shutdown(data, unit.file)[1]
     if unit.kind == PARTITION_METADATA:
         metadata, errors = checkpoints.decode_partition_metadata(data, unit.file)
         if metadata is None:

@@ -402,12 +402,20 @@ def _files_of(item: Discovered, dump_id: str, replica: str | None) -> Iterator[_
             yield _file(dump_id, replica, None, None, checkpoint, dt.OFFSET_CHECKPOINT, log_dir, None)
         if item.meta_properties is not None:
             yield _file(dump_id, replica, None, None, item.meta_properties, dt.META_PROPERTIES, log_dir, None)
-        for info, kind in (
-            (item.clean_shutdown, "clean-shutdown"),
-            (item.bootstrap_checkpoint, "bootstrap-checkpoint"),
-        ):
-            if info is not None:
-                yield _file(dump_id, replica, None, None, info, kind, log_dir, None, carries_rows=False)
+        if item.clean_shutdown is not None:
+            yield _file(dump_id, replica, None, None, item.clean_shutdown, dt.CLEAN_SHUTDOWN, log_dir, None)
+        if item.bootstrap_checkpoint is not None:
+            yield _file(
+                dump_id,
+                replica,
+                None,
+                None,
+                item.bootstrap_checkpoint,
+                "bootstrap-checkpoint",
+                log_dir,
+                None,
+                False,
+            )
         yield from _excluded(item.excluded, dump_id, replica, None, None, log_dir)
         for partition_dir in item.partitions:
             yield from _partition_files(partition_dir, dump_id, replica, log_dir)
@@ -427,9 +435,7 @@ def _partition_files(
         if segment.index is not None:
             yield _file(dump_id, replica, t, n, segment.index, "index", log_dir, segment.base_offset, False)
         if segment.timeindex is not None:
-            yield _file(
-                dump_id, replica, t, n, segment.timeindex, "timeindex", log_dir, segment.base_offset, False
-            )
+            yield _file(dump_id, replica, t, n, segment.timeindex, dt.TIMEINDEX, log_dir, segment.base_offset)
         if segment.txnindex is not None:
             yield _file(dump_id, replica, t, n, segment.txnindex, dt.TXNINDEX, log_dir, segment.base_offset)
     for offset, info in p.snapshots:
@@ -441,7 +447,7 @@ def _partition_files(
     if p.partition_metadata is not None:
         yield _file(dump_id, replica, t, n, p.partition_metadata, dt.PARTITION_METADATA, log_dir, None)
     if p.quorum_state is not None:
-        yield _file(dump_id, replica, t, n, p.quorum_state, "quorum-state", log_dir, None, False)
+        yield _file(dump_id, replica, t, n, p.quorum_state, dt.QUORUM_STATE, log_dir, None)
     for kraft in p.kraft_snapshots:
         yield _file(dump_id, replica, t, n, kraft.file, "kraft-snapshot", log_dir, kraft.end_offset, False)
     yield from _excluded(p.excluded, dump_id, replica, t, n, log_dir)
@@ -461,7 +467,7 @@ def _file(
     row = _inventory_row(dump_id, replica, topic, partition, info, kind, log_dir, base_offset)
     unit = None
     if carries_rows and kind in dt.TABLES_OF_KIND:
-        if row["fingerprint"] is None:
+        if row["fingerprint"] is None and kind not in dt.PROBLEMS_ONLY:
             _require_readable(info.path)
         unit = dt.WorkUnit(kind, dump_id, replica, topic, partition, info.path, info.size)
     return row, unit

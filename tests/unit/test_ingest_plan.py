@@ -373,6 +373,54 @@ def test_a_meta_properties_with_problems_becomes_quarantine_rows_naming_them(tmp
     assert list(dt._small_file_rows(unit, "quarantine")) == []
 
 
+def test_a_corrupt_time_index_quorum_state_or_clean_shutdown_file_becomes_quarantine_rows(
+    tmp_path: Path,
+) -> None:
+    """A `.timeindex`, a KRaft `quorum-state` and a `.kafka_cleanshutdown` carry no rows of the audit's
+    tables; their decoders' problems were dropped, so a corrupt one said nothing. Each is now a unit of
+    the quarantine pass alone (never a usage error: nothing of the audit reads them)."""
+    from jobs import decode_tasks as dt
+
+    logs = tmp_path / "logs"
+    shutil.copytree(FOO_0, logs / "foo-0")
+    (logs / "meta.properties").write_text("version=0\nbroker.id=3\n")
+    timeindex = logs / "foo-0" / "00000000000000000000.timeindex"
+    good = timeindex.read_bytes()
+    assert good and len(good) % 12 == 0
+    (logs / ".kafka_cleanshutdown").write_text('{"version": 0, "brokerEpoch": ')
+    (logs / "foo-0" / "quorum-state").write_text("[1, 2]")
+    timeindex.write_bytes(good + b"\x01\x02\x03")
+    plan = plan_ingest(IngestOptions([LabeledPath("d", str(logs))], "unused"))
+    units = {u.kind: u for u in plan.units if u.kind in dt.PROBLEMS_ONLY}
+    assert set(units) == dt.PROBLEMS_ONLY
+    found = {
+        kind: [(r["kind"], r["position"], r["message"]) for r in dt._small_file_rows(unit, "quarantine")]
+        for kind, unit in units.items()
+    }
+    assert found[dt.TIMEINDEX] == [
+        (
+            "INDEX_MISMATCH",
+            len(good),
+            ".timeindex file ends with 3 bytes that do not form a whole 12-byte entry",
+        )
+    ]
+    ((kind, position, message),) = found[dt.CLEAN_SHUTDOWN]
+    assert (kind, position) == ("UNREADABLE_FILE", len('{"version": 0, "brokerEpoch": '))
+    assert message.startswith("malformed JSON")
+    assert found[dt.QUORUM_STATE] == [("UNREADABLE_FILE", 0, "expected a JSON object, found list")]
+    assert not any(
+        dt.feeds(unit, table) for unit in units.values() for table in ("batches", "partition_state")
+    )
+    # The good ones have no problem to report.
+    timeindex.write_bytes(good)
+    (logs / ".kafka_cleanshutdown").write_text("")
+    (logs / "foo-0" / "quorum-state").write_text('{"leaderId": 1, "leaderEpoch": 2}')
+    plan = plan_ingest(IngestOptions([LabeledPath("d", str(logs))], "unused"))
+    assert [
+        r for u in plan.units if u.kind in dt.PROBLEMS_ONLY for r in dt._small_file_rows(u, "quarantine")
+    ] == []
+
+
 def test_names_not_utf8_reach_the_tables_escaped_and_their_files_are_still_read(tmp_path: Path) -> None:
     r"""A dump copied under a Latin-1 name (`dump\xe9/`), holding a stray `notes\xff.txt` beside a
     segment: the inventory and the decoded rows could not become Arrow (lone surrogates), and the
