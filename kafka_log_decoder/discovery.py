@@ -259,6 +259,17 @@ def _discover_directory(path: str, next_offset: NextOffset | None) -> list[Disco
     if parsed is not None and _holds_partition_files(path):
         return [_scan_partition_dir(path, parsed[0], parsed[1], next_offset)]
     if _is_log_dir(path):
+        nested = [
+            entry.name
+            for entry in _sorted_entries(path)
+            if entry.is_dir() and not _holds_partition_files(entry.path) and _is_log_dir(entry.path)
+        ]
+        if nested:
+            # Read as one log directory, each nested one would be a "partition" whose files are left out.
+            raise NotAKafkaArtifact(
+                f"{path}: holds log directories ({_names(nested)}) beside what a log directory holds "
+                "(partition directories or checkpoint files): give each log directory as its own input"
+            )
         return [_scan_log_dir(path, next_offset)]
     log_dirs: list[Discovered] = [
         _scan_log_dir(entry.path, next_offset)
@@ -270,6 +281,11 @@ def _discover_directory(path: str, next_offset: NextOffset | None) -> list[Disco
             f"{path}: not a Kafka partition directory, log directory or directory of log directories"
         )
     return log_dirs
+
+
+def _names(names: list[str], most: int = 3) -> str:
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 def first_dumping_line(path: str) -> tuple[int, bytes] | None:

@@ -482,6 +482,24 @@ def test_log_directories_named_like_partitions_inside_a_container(tmp_path: Path
     ]
 
 
+def test_log_directories_beside_a_partition_directory_are_a_usage_error_naming_them(tmp_path: Path) -> None:
+    """A folder of broker log directories with a stray partition directory beside them read as one log
+    directory whose "partitions" were the brokers (topic `broker`): every broker's files were left out
+    and the run said nothing. Refused, naming them; alone, the log directories read as before."""
+    for broker in ("broker-1", "broker-2"):
+        touch(tmp_path / "dump" / broker / "meta.properties", f"broker.id={broker[-1]}\n".encode())
+        touch(tmp_path / "dump" / broker / "orders-0" / name(0, ".log"))
+    touch(tmp_path / "dump" / "extra-0" / name(0, ".log"))
+    with pytest.raises(NotAKafkaArtifact, match=r"holds log directories \(broker-1, broker-2\) beside"):
+        discover([tmp_path / "dump"])
+    shutil.rmtree(tmp_path / "dump" / "extra-0")
+    found = all_of(discover([tmp_path / "dump"]), LogDir)
+    assert [(Path(d.path).name, d.replica_id, names(d)) for d in found] == [
+        ("broker-1", 1, ["orders-0"]),
+        ("broker-2", 2, ["orders-0"]),
+    ]
+
+
 def test_a_log_directory_with_only_checkpoints_is_recognised(tmp_path: Path) -> None:
     touch(tmp_path / "logs" / "recovery-point-offset-checkpoint", b"0\n0\n")
     found = only(discover([tmp_path / "logs"]), LogDir)
