@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import sys
 import time
 import uuid
@@ -233,6 +234,11 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
     ledgers: dict[str, str] = {}
     for ledger in options.acks:
         path = _usable_path(ledger.path)
+        if not os.path.isdir(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            # A FIFO (`--acks <(...)`) would block the reader, and its format sniff would eat its rows.
+            raise UsageError(
+                f"{ledger.path}: not a regular file (a FIFO, socket or device): write the ledger to a file"
+            )
         parts = _ledger_parts(ledger.path, path)
         root = path if os.path.isdir(path) else None
         for part in parts:

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jobs.ingest import IngestOptions, LabeledPath, plan_ingest
 from tests.paths import REAL_FIXTURES
 
@@ -449,6 +451,18 @@ def test_names_not_utf8_reach_the_tables_escaped_and_their_files_are_still_read(
     ]
     assert rows and all(r["file"].startswith(escaped) for r in rows)
     assert {r["file"] for r in rows} <= {r["file"] for r in files if r["is_live"]}
+
+
+def test_a_fifo_given_as_a_ledger_is_a_usage_error_not_a_hang(tmp_path: Path) -> None:
+    """`--acks <(cat acks.jsonl)` or a named pipe: the planner's format sniff blocked on it forever
+    (with no writer) or ate its first rows."""
+    from jobs.ingest import UsageError
+
+    fifo = tmp_path / "acks.jsonl"
+    os.mkfifo(fifo)
+    options = IngestOptions([LabeledPath("d", str(FOO_0))], "unused", acks=[LabeledPath("a", str(fifo))])
+    with pytest.raises(UsageError, match=r"acks.jsonl: not a regular file \(a FIFO"):
+        plan_ingest(options)
 
 
 def test_a_file_that_is_no_ledger_given_as_one_is_a_usage_error_not_a_crash(tmp_path: Path) -> None:
