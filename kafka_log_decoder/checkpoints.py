@@ -119,11 +119,16 @@ def _decode_checkpoint(
     version_position, version_line = lines[0]
     read_version = _java_int(version_line, _INT32)
     if read_version is None:
-        return [], [_unreadable(file, version_position, f"malformed version line {_cut(version_line)}")]
+        return [], [
+            _unreadable(file, version_position, f"malformed version line {_cut(version_line)}", version_line)
+        ]
     if read_version != version:
         return [], [
             _unreadable(
-                file, version_position, f"unrecognised checkpoint version {read_version} (expected {version})"
+                file,
+                version_position,
+                f"unrecognised checkpoint version {read_version} (expected {version})",
+                version_line,
             )
         ]
     if len(lines) == 1:
@@ -131,14 +136,16 @@ def _decode_checkpoint(
     count_position, count_line = lines[1]
     expected = _java_int(count_line, _INT32)
     if expected is None or expected < 0:
-        errors.append(_unreadable(file, count_position, f"malformed entry count line {_cut(count_line)}"))
+        errors.append(
+            _unreadable(file, count_position, f"malformed entry count line {_cut(count_line)}", count_line)
+        )
     entries: list[_Entry] = []
     for number, (position, line) in enumerate(lines[2:], start=3):
         entry = parse(_java_split(line))
         if entry is None:
             errors.append(
                 _unreadable(
-                    file, position, f"malformed line {number} {_cut(line)} (expected '{entry_format}')"
+                    file, position, f"malformed line {number} {_cut(line)} (expected '{entry_format}')", line
                 )
             )
         else:
@@ -147,7 +154,9 @@ def _decode_checkpoint(
     # The broker stops at the first malformed line (CheckpointReadBuffer.read): no count check after one.
     if expected is not None and expected >= 0 and expected != found and len(entries) == found:
         errors.append(
-            _unreadable(file, count_position, f"checkpoint declares {expected} entries but holds {found}")
+            _unreadable(
+                file, count_position, f"checkpoint declares {expected} entries but holds {found}", count_line
+            )
         )
     return entries, errors
 
@@ -165,41 +174,47 @@ def decode_partition_metadata(data: bytes, file: str) -> tuple[PartitionMetadata
     version_field = _metadata_field(data, lines, 0, "version", file)
     if isinstance(version_field, DecodeError):
         return None, [version_field]
-    version_position, version_value = version_field
+    version_position, version_value, version_line = version_field
     version = _java_int(version_value, _INT32)
     if version is None:
-        return None, [_unreadable(file, version_position, f"malformed version {_cut(version_value)}")]
+        return None, [
+            _unreadable(file, version_position, f"malformed version {_cut(version_value)}", version_line)
+        ]
     # Newer versions are accepted, for downgrades; only negative ones are rejected.
     if version < PARTITION_METADATA_VERSION:
         return None, [
-            _unreadable(file, version_position, f"unrecognised partition metadata version {version}")
+            _unreadable(
+                file, version_position, f"unrecognised partition metadata version {version}", version_line
+            )
         ]
     topic_id_field = _metadata_field(data, lines, 1, "topic_id", file)
     if isinstance(topic_id_field, DecodeError):
         return None, [topic_id_field]
-    topic_id_position, topic_id = topic_id_field
+    topic_id_position, topic_id, topic_id_line = topic_id_field
     if not _is_uuid(topic_id):
-        return None, [_unreadable(file, topic_id_position, f"topic_id {_cut(topic_id)} is not a base64 UUID")]
+        message = f"topic_id {_cut(topic_id)} is not a base64 UUID"
+        return None, [_unreadable(file, topic_id_position, message, topic_id_line)]
     # Uuid.toString prints no padding; Uuid.fromString's decoder takes it, and ignores the last
     # character's 4 bits past the 128: one id, written one way (the string of its 16 bytes).
     canonical = kafka_uuid(_uuid_bytes(topic_id))
     if canonical == _ZERO_UUID:
-        return None, [_unreadable(file, topic_id_position, "topic_id is the zero UUID")]
+        return None, [_unreadable(file, topic_id_position, "topic_id is the zero UUID", topic_id_line)]
     return PartitionMetadata(file, version, canonical, topic_id_position), []
 
 
 def _metadata_field(
     data: bytes, lines: list[tuple[int, str]], number: int, key: str, file: str
-) -> tuple[int, str] | DecodeError:
-    """`key: value` on line `number` (0-based), split on `:` plus whitespace like the broker."""
+) -> tuple[int, str, str] | DecodeError:
+    """`key: value` on line `number` (0-based), split on `:` plus whitespace like the broker: the line's
+    position, the value and the line."""
     if number >= len(lines):
         return _unreadable(file, len(data), f"missing line {number + 1} '{key}: ...'")
     position, line = lines[number]
     parts = re.split(r":[ \t\n\x0b\f\r]+", line, maxsplit=1)
     if len(parts) != 2 or parts[0] != key:
         message = f"malformed line {number + 1} {_cut(line)} (expected '{key}: ...')"
-        return _unreadable(file, position, message)
-    return position, parts[1]
+        return _unreadable(file, position, message, line)
+    return position, parts[1], line
 
 
 def _is_uuid(text: str) -> bool:
@@ -454,5 +469,8 @@ def _cut(text: str | None) -> str:
     return quoted if len(quoted) <= 160 else quoted[:160] + "..."
 
 
-def _unreadable(file: str, position: int, message: str) -> DecodeError:
-    return DecodeError(file, position, CorruptionKind.UNREADABLE_FILE, message)
+def _unreadable(file: str, position: int, message: str, line: str | None = None) -> DecodeError:
+    """An UNREADABLE_FILE error at `position`; its region is the `line` there (its bytes, without the
+    line break) where the problem is a line's."""
+    length = len(line.encode()) if line else None
+    return DecodeError(file, position, CorruptionKind.UNREADABLE_FILE, message, length)

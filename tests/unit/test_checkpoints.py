@@ -496,3 +496,22 @@ def test_the_topic_id_line_is_found_where_a_lone_carriage_return_ends_the_versio
         metadata, errors = decode_partition_metadata(data, "partition.metadata")
         assert errors == [] and metadata is not None
         assert metadata.topic_id_position == position
+
+
+@pytest.mark.parametrize(
+    ("decode", "data", "position", "length"),
+    [
+        # A malformed entry line, a count line the entries contradict, a version line, and the lines of a
+        # partition.metadata: the region is the line's bytes (UTF-8), without its line break.
+        (decode_offset_checkpoint, "0\n2\nt 0 5\nt zéro 6\n".encode(), 10, len("t zéro 6".encode())),
+        (decode_offset_checkpoint, b"0\n3\nt 0 5\n", 2, 1),
+        (decode_leader_epoch_checkpoint, b"7x\r\n1\n0 0\n", 0, 2),
+        (decode_partition_metadata, b"version: 0\ntopic_id:   nope\n", 11, len("topic_id:   nope")),
+        (decode_partition_metadata, b"version: -1\ntopic_id: x\n", 0, len("version: -1")),
+        (decode_partition_metadata, b"version 0\n", 0, len("version 0")),
+    ],
+)
+def test_a_bad_lines_error_spans_the_line(decode: Any, data: bytes, position: int, length: int) -> None:
+    """Quarantine rows give a byte range: a bad line's error covers it (the length was left null)."""
+    _, errors = decode(data, "f")
+    assert [(e.position, e.length) for e in errors] == [(position, length)]
