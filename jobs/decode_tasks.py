@@ -1157,14 +1157,8 @@ def ledger_columns(path: str, root: str | None = None) -> list[str]:
                 raise ValueError("the ledger is empty")
             if len(first) >= _LEDGER_HEADER_CHARS and not first.endswith("\n"):
                 raise ValueError(f"its first line runs past {_LEDGER_HEADER_CHARS} characters")
-    if fmt == "json":
-        try:
-            value = json.loads(first)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ValueError(f"first line is not JSON: {getattr(exc, 'msg', 'nested too deep')}") from None
-        if not isinstance(value, dict):
-            raise ValueError("first line is not a JSON object")
-        return list(value)
+        if fmt == "json":
+            return _json_ledger_columns(first, handle)
     # Read as `_ledger_rows` reads the header: `"topic", "partition"` names partition, not ` "partition"`.
     try:
         return [c.strip() for c in next(csv.reader([first], skipinitialspace=True), [])]
@@ -1174,6 +1168,37 @@ def ledger_columns(path: str, root: str | None = None) -> list[str]:
 
 # How long a ledger's first line (its CSV header or first JSON object) may be.
 _LEDGER_HEADER_CHARS = 1 << 16
+# How many lines of a JSON-lines ledger are read for its columns.
+_LEDGER_SNIFF_LINES = 64
+
+
+def _json_ledger_columns(first: str, handle: Any) -> list[str]:
+    """The keys of a JSON-lines ledger's objects, from its first lines up to the first that holds every
+    column `ACKS_REQUIRED` names (at most `_LEDGER_SNIFF_LINES`): a torn or incomplete first row is one
+    bad row (quarantined when the rows are read), not a ledger refused whole. An error where none of
+    them is a JSON object."""
+    keys: dict[str, None] = {}
+    problem = None
+    line = first
+    for _ in range(_LEDGER_SNIFF_LINES):
+        if line.strip():
+            try:
+                value = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                problem = problem or f"first line is not JSON: {getattr(exc, 'msg', 'nested too deep')}"
+            else:
+                if isinstance(value, dict):
+                    keys.update(dict.fromkeys(value))
+                    if all(column in value for column in ACKS_REQUIRED):
+                        break
+                else:
+                    problem = problem or "first line is not a JSON object"
+        line = handle.readline(_LEDGER_HEADER_CHARS)
+        if not line:
+            break
+    if not keys:
+        raise ValueError(problem or "the ledger is empty")
+    return list(keys)
 
 
 # A ledger row, or why it cannot be read; where it starts (a byte position in a text ledger, the row's

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from jobs import decode_tasks as dt
 
@@ -399,3 +400,25 @@ def test_a_csv_headers_quoted_comma_is_no_space_after_a_comma_and_a_spaced_quote
         (4, "plain"),
     ]
     assert read(ledger)[1] == []
+
+
+def test_a_json_ledger_whose_first_row_is_torn_or_incomplete_keeps_its_other_rows(tmp_path: Path) -> None:
+    """The columns were judged from the first line alone: a torn first row (a ledger written while the
+    process died, then appended to) or one without an offset refused the whole ledger (exit 2), though
+    the same row on line 2 is one quarantined row. The first lines are read up to one with every
+    column; a file with no JSON object in them is still refused."""
+    from jobs.ingest import UsageError, check_ledger
+
+    for first in ('{"topic": "t", "partit', json.dumps({"topic": "t", "partition": 0})):
+        ledger = tmp_path / "acks.jsonl"
+        ledger.write_text("\n".join([first, ack(1), ack(2)]) + "\n")
+        check_ledger(str(ledger))
+        acks, bad = read(ledger)
+        assert acks == [1, 2]
+        assert [(position, message.split(":")[0]) for position, _, message in bad] == [(0, "acks row 0")]
+    ledger.write_text('{"topic": "t"\n[1, 2]\n')
+    with pytest.raises(UsageError, match="first line is not JSON"):
+        check_ledger(str(ledger))
+    ledger.write_text(json.dumps({"topic": "t", "partition": 0}) + "\n")
+    with pytest.raises(UsageError, match=r"lacks column\(s\) offset"):
+        check_ledger(str(ledger))
