@@ -344,15 +344,24 @@ class FileSummary:
     producer_ids: set[int] = field(default_factory=set)
     first_offset: int | None = None
     last_offset: int | None = None
+    # A DumpLogSegments text: its batches print records only when it was dumped with --deep-iteration,
+    # and the last batch of each file of a text before 2.2 prints no size (-1).
+    text: bool = False
+    # A text's data batch whose records have not been seen yet: its header's count.
+    _unseen: int = 0
 
     def add(self, item: Any, *, records_mode: bool) -> None:
         if isinstance(item, BatchHeader):
+            self.records += self._unseen
+            self._unseen = 0
             self.batches += 1
-            self.bytes += item.size_bytes
+            self.bytes += max(item.size_bytes, 0)
             # With --records, the records decoded; a control batch's (markers) are never emitted as
             # `record` items, so its header counts them in both modes.
             if not records_mode or item.is_control:
                 self.records += item.count
+            elif self.text:
+                self._unseen = item.count
             if not item.crc_valid:
                 self.crc_failures += 1
             if item.producer_id >= 0:
@@ -361,6 +370,8 @@ class FileSummary:
                 self.first_offset = item.base_offset
             self.last_offset = item.last_offset
         elif isinstance(item, Record):
+            # A batch printed with its records: they are counted one by one.
+            self._unseen = 0
             self.records += 1
         elif isinstance(item, DecodeError):
             self.errors += 1
@@ -370,7 +381,7 @@ class FileSummary:
             "type": "summary",
             "file": self.file,
             "batches": self.batches,
-            "records": self.records,
+            "records": self.records + self._unseen,
             "bytes": self.bytes,
             "crc_failures": self.crc_failures,
             "errors": self.errors,
@@ -399,7 +410,7 @@ def run_dump(paths: list[str], *, records: bool, summary: bool, out: TextIO) -> 
     """Write the JSON lines; the exit status of audit-contract §2 (1 when an error-severity kind was seen)."""
     failing = False
     for path, kind in expand_paths(paths):
-        file_summary = FileSummary(str(path))
+        file_summary = FileSummary(str(path), text=kind == "dump-log-text")
         remote_log_metadata = path.parent.name.startswith(REMOTE_LOG_METADATA_DIR)
         for item in _read_items(path, records=records, kind=kind):
             if isinstance(item, DecodeError) and item.kind in FAILING_KINDS:

@@ -494,3 +494,22 @@ def test_a_java_failure_closes_with_its_java_cause(
         "replay-audit: audit failed: Py4JJavaError: org.apache.spark.sql.AnalysisException: "
         "[DATA_SOURCE_NOT_FOUND] delta (exit 3"
     ), last
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["kafka-2.1-shallow.txt", "kafka-3.0-deep-iteration.txt", "kafka-2.1-deep-iteration-print-data-log.txt"],
+)
+def test_a_texts_summary_counts_its_records_with_or_without_records(text: str) -> None:
+    """A text dumped without --deep-iteration prints no record lines: `dump --records --summary` counted
+    only its control batches' records. Its batches' counts stand for them; a deep text's record lines
+    are counted as before (the same total). A batch a text before 2.2 prints without its size (-1) adds
+    no bytes."""
+    path = REPO / "tests" / "golden" / "dump_log_text" / text
+    _, (headers,) = dump(path, summary=True)
+    _, (records,) = dump(path, records=True, summary=True)
+    assert records == headers
+    _, items = dump(path, records=True)
+    batches = [o for o in items if o["type"] == "batch"]
+    assert headers["records"] == sum(b["count"] for b in batches) > 0
+    assert headers["bytes"] == sum(max(b["size_bytes"], 0) for b in batches)
