@@ -59,6 +59,8 @@ from kafka_log_decoder.constants import (
     END_TXN_MARKER_TYPES,
     INDEX_FILE_SUFFIX,
     LEGACY_TIMESTAMP_TYPE_MASK,
+    MAGIC_VALUE_V0,
+    MAGIC_VALUE_V1,
     MAGIC_VALUE_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -833,7 +835,9 @@ class _DumpLogTextParser:
             if line.startswith("| ") or (self.in_skipped_content and not _STRUCTURAL.match(line)):
                 self.unreadable_lines += 1
                 error = self.unreadable_batch
-                self.unreadable_batch = replace(error, length=line_start + length - error.position)
+                if error.file == self.source:
+                    # A bad region of the text: it runs over the batch's lines.
+                    self.unreadable_batch = replace(error, length=line_start + length - error.position)
                 # A record line with a key or payload may go on over the next lines.
                 self.in_skipped_content = not line.startswith("| ") or _may_have_free_text(line)
                 return out
@@ -972,6 +976,22 @@ class _DumpLogTextParser:
                 header = _in_range(_batch_header(self.file, fields))
             except (_LineError, ValueError) as exc:
                 raise _BatchLineError(str(exc)) from None
+            if header.magic not in (MAGIC_VALUE_V0, MAGIC_VALUE_V1, MAGIC_VALUE_V2):
+                # The magic byte lies outside the CRC: the tool prints the batch (and reads its records
+                # as v2) where the binary decoders skip the entry, unreadable. So here: the batch's
+                # region of the segment, its record lines with it.
+                size = header.size_bytes if header.size_bytes > 0 else None
+                self.unreadable_batch = DecodeError(
+                    header.file,
+                    header.position,
+                    CorruptionKind.UNREADABLE_BATCH,
+                    f"unknown magic {header.magic} (DumpLogSegments printed the batch: its magic byte lies "
+                    "outside the CRC)",
+                    size,
+                )
+                self.unreadable_lines = 0
+                self.end_of_batches = header.position + (size or 0)
+                return
             self._start_batch(header, out)
         elif first == "offset" and fields.has("keySize"):
             self._pre_2_2_deep_line(fields, out)

@@ -217,6 +217,39 @@ def test_the_tools_exception_on_a_segments_tail_is_the_segments_finding(tmp_path
     assert "DumpLogSegments stopped here: CorruptRecordException: Found record size 0" in errors[0].message
 
 
+def test_a_batch_whose_magic_byte_is_unknown_is_unreadable_as_the_binary_decoders_say(tmp_path: Path) -> None:
+    """The magic byte lies outside the CRC: the tool prints the batch (`magic: 5 ... isvalid: true`) and
+    its records, read as v2. The binary decoders skip it as unreadable by its length; the text's rows
+    were a valid batch of magic 5 and its records. Now the same rows: an UNREADABLE_BATCH over the
+    batch's bytes, its records left out, the batches around it read."""
+    source = next(
+        p
+        for p in dumped_files(REAL)
+        if p.suffix == ".log" and sum(isinstance(r, BatchHeader) for r in read_log_segment(p)) >= 3
+    )
+    headers = [r for r in read_log_segment(source) if isinstance(r, BatchHeader)]
+    second = headers[1]
+    assert second.magic == 2
+    segment = tmp_path / source.parent.name / source.name
+    segment.parent.mkdir()
+    data = bytearray(source.read_bytes())
+    data[second.position + 16] = 5
+    segment.write_bytes(bytes(data))
+    text = tmp_path / "dump.txt"
+    text.write_text(run_dump_log_segments([segment], deep_iteration=True))
+    assert "magic: 5" in text.read_text()
+    rows = list(read_dump_log_text(text))
+    binary = list(read_log_segment(segment, records=True))
+    assert (
+        [(e.position, e.length, e.kind) for e in rows if isinstance(e, DecodeError)]
+        == [(e.position, e.length, e.kind) for e in binary if isinstance(e, DecodeError)]
+        == [(second.position, second.size_bytes, CorruptionKind.UNREADABLE_BATCH)]
+    )
+    assert [fields_in_text(r) for r in rows if not isinstance(r, DecodeError)] == [
+        fields_in_text(r) for r in binary if not isinstance(r, DecodeError)
+    ]
+
+
 def test_a_snapshot_the_tool_refuses_is_the_snapshots_corruption(tmp_path: Path) -> None:
     """A producer snapshot whose CRC fails: the tool prints why instead of its entries, a line that was
     an unreadable line of the text. It is the snapshot's SNAPSHOT_CORRUPT, as its binary decode says."""
