@@ -791,6 +791,9 @@ class _DumpLogTextParser:
         self.end_of_batches = 0
         # The index entries dumped from the current file, for where the tool stopped in an index.
         self.index_entries = 0
+        # A record line was read: the tool was run with --deep-iteration (or --print-data-log), so it
+        # read every batch's records after printing its line.
+        self.deep = False
         # The offset after the last batch of the current file (at first the file's base offset): where a
         # shallow legacy wrapper, whose line names only its last offset, starts.
         self.next_offset = -1
@@ -1101,6 +1104,7 @@ class _DumpLogTextParser:
         return _Batch(_in_range(header), synthesized=True)
 
     def _add_record(self, batch: _Batch, fields: _Fields) -> None:
+        self.deep = True
         key_size, value_size = fields.integer("keySize"), fields.integer("valueSize")
         record = Record(
             file=batch.header.file,
@@ -1133,6 +1137,7 @@ class _DumpLogTextParser:
         check is SNAPSHOT_CORRUPT; a log's unreadable bytes a TRUNCATED_TAIL at the end of its last
         batch (length unknown), as the tool reads no further."""
         assert self.file is not None
+        stopped_in = self.batch
         self._flush_batch(out)
         thrown = exception.rsplit(".", 1)[-1]
         said = f"DumpLogSegments stopped here: {thrown}: {message}".rstrip(": ")
@@ -1161,6 +1166,29 @@ class _DumpLogTextParser:
             )
         elif self.file.endswith(".snapshot"):
             out.append(DecodeError(self.file, 0, CorruptionKind.SNAPSHOT_CORRUPT, said))
+        elif (
+            self.deep
+            and stopped_in is not None
+            and not stopped_in.synthesized
+            and not stopped_in.header.is_control
+            and stopped_in.records < stopped_in.header.count
+            # FileLogInputStream's own stops (reading the next batch's header) name the file.
+            and " in file " not in message
+        ):
+            # A deep dump prints a batch's line, then reads its records: it stopped inside them (a
+            # compressed payload that does not inflate, a record that does not frame), where the binary
+            # decoders keep the header and call the batch's records unreadable.
+            header = stopped_in.header
+            out.append(
+                DecodeError(
+                    self.file,
+                    header.position,
+                    CorruptionKind.UNREADABLE_BATCH,
+                    f"{said}; the tool stopped reading this batch's records after {stopped_in.records} of "
+                    f"{header.count}, and the rest of the file was not dumped",
+                    header.size_bytes if header.size_bytes > 0 else None,
+                )
+            )
         else:
             kind = (
                 CorruptionKind.TRUNCATED_TAIL if "Corrupt" in exception else CorruptionKind.UNREADABLE_BATCH

@@ -11,6 +11,7 @@ aborts, non-idempotent, gzip/snappy/lz4/zstd data). No skips: without Java or th
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -248,6 +249,39 @@ def test_a_batch_whose_magic_byte_is_unknown_is_unreadable_as_the_binary_decoder
     assert [fields_in_text(r) for r in rows if not isinstance(r, DecodeError)] == [
         fields_in_text(r) for r in binary if not isinstance(r, DecodeError)
     ]
+
+
+def test_a_deep_dump_that_stops_inside_a_batchs_records_blames_that_batch(tmp_path: Path) -> None:
+    """A gzip batch whose CRC holds but whose stream does not inflate (its trailer corrupt): the tool
+    prints the batch's line, then dies reading its records. The stop was placed after the batch, as
+    if the next, healthy batch were unreadable, and the failed batch counted as read. Now it is the
+    failed batch's UNREADABLE_BATCH, as the binary decoders say."""
+    import crc32c
+
+    from tests.builders import V2Batch, build_v2
+
+    first = build_v2(V2Batch(base_offset=0, records=[(b"k", b"v0")], producer_id=9, base_sequence=0))
+    records = [(b"k", b"x" * 200), (b"k", b"y" * 200)]
+    bad = bytearray(
+        build_v2(V2Batch(base_offset=1, records=records, codec="gzip", producer_id=9, base_sequence=1))
+    )
+    bad[-6] ^= 0xFF
+    struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
+    last = build_v2(V2Batch(base_offset=3, records=[(b"k", b"v3")], producer_id=9, base_sequence=3))
+    segment = tmp_path / "orders-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(first + bytes(bad) + last)
+    captured = captured_with_stderr(tool_command([segment], "--deep-iteration"))
+    assert captured.returncode != 0 and b"GZIP" in captured.stdout, captured.stdout[-800:]
+    text = tmp_path / "dump.txt"
+    text.write_bytes(captured.stdout)
+    errors = [(e.file, e.position, e.kind) for e in read_dump_log_text(text) if isinstance(e, DecodeError)]
+    binary = [
+        (e.file, e.position, e.kind)
+        for e in read_log_segment(segment, records=True)
+        if isinstance(e, DecodeError)
+    ]
+    assert errors == binary == [(str(segment), len(first), CorruptionKind.UNREADABLE_BATCH)]
 
 
 def test_a_snapshot_the_tool_refuses_is_the_snapshots_corruption(tmp_path: Path) -> None:

@@ -184,3 +184,25 @@ def test_the_tools_stop_ends_a_payload_printed_shorter_than_its_size() -> None:
     values = [i.value for i in items if hasattr(i, "value")]
     assert values == [b"5"], items
     assert isinstance(items[-1], DecodeError) and items[-1].kind == CorruptionKind.TRUNCATED_TAIL
+
+
+RECORDS_STOPPED = (
+    'Exception in thread "main" org.apache.kafka.common.KafkaException: Error checking for remaining bytes '
+    "after reading batch"
+)
+
+
+def test_a_deep_dumps_stop_inside_a_batchs_records_is_that_batchs_and_a_shallow_dumps_the_next() -> None:
+    """With record lines (--deep-iteration), a stop after a batch line and fewer record lines than its
+    count is inside its records: its UNREADABLE_BATCH, over its bytes. Without them, the tool read no
+    records: the stop is at the next batch's header, after the last batch printed."""
+    record = "| offset: 0 CreateTime: 5 keySize: -1 valueSize: 1 sequence: 0 headerKeys: [] payload: a"
+    deep = parse(f"Dumping {BASE}.log", BATCH, record, RECORDS_STOPPED)
+    error = deep[-1]
+    assert isinstance(error, DecodeError)
+    assert (error.position, error.length, error.kind) == (0, 200, CorruptionKind.UNREADABLE_BATCH)
+    assert "after 1 of 2" in error.message
+    shallow = parse(f"Dumping {BASE}.log", BATCH, RECORDS_STOPPED)
+    error = shallow[-1]
+    assert isinstance(error, DecodeError)
+    assert (error.position, error.kind) == (200, CorruptionKind.UNREADABLE_BATCH)
