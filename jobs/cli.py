@@ -143,9 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the job failed: its traceback, then one line and a status of its own
         traceback.print_exc()
         first = next((line for line in _cause(exc).splitlines() if line.strip()), "")[:300]
+        from jobs import spark_session
+
+        log = "" if spark_session.JVM_LOG is None else f", Spark's log in {spark_session.JVM_LOG}"
         print(
             f"replay-audit: {args.command} failed: {type(exc).__name__}: {first} (exit {FAILED_STATUS}: "
-            "the job failed, not the audit; the traceback is above)",
+            f"the job failed, not the audit; the traceback is above{log})",
             file=sys.stderr,
         )
         return FAILED_STATUS

@@ -1253,7 +1253,7 @@ def run_cli(args: Any) -> int:
     _check_output_outside(options.output, [p.path for p in options.inputs])
     planned_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    spark = get_spark("replay-audit ingest", job_local_conf("ingest"))
+    spark = get_spark("replay-audit ingest", job_local_conf("ingest"), quiet_jvm=True)
     if args.catalog_schema:
         from jobs.catalog import check_schema
 

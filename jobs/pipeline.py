@@ -51,7 +51,7 @@ def run_cli(args: Any) -> int:
     if args.command == "audit" and not is_uri(args.output):
         # A local output never ingested: one line now, not after a JVM's start-up and its log on stderr.
         check_bronze(args.output)
-    spark = get_spark(f"replay-audit {args.command}", job_local_conf(args.command))
+    spark = get_spark(f"replay-audit {args.command}", job_local_conf(args.command), quiet_jvm=True)
     if args.catalog_schema:
         check_schema(spark, args.catalog_schema, args.output)  # before the work, not after it
     tables = run_ingest(spark, options, plan=plan).tables if args.command == "run" else {}

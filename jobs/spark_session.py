@@ -10,8 +10,10 @@ settings belong to whoever started the cluster (ecosystem.md §1.6).
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -199,8 +201,12 @@ def on_managed_cluster() -> bool:
     )
 
 
-def get_spark(app_name: str = "replay-audit", extra_conf: Mapping[str, str] | None = None) -> SparkSession:
-    """The active session if there is one (or the platform's), else a new local Delta session."""
+def get_spark(
+    app_name: str = "replay-audit", extra_conf: Mapping[str, str] | None = None, *, quiet_jvm: bool = False
+) -> SparkSession:
+    """The active session if there is one (or the platform's), else a new local Delta session; with
+    `quiet_jvm` (the CLI's), the local JVM's own output goes to a log file (`jvm_log_path`), not to
+    the terminal."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -210,7 +216,35 @@ def get_spark(app_name: str = "replay-audit", extra_conf: Mapping[str, str] | No
         session = SparkSession.builder.getOrCreate()
         _require_delta(session)
         return session
-    return build_local_spark(app_name, extra_conf)
+    return build_local_spark(app_name, extra_conf, jvm_log=jvm_log_path(app_name) if quiet_jvm else None)
+
+
+# The file the CLI's local JVM writes its output to (Ivy's resolution report, Spark's warnings), where it
+# was sent to one: named in the CLI's closing line when a job fails.
+JVM_LOG: Path | None = None
+# How many of those files the cache keeps (the newest).
+_JVM_LOGS_KEPT = 20
+
+
+def jvm_log_path(app_name: str) -> Path | None:
+    """Where a CLI run's local JVM writes its output: `$KRA_SPARK_LOG` if set (`stderr`: the terminal, as
+    pyspark leaves it), else `$KRA_CACHE/logs/<command>-<pid>.log` (the oldest beyond the newest 20
+    removed)."""
+    chosen = os.environ.get("KRA_SPARK_LOG")
+    if chosen == "stderr":
+        return None
+    if chosen:
+        return Path(chosen)
+    logs = cache_dir() / "logs"
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        kept = sorted(logs.glob("*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[_JVM_LOGS_KEPT - 1 :]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        return None
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", app_name).strip("-") or "spark"
+    return logs / f"{slug}-{os.getpid()}.log"
 
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -247,8 +281,12 @@ def _require_delta(session: SparkSession) -> None:
             ) from None
 
 
-def build_local_spark(app_name: str, extra_conf: Mapping[str, str] | None = None) -> SparkSession:
-    """`local[2]` Spark with Delta's jars through `spark.jars.packages`, cached in `$KRA_CACHE/ivy`."""
+def build_local_spark(
+    app_name: str, extra_conf: Mapping[str, str] | None = None, *, jvm_log: Path | None = None
+) -> SparkSession:
+    """`local[2]` Spark with Delta's jars through `spark.jars.packages`, cached in `$KRA_CACHE/ivy`; the
+    JVM's output (stderr, which it inherits) to `jvm_log` when given."""
+    global JVM_LOG
     from pyspark.sql import SparkSession
 
     _prepare_local_workers()
@@ -264,19 +302,48 @@ def build_local_spark(app_name: str, extra_conf: Mapping[str, str] | None = None
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
-        session = builder.getOrCreate()
+        with _stderr_to(jvm_log):
+            session = builder.getOrCreate()
     except Exception as exc:
         if "JAVA_GATEWAY_EXITED" not in str(exc):
             raise
-        # Its cause is in the JVM's output above (an Ivy report, a Java error), not in the exception.
+        # Its cause is in the JVM's output (an Ivy report, a Java error), not in the exception.
         repository = os.environ.get("DEFAULT_ARTIFACT_REPOSITORY") or DEFAULT_MAVEN_REPOSITORY
+        where = "above" if jvm_log is None else f"in {jvm_log}"
         raise RuntimeError(
             f"the local Spark JVM did not start: check java (JAVA_HOME) and that "
             f"{conf['spark.jars.packages']} resolves into {ivy} from {repository} (the first run needs the "
-            "network; the Ivy report above says what failed)"
+            f"network; the JVM's output {where} says what failed)"
         ) from exc
+    if jvm_log is not None:
+        JVM_LOG = jvm_log
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextmanager
+def _stderr_to(path: Path | None) -> Iterator[None]:
+    """File descriptor 2 pointed at `path` meanwhile: a JVM started inside inherits it for good (pyspark
+    starts the gateway with the parent's stderr); this process's own stderr comes back after."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    try:
+        os.dup2(target, 2)
+        os.close(target)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def delta_maven_coordinate(spark_version: str | None = None) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
@@ -41,3 +43,49 @@ def test_any_other_start_failure_is_raised_as_it_is(
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", failed)
     with pytest.raises(ValueError, match="something else"):
         spark_session.build_local_spark("t")
+
+
+def test_the_clis_jvm_writes_to_its_log_and_this_process_keeps_its_stderr(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A process started while the session is built (the JVM, which pyspark starts with the parent's
+    stderr) writes to the log for good; what this process writes after goes to its stderr again. Its
+    Ivy report and warnings were some 60 lines before a usage error's one line."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "jvm.log"
+    with spark_session._stderr_to(log):
+        script = (
+            "import sys, time; print('jvm early', file=sys.stderr); sys.stderr.flush(); "
+            "time.sleep(0.5); print('jvm later', file=sys.stderr)"
+        )
+        child = subprocess.Popen([sys.executable, "-c", script])
+    print("mine", file=sys.stderr)
+    assert child.wait(10) == 0
+    assert log.read_text() == "jvm early\njvm later\n"
+    assert capfd.readouterr().err == "mine\n"
+
+
+def test_the_jvm_log_is_named_by_command_and_pid_and_the_oldest_go(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+
+    monkeypatch.setenv("KRA_CACHE", str(tmp_path))
+    monkeypatch.delenv("KRA_SPARK_LOG", raising=False)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(25):
+        old = logs / f"replay-audit-run-{i}.log"
+        old.write_text("x")
+        os.utime(old, (1000 + i, 1000 + i))
+    path = spark_session.jvm_log_path("replay-audit ingest")
+    assert path == logs / f"replay-audit-ingest-{os.getpid()}.log"
+    assert sorted(p.name for p in logs.glob("*.log")) == sorted(
+        f"replay-audit-run-{i}.log" for i in range(6, 25)
+    )
+    monkeypatch.setenv("KRA_SPARK_LOG", "stderr")
+    assert spark_session.jvm_log_path("replay-audit ingest") is None
+    monkeypatch.setenv("KRA_SPARK_LOG", str(tmp_path / "mine.log"))
+    assert spark_session.jvm_log_path("replay-audit ingest") == tmp_path / "mine.log"
