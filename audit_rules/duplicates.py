@@ -20,6 +20,7 @@ from audit_rules.history import (
     state_expired,
     who_restarts,
 )
+from audit_rules.logs import compaction_may_have_removed
 from audit_rules.profile import Profile
 
 
@@ -116,8 +117,20 @@ def duplicate_batches(history: DataFrame, profile: Profile, batches: DataFrame |
             forgot_at,
         ),
     ).otherwise(F.lit(outside))
+    # The cleaner may have removed batches of the producer between the two copies (it removes whole
+    # batches and leaves their offsets free): the batches between are counted as the log holds them now,
+    # fewer than the broker's cache held when the copy came.
+    cleaned = compaction_may_have_removed(F.col("copy_of_offset"))
     verdict = (
         F.when(
+            in_window & ~reset & ~forgotten & ~evicted & cleaned,
+            F.lit(
+                f"a broker keeping {window} ({profile.name}) should have caught it, unless the cleaner "
+                "removed more of the producer's batches between the copies (the log is compacted: the "
+                "batches between are counted as the log holds them now)"
+            ),
+        )
+        .when(
             in_window & ~reset & ~forgotten & ~evicted,
             F.lit(f"a broker keeping {window} ({profile.name}) should have caught it"),
         )

@@ -459,6 +459,33 @@ def test_a_marker_restarts_the_expiry_only_where_the_broker_line_times_it_from_m
     assert verdict in expected["message"], expected["message"]
 
 
+def test_a_copy_on_a_compacted_log_says_the_cleaner_may_have_removed_batches_between(
+    spark: SparkSession,
+) -> None:
+    """Producer 5 writes sequences 0-7 on a compacted topic; the cleaner removed the batches of 1-6
+    (whole batches, their offsets left free), and sequence 0 comes again: one batch lies between the
+    copies in the log, seven did when the broker took the copy. "Should have caught it" no longer
+    stands alone: the count is the log's now. Where nothing shows the cleaner's work (no hole in the
+    offsets of a topic not named compacted), the verdict is as before."""
+    verdicts = {}
+    for topic in (COMPACTED_TOPIC, "orders"):
+        log = LogBuilder(topic=topic, file=f"/x/{topic}-0/00000000000000000000.log")
+        for sequence in range(8 if topic == COMPACTED_TOPIC else 2):
+            log.data(5, 0, sequence)
+        copy = log.data(5, 0, 0)["base_offset"]
+        log.data(5, 0, 8)
+        if topic == COMPACTED_TOPIC:
+            log.rows = [r for r in log.rows if not 1 <= r["base_offset"] <= 6]
+        bronze = Bronze.from_batches(spark.createDataFrame(log.rows, BATCHES.schema), rolled=True)
+        profile = replace(load_profile("kafka-3.4"), compacted_topics=(COMPACTED_TOPIC,))
+        (finding,) = audit(bronze, profile).findings.where("kind = 'DUPLICATE_BATCH'").collect()
+        assert (finding["first_offset"], finding["related_offset"]) == (copy, 0)
+        verdicts[topic] = finding["message"]
+    assert "should have caught it, unless the cleaner removed more" in verdicts[COMPACTED_TOPIC]
+    assert "(1 of its batch(es) between)" in verdicts[COMPACTED_TOPIC]
+    assert "should have caught it." in verdicts["orders"] and "cleaner" not in verdicts["orders"]
+
+
 def test_a_history_start_below_a_log_start_moved_inside_the_first_segment_is_judged_by_that_segment(
     spark: SparkSession,
 ) -> None:
