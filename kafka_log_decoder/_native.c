@@ -583,15 +583,15 @@ static inline int read_varlong(const uint8_t **pp, const uint8_t *end, int64_t *
 /* Kafka arithmetic                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/* DefaultRecordBatch.incrementSequence: wraps to 0 after Integer.MAX_VALUE.  Computed in int64
- * so garbage (e.g. a negative delta) cannot overflow; for seq >= 0 the result always fits an
- * int32.  Only called with seq >= 0. */
+/* DefaultRecordBatch.incrementSequence: wraps to 0 after Integer.MAX_VALUE.  Java's int arithmetic,
+ * which wraps: `Integer.MAX_VALUE - increment` of a negative increment (a garbage offset delta)
+ * overflows and takes the other branch, so it is done in uint32 and read back as int32. */
 static inline int32_t increment_sequence(int32_t seq, int32_t inc)
 {
-    int64_t s = seq, i = inc;
-    if (s > (int64_t)INT32_MAX - i)
-        return (int32_t)(i - ((int64_t)INT32_MAX - s) - 1);
-    return (int32_t)(s + i);
+    int32_t limit = as_i32(0x7FFFFFFFu - (uint32_t)inc);
+    if (seq > limit)
+        return as_i32((uint32_t)inc - (0x7FFFFFFFu - (uint32_t)seq) - 1u);
+    return as_i32((uint32_t)seq + (uint32_t)inc);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -822,6 +822,10 @@ static void parse_control(const uint8_t *p, const uint8_t *end, int32_t count, i
     RecFields f;
     if (parse_record(&p, end, &f, NULL, 0, p, 0, NULL) != REC_OK)
         return;
+    /* A batch's last record must end its bytes (RecordIterator.next: "records still remaining"):
+     * with one record, the marker's own iterator refuses the batch. */
+    if (count == 1 && p != end)
+        return;
     if (!f.key || f.key_len < 4 || as_i16(be16(f.key)) < 0)
         return;
     int16_t type = as_i16(be16(f.key + 2));
@@ -966,7 +970,8 @@ static int walk_core(const uint8_t *buf, size_t len, size_t start, size_t stop, 
         PUT64(bc, B_PRODUCER_ID, n, be64(p + 43));
         PUT16(bc, B_PRODUCER_EPOCH, n, be16(p + 51));
         PUT32(bc, B_BASE_SEQUENCE, n, base_seq);
-        PUT32(bc, B_LAST_SEQUENCE, n, base_seq >= 0 ? increment_sequence(base_seq, lod) : -1);
+        /* DefaultRecordBatch.lastSequence: NO_SEQUENCE (-1) only for a base sequence of -1. */
+        PUT32(bc, B_LAST_SEQUENCE, n, base_seq != -1 ? increment_sequence(base_seq, lod) : -1);
         PUT32(bc, B_COUNT, n, count);
         PUT16(bc, B_CONTROL_TYPE, n, ctype);
         PUT32(bc, B_COORDINATOR_EPOCH, n, cepoch);

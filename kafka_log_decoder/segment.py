@@ -411,7 +411,7 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             # The walker read its control record: of unknown type (-1), it may be invalid.
             if control_types[i] == -1 and counts[i] > 0:
                 start = c["position"][i]
-                problem = _control_problem(buffer[start + RECORDS_OFFSET : start + sizes[i]])
+                problem = _control_problem(buffer[start + RECORDS_OFFSET : start + sizes[i]], counts[i])
                 if problem is not None:
                     error(i, f"invalid control record at byte {RECORDS_OFFSET} of the batch: {problem}")
             continue
@@ -556,10 +556,14 @@ def _control_marker(data: bytes | memoryview, columns: Columns) -> tuple[int, in
     return control, coordinator_epoch, None
 
 
-def _control_problem(records: memoryview) -> str | None:
-    """What makes the first record of an uncompressed control batch's `records` invalid, if anything:
-    the walker reads it as an unknown type (-1) and leaves the why to `_control_marker`."""
-    columns, _ = _frame(records, 1)
+def _control_problem(records: memoryview, count: int) -> str | None:
+    """What makes the first record of an uncompressed control batch's `records` (of `count`) invalid,
+    if anything: the walker reads it as an unknown type (-1) and leaves the why to `_control_marker`.
+    A batch of one record whose bytes go on after it is refused by the record iterator that reads the
+    marker (`RecordIterator.next`: "records still remaining")."""
+    columns, status = _frame(records, 1)
+    if count == 1 and len(columns["key_len"]) and status != native.RECORDS_DECODED:
+        return "bytes remain after its only record (Kafka's record iterator refuses the batch)"
     return _control_marker(records, columns)[2]
 
 

@@ -31,6 +31,17 @@ FUZZ = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthC
 
 
 @cache
+def _int32(value: int) -> int:
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def java_increment_sequence(sequence: int, increment: int) -> int:
+    """`DefaultRecordBatch.incrementSequence`, its int arithmetic wrapping as Java's does."""
+    if sequence > _int32(2**31 - 1 - increment):
+        return _int32(increment - _int32(2**31 - 1 - sequence) - 1)
+    return _int32(sequence + increment)
+
+
 def seeds() -> list[bytes]:
     meta = METADATA_LOG.read_bytes()
     # a few hundred real KRaft batches (including the control batches at the start), the
@@ -74,10 +85,14 @@ def check_walk(buf: bytes, start: int, stop: int, decode: bool, max_batches: int
             assert b["control_type"][i] == -2
         if b["control_type"][i] not in (0, 1):
             assert b["coordinator_epoch"][i] == -1
-        if b["base_sequence"][i] < 0:
+        # DefaultRecordBatch.lastSequence: NO_SEQUENCE only for a base of -1, else incrementSequence in
+        # Java ints.
+        if b["base_sequence"][i] == -1:
             assert b["last_sequence"][i] == -1
-        elif b["last_offset_delta"][i] >= 0:
-            assert 0 <= b["last_sequence"][i] <= 2**31 - 1
+        else:
+            assert b["last_sequence"][i] == java_increment_sequence(
+                b["base_sequence"][i], b["last_offset_delta"][i]
+            )
     assert pos == next_pos
     if not decode:
         assert rcols is None

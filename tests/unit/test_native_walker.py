@@ -628,6 +628,41 @@ def test_control_batches() -> None:
     assert [b["coordinator_epoch"] for b in batches] == [-1, -1]
 
 
+def test_a_one_record_control_batch_with_bytes_after_its_record_is_no_marker() -> None:
+    """`RecordIterator.next` refuses a batch's last record when bytes remain after it ("records still
+    remaining"): a marker batch of one record with bytes after it is no COMMIT, whatever its record
+    says. With two records the first is read alone (nothing is checked after it)."""
+    one = control_batch(1, 12)
+    one += b"\x00\x00"
+    struct.pack_into(">i", one, 8, len(one) - 12)
+    _, batches, _, _, _, _ = walk(bytes(recompute_crc(one)))
+    assert (batches[0]["control_type"], batches[0]["coordinator_epoch"]) == (-1, -1)
+    marker = (1_700_000_000_000, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 12), [])
+    two = build_batch([marker, marker], transactional=True, producer_id=99, producer_epoch=1, control=True)
+    _, batches, _, _, _, _ = walk(bytes(two))
+    assert (batches[0]["control_type"], batches[0]["coordinator_epoch"]) == (1, 12)
+
+
+def test_a_garbage_offset_delta_or_base_sequence_takes_javas_int_arithmetic() -> None:
+    """`DefaultRecordBatch.incrementSequence` in Java ints (`Integer.MAX_VALUE - increment` wraps for a
+    negative increment), and `lastSequence` is NO_SEQUENCE only for a base sequence of -1 (any other
+    negative base is incremented). Each value below is what Kafka 4.3.1's reader gives."""
+    records = [(1_700_000_000_000, b"k", b"v", [])]
+    batch = build_batch(records, producer_id=3, producer_epoch=0, base_sequence=5, offset_deltas=[-1])
+    struct.pack_into(">i", batch, 23, -1)  # lastOffsetDelta
+    _, batches, _, _, recs, _ = walk(bytes(recompute_crc(batch)))
+    assert [r["sequence"] for r in recs] == [-2147483644]
+    assert batches[0]["last_sequence"] == -2147483644
+    struct.pack_into(">i", batch, 53, -2)  # baseSequence
+    struct.pack_into(">i", batch, 23, 3)
+    _, batches, _, _, _, _ = walk(bytes(recompute_crc(batch)), decode=False)
+    assert batches[0]["last_sequence"] == 1
+    struct.pack_into(">i", batch, 53, 2147483647)
+    struct.pack_into(">i", batch, 23, -1)
+    _, batches, _, _, _, _ = walk(bytes(recompute_crc(batch)), decode=False)
+    assert batches[0]["last_sequence"] == -2
+
+
 def test_crc_valid_flag_on_every_byte_flip() -> None:
     buf = bytes(build_batch(sample_records(3), producer_id=1, producer_epoch=0, base_sequence=0))
     size = len(buf)
