@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings
+from audit_rules.findings import file_evidence, fmt, to_findings
 from audit_rules.history import ROW_KEY
 from audit_rules.kinds import KINDS
 from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
@@ -68,7 +68,7 @@ def quarantined(located: DataFrame, fills: DataFrame | None = None) -> DataFrame
                 first_offset="region_first_offset",
                 last_offset="region_last_offset",
                 # A byte position is not an offset: it is in the message and in the finding id.
-                evidence=F.concat_ws("@", "file", "position"),
+                evidence=file_evidence("file", "position"),
             )
         )
     out = frames[0]

@@ -95,6 +95,15 @@ def to_findings(
     return rows.selectExpr(*[f"{exprs[f.name]} AS `{f.name}`" for f in FINDINGS.schema.fields])
 
 
+def file_evidence(file: Column | str, *more: Column | str) -> Column:
+    """A finding's evidence naming a file: its last two path components (a partition directory and the
+    segment, a log directory and its checkpoint) and `more`, joined by `@`. Not the whole path: the
+    finding's id already names the dump, replica, topic and partition, and the same dump read from
+    another directory is the same input (contract §3: same input, same id)."""
+    name = F.regexp_extract(F.col(file) if isinstance(file, str) else file, r"([^/]*/)?[^/]*$", 0)
+    return F.concat_ws("@", name, *more)
+
+
 def union_findings(frames: list[DataFrame]) -> DataFrame:
     """All rule outputs as one findings DataFrame, a finding that a rule repeats whole kept once.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings
+from audit_rules.findings import file_evidence, fmt, to_findings
 from audit_rules.history import REPLAY_TIES, coordinator_epoch_before
 from audit_rules.logs import below_start_cause, compaction_may_have_removed, with_log_key
 from audit_rules.profile import Profile
@@ -347,7 +347,7 @@ def hanging_transactions_in_snapshots(
             "log_start_offset",
             first,
         ),
-        evidence=F.concat_ws("@", F.col("file"), F.col("snapshot_offset").cast("string")),
+        evidence=file_evidence("file", F.col("snapshot_offset").cast("string")),
         producer_id="producer_id",
         producer_epoch="producer_epoch",
         first_offset=first,

@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings, union_findings
+from audit_rules.findings import file_evidence, fmt, to_findings, union_findings
 from audit_rules.kinds import KINDS, Kind
 from jobs.ingest import session_conf
 from schemas.tables import FINDINGS
@@ -159,3 +159,26 @@ def test_the_union_keeps_a_whole_repeat_once_and_both_sides_of_an_id_collision(s
     both = union_findings([gap("a"), gap("b")]).collect()
     assert sorted(r["message"] for r in both) == ["a", "b"]
     assert len({r["finding_id"] for r in both}) == 1
+
+
+def test_a_files_evidence_is_its_partition_directory_and_name_not_where_the_dump_was_read(
+    spark: SparkSession,
+) -> None:
+    """The same dump read from another directory gave its corruption findings other ids (the evidence
+    held the whole path): the evidence names the file by its last two path components."""
+    df = rows_of(spark).where(F.col("producer_id") == 78)
+    ids = []
+    for root in ("/mnt/incident-1/broker-2", "/tmp/copy/of/it"):
+        moved = df.withColumn("file", F.lit(f"{root}/orders-3/00000000000000000000.log"))
+        (row,) = to_findings(
+            moved, "CRC_MISMATCH", F.lit("bad"), evidence=file_evidence("file", "position")
+        ).collect()
+        ids.append(row["finding_id"])
+    evidence = {**dict.fromkeys(EVIDENCE), "dump_id": "d1", "topic": "orders", "partition": 3}
+    assert ids == [expected_id("CRC_MISMATCH", evidence, "orders-3/00000000000000000000.log@8192")] * 2
+    names = spark.createDataFrame([("/a/b/orders-3/0.log",), ("checkpoint",), ("logs/c",)], "file string")
+    assert [r[0] for r in names.select(file_evidence("file")).collect()] == [
+        "orders-3/0.log",
+        "checkpoint",
+        "logs/c",
+    ]
