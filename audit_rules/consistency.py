@@ -69,6 +69,7 @@ def quarantined(located: DataFrame, fills: DataFrame | None = None) -> DataFrame
                 last_offset="region_last_offset",
                 # A byte position is not an offset: it is in the message and in the finding id.
                 evidence=file_evidence("file", "position"),
+                rule=_rule_of_file(kind),
             )
         )
     out = frames[0]
@@ -174,6 +175,19 @@ def _failed_header(rows: DataFrame, fills: DataFrame | None) -> tuple[DataFrame,
         )
     )
     return rows, F.concat(header, filled)
+
+
+def _rule_of_file(kind: str) -> Column:
+    """The rule a quarantined region's file breaks, where the kind's registry rule names another file's:
+    a bad row of an ack ledger (contract §1), a `.timeindex`'s entries (read for the region only)."""
+    rule = F.lit(KINDS[kind].rule)
+    if kind == "UNREADABLE_FILE":
+        return F.when(
+            F.col("message").startswith("acks row "), F.lit("ack ledger row (contract §1)")
+        ).otherwise(rule)
+    if kind == "INDEX_MISMATCH":
+        return F.when(F.col("file").endswith(".timeindex"), F.lit("TimeIndex entry")).otherwise(rule)
+    return rule
 
 
 def _parquet_ledger_row() -> Column:

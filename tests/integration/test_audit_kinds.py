@@ -449,6 +449,8 @@ def test_a_bad_ledger_row_is_one_finding_at_its_bytes_or_its_row_number(spark: A
             f"{parquet}: acks row 0: offset 'x' is not an integer",
         ]
     )
+    # The rule broken is the ledger's (contract §1), not the checkpoint files' the kind's registry names.
+    assert {f["rule"] for f in found if f["kind"] == "UNREADABLE_FILE"} == {"ack ledger row (contract §1)"}
 
 
 def test_a_log_start_inside_the_first_segment_excuses_nothing_below_it_that_is_on_disk(
