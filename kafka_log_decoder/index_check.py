@@ -169,9 +169,15 @@ class IndexCheck:
         broker's copy may hold entries that name offsets of the truncated log: at positions past the
         new end, or inside batches written since. They are the entries at the end, each led to no
         batch (no v2 or legacy header at its position with a first offset at or below its own), and
-        in offset and position order among themselves, as the index held them before the truncation.
-        At most `_LEFTOVER_SCAN` entries are looked at; a longer run of such entries is checked as it
-        is. An index whose last entry leads to a batch has none."""
+        in offset and position order among themselves, as the index held them before the truncation;
+        and they show it: every one of them points at or past the end of the .log (a truncated log's, or
+        a copy that took the .log before the index's last appends: harmless either way), or the first of
+        them goes back from the entry before it (offset or position not above: `OffsetIndex.append`
+        refuses such an entry, so the broker did not append it after that one; the truncated log's
+        batches held fewer offsets per byte than those written since). Otherwise, as a wrong last
+        entry of a live index would be, they are checked. At most `_LEFTOVER_SCAN` entries are looked
+        at; a longer run of such entries is checked as it is. An index whose last entry leads to a
+        batch has none."""
         first = max(0, count - _LEFTOVER_SCAN)
         with open(self.index_file, "rb") as handle:
             handle.seek(first * OFFSET_INDEX_ENTRY_SIZE)
@@ -184,6 +190,7 @@ class IndexCheck:
             return count
         kept = len(entries)
         try:
+            size = os.fstat(fd).st_size
             while kept > 0:
                 i = kept - 1
                 if relative[i] < 0 or positions[i] < 0:
@@ -195,9 +202,13 @@ class IndexCheck:
                 kept -= 1
         finally:
             os.close(fd)
-        if kept == 0 and first > 0:
+        if kept == len(entries) or (kept == 0 and first > 0):
             return count
-        return first + kept
+        past_the_end = bool((positions[kept:] >= size).all())
+        goes_back = kept > 0 and (
+            relative[kept] <= relative[kept - 1] or positions[kept] <= positions[kept - 1]
+        )
+        return first + kept if past_the_end or goes_back else count
 
     def see(self, run: BatchRun | list[Any]) -> None:
         """Notes, from a run of the walk (in file order), the entries at a batch's start and the entries
@@ -364,17 +375,20 @@ def _backwards(
 
 # The most entries at the end of a preallocated index looked at for a truncation's leftovers.
 _LEFTOVER_SCAN = 1 << 16
-_LEGACY_OR_V2 = (0, 1, MAGIC_VALUE_V2)
 
 
 def _leads_to_batch(fd: int, position: int, offset: int) -> bool:
-    """A batch (v2) or message (magic 0/1) header at `position`, its first offset at or below `offset`:
-    the first offset field, the length and the magic byte lie at the same bytes in both."""
+    """A batch (v2) header at `position` with its first offset at or below `offset`, or a message
+    (magic 0/1) header, whatever its offset (a compressed wrapper's is its last inner message's, and
+    brokers before 0.11 indexed an append's first offset): the offset field, the length and the magic
+    byte lie at the same bytes in both."""
     head = os.pread(fd, _HEAD.size, position)
     if len(head) < _HEAD.size:
         return False
     first, length, _, magic = _HEAD.unpack_from(head)
-    return magic in _LEGACY_OR_V2 and 0 <= first <= offset and length > 0
+    if magic in (0, 1):
+        return first >= 0 and length > 0
+    return magic == MAGIC_VALUE_V2 and 0 <= first <= offset and length > 0
 
 
 def batch_holds_offset(path: str, position: int, offset: int) -> bool:

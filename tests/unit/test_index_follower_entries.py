@@ -314,6 +314,42 @@ def test_a_wrong_entry_before_a_right_last_one_stays_a_mismatch(tmp_path: Path) 
     assert [number for number, _ in flagged(log)] == [last_kept - 1]
 
 
+def test_a_wrong_last_entry_of_a_live_index_inside_the_log_stays_a_mismatch(
+    follower: tuple[list[Built], list[tuple[int, int]], Path],
+) -> None:
+    """A last entry pointing inside a batch, following the one before it: nothing shows a truncation
+    left it (it is neither past the .log's end nor going back), so it is checked, preallocated tail or
+    not. Past the end it is let be: a truncated log's, or the .log copied before the index's last
+    appends."""
+    _, entries, log = follower
+    wrong = [*entries[:-1], (entries[-1][0], entries[-1][1] + 5)]
+    write_index(log, wrong, tail=bytes(8 * 1000))
+    assert [number for number, _ in flagged(log)] == [len(entries) - 1]
+    past = [*entries[:-1], (entries[-1][0], log.stat().st_size + 100)]
+    write_index(log, past, tail=bytes(8 * 1000))
+    assert flagged(log) == []
+
+
+def test_a_preallocated_index_of_legacy_compressed_messages_is_checked(tmp_path: Path) -> None:
+    """A compressed legacy wrapper's offset field is its last inner message's, and brokers before 0.11
+    indexed an append's first offset: such entries lead to a message though their offset is below the
+    wrapper's. They were all taken for a truncation's leftovers, and a wrong one among them was let be."""
+    from tests.builders import build_legacy, segment
+
+    messages = [build_legacy(1, [(b"k", b"v" * 40)] * 3, codec="gzip", first_offset=3 * i) for i in range(20)]
+    data = segment(*messages)
+    starts = [sum(len(m) for m in messages[:i]) for i in range(len(messages))]
+    log = tmp_path / "t-0" / f"{0:020d}.log"
+    log.parent.mkdir()
+    log.write_bytes(data)
+    entries = [(3 * i, starts[i]) for i in range(1, 20, 2)]
+    write_index(log, entries, tail=bytes(8 * 1000))
+    assert flagged(log) == []
+    entries[4] = (entries[4][0], entries[4][1] + 3)
+    write_index(log, entries, tail=bytes(8 * 1000))
+    assert [number for number, _ in flagged(log)] == [4]
+
+
 def test_garbage_at_the_end_of_a_preallocated_index_stays_a_mismatch(
     follower: tuple[list[Built], list[tuple[int, int]], Path],
 ) -> None:
