@@ -96,11 +96,14 @@ def to_findings(
 
 
 def file_evidence(file: Column | str, *more: Column | str) -> Column:
-    """A finding's evidence naming a file: its last two path components (a partition directory and the
-    segment, a log directory and its checkpoint) and `more`, joined by `@`. Not the whole path: the
-    finding's id already names the dump, replica, topic and partition, and the same dump read from
-    another directory is the same input (contract §3: same input, same id)."""
-    name = F.regexp_extract(F.col(file) if isinstance(file, str) else file, r"([^/]*/)?[^/]*$", 0)
+    """A finding's evidence naming a file of a partition (`topic` set): its last two path components,
+    its partition directory and its name, and `more`, joined by `@`. Not the whole path: the finding's
+    id already names the dump, replica, topic and partition, and the same dump read from another
+    directory is the same input (contract §3: same input, same id). A file of no partition (a log
+    directory's checkpoint, a part of a partitioned ack ledger, whose leaves reuse one name) keeps its
+    whole path: nothing else in the id tells two of them apart."""
+    path = F.col(file) if isinstance(file, str) else file
+    name = F.when(F.col("topic").isNotNull(), F.regexp_extract(path, r"([^/]*/)?[^/]*$", 0)).otherwise(path)
     return F.concat_ws("@", name, *more)
 
 

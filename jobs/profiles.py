@@ -172,9 +172,13 @@ def _kafka_names(data: dict[str, Any], where: str) -> dict[str, Any]:
     return data
 
 
-# Kafka's names of the profile's settings, accepted beside ours.
+# Kafka's names of the profile's settings, accepted beside ours. Before 3.4 (KIP-854) the broker expired
+# producer ids after transactional.id.expiration.ms (`LogManager`'s maxPidExpirationMs): that name is
+# the setting for those broker lines only (`_build` checks), as the messages name it there.
+_BEFORE_KIP_854 = "_transactional_id_expiration_ms"
 KAFKA_NAMES = {
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "transactional.id.expiration.ms": _BEFORE_KIP_854,
     "transaction.max.timeout.ms": "transaction_max_timeout_ms",
     "delete.retention.ms": "delete_retention_ms",
 }
@@ -187,6 +191,13 @@ def _build(
     app_sequence: str | None,
     app_sequence_scope: str | None = None,
 ) -> Profile:
+    if _BEFORE_KIP_854 in data:
+        if str(data.get("broker_line", "3.4")) == "3.4":
+            raise ProfileError(
+                f"{where}: transactional.id.expiration.ms expires producer ids only before 3.4 (KIP-854): "
+                "give producer.id.expiration.ms for broker line 3.4"
+            )
+        data["producer_id_expiration_ms"] = data.pop(_BEFORE_KIP_854)
     known = {f.name for f in fields(Profile)} - {"app_sequence"}
     unknown = sorted(set(data) - known - {"app_sequence_extractor", "profile"})
     if unknown:

@@ -302,48 +302,59 @@ def build_local_spark(
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
-        with _stderr_to(jvm_log):
+        with _stderr_to(jvm_log) as redirected:
+            if redirected:
+                JVM_LOG = jvm_log
             session = builder.getOrCreate()
     except Exception as exc:
         if "JAVA_GATEWAY_EXITED" not in str(exc):
             raise
         # Its cause is in the JVM's output (an Ivy report, a Java error), not in the exception.
         repository = os.environ.get("DEFAULT_ARTIFACT_REPOSITORY") or DEFAULT_MAVEN_REPOSITORY
-        where = "above" if jvm_log is None else f"in {jvm_log}"
+        where = "above" if JVM_LOG is None else f"in {JVM_LOG}"
         raise RuntimeError(
             f"the local Spark JVM did not start: check java (JAVA_HOME) and that "
             f"{conf['spark.jars.packages']} resolves into {ivy} from {repository} (the first run needs the "
             f"network; the JVM's output {where} says what failed)"
         ) from exc
-    if jvm_log is not None:
-        JVM_LOG = jvm_log
     session.sparkContext.setLogLevel("ERROR")
     return session
 
 
 @contextmanager
-def _stderr_to(path: Path | None) -> Iterator[None]:
-    """File descriptor 2 pointed at `path` meanwhile: a JVM started inside inherits it for good (pyspark
-    starts the gateway with the parent's stderr); this process's own stderr comes back after."""
+def _stderr_to(path: Path | None) -> Iterator[bool]:
+    """File descriptor 2 pointed at `path` meanwhile (yields whether it is): a JVM started inside
+    inherits it for good (pyspark starts the gateway with the parent's stderr); this process's own
+    stderr comes back after. Where the file cannot be opened, or this process has no stderr to put
+    back (started with `2>&-`), nothing is moved."""
     if path is None:
-        yield
+        yield False
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
+    _flush_stderr()
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield False
+        return
     try:
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except OSError:
         os.close(saved)
-        yield
+        yield False
         return
     try:
         os.dup2(target, 2)
         os.close(target)
-        yield
+        yield True
     finally:
-        sys.stderr.flush()
+        _flush_stderr()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def _flush_stderr() -> None:
+    if sys.stderr is not None:
+        sys.stderr.flush()
 
 
 def delta_maven_coordinate(spark_version: str | None = None) -> str:

@@ -262,7 +262,9 @@ def _discover_directory(path: str, next_offset: NextOffset | None) -> list[Disco
         nested = [
             entry.name
             for entry in _sorted_entries(path)
-            if entry.is_dir() and not _holds_partition_files(entry.path) and _is_log_dir(entry.path)
+            if entry.is_dir()
+            and parse_partition_dir_name(entry.name) is not None
+            and _nested_log_dir(entry.path)
         ]
         if nested:
             # Read as one log directory, each nested one would be a "partition" whose files are left out.
@@ -281,6 +283,15 @@ def _discover_directory(path: str, next_offset: NextOffset | None) -> list[Disco
             f"{path}: not a Kafka partition directory, log directory or directory of log directories"
         )
     return log_dirs
+
+
+def _nested_log_dir(path: str) -> bool:
+    """A subdirectory named like a partition that is a log directory itself (a broker's, beside a
+    partition directory); one that cannot be listed is not (it is left out as before, not refused)."""
+    try:
+        return not _holds_partition_files(path) and _is_log_dir(path)
+    except NotAKafkaArtifact:
+        return False
 
 
 def _names(names: list[str], most: int = 3) -> str:

@@ -176,9 +176,13 @@ def test_a_files_evidence_is_its_partition_directory_and_name_not_where_the_dump
         ids.append(row["finding_id"])
     evidence = {**dict.fromkeys(EVIDENCE), "dump_id": "d1", "topic": "orders", "partition": 3}
     assert ids == [expected_id("CRC_MISMATCH", evidence, "orders-3/00000000000000000000.log@8192")] * 2
-    names = spark.createDataFrame([("/a/b/orders-3/0.log",), ("checkpoint",), ("logs/c",)], "file string")
+    # A file of no partition keeps its whole path: a partitioned ledger's leaves reuse one name.
+    names = spark.createDataFrame(
+        [("/a/b/orders-3/0.log", "orders"), ("0.log", "orders"), ("/acks/topic=a/part-0.parquet", None)],
+        "file string, topic string",
+    )
     assert [r[0] for r in names.select(file_evidence("file")).collect()] == [
         "orders-3/0.log",
-        "checkpoint",
-        "logs/c",
+        "0.log",
+        "/acks/topic=a/part-0.parquet",
     ]

@@ -493,6 +493,10 @@ def test_log_directories_beside_a_partition_directory_are_a_usage_error_naming_t
     with pytest.raises(NotAKafkaArtifact, match=r"holds log directories \(broker-1, broker-2\) beside"):
         discover([tmp_path / "dump"])
     shutil.rmtree(tmp_path / "dump" / "extra-0")
+    # A log directory's subdirectory that cannot be listed (a dangling link in a mount's lost+found) is
+    # left out as before, not looked into.
+    (tmp_path / "dump" / "broker-1" / "lost+found").mkdir()
+    os.symlink("/nonexistent", tmp_path / "dump" / "broker-1" / "lost+found" / "#1234")
     found = all_of(discover([tmp_path / "dump"]), LogDir)
     assert [(Path(d.path).name, d.replica_id, names(d)) for d in found] == [
         ("broker-1", 1, ["orders-0"]),

@@ -157,6 +157,24 @@ def test_the_kafka_names_of_settings_are_accepted(tmp_path: Path) -> None:
         load_profile(config=config(tmp_path, "producer.id.expiration.ms: 1\nproducer_id_expiration_ms: 2\n"))
 
 
+def test_before_3_4_the_producer_id_expiry_is_transactional_id_expiration_ms(tmp_path: Path) -> None:
+    """Brokers before KIP-854 (3.4) expired producer ids after transactional.id.expiration.ms, the name
+    the messages give on those lines: the config takes it there, and refuses it on 3.4 (where it
+    expires transactional ids, not producer ids)."""
+    old = load_profile(
+        config=config(tmp_path, "profile: kafka-2.5\ntransactional.id.expiration.ms: 3600000\n")
+    )
+    assert (old.broker_line, old.producer_id_expiration_ms, old.expiration_setting) == (
+        "2.5",
+        3_600_000,
+        "transactional.id.expiration.ms",
+    )
+    with pytest.raises(
+        ProfileError, match=r"only before 3\.4 \(KIP-854\): give producer\.id\.expiration\.ms"
+    ):
+        load_profile(config=config(tmp_path, "transactional.id.expiration.ms: 3600000\n"))
+
+
 def test_a_config_that_is_not_utf8_is_a_usage_error_naming_the_byte(tmp_path: Path) -> None:
     path = tmp_path / "audit.yaml"
     path.write_bytes(b"duplicate_window_batches: 5\n# caf\xe9\n")

@@ -89,3 +89,17 @@ def test_the_jvm_log_is_named_by_command_and_pid_and_the_oldest_go(
     assert spark_session.jvm_log_path("replay-audit ingest") is None
     monkeypatch.setenv("KRA_SPARK_LOG", str(tmp_path / "mine.log"))
     assert spark_session.jvm_log_path("replay-audit ingest") == tmp_path / "mine.log"
+
+
+def test_without_a_stderr_nothing_is_moved(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A CLI started with `2>&-` has no sys.stderr: the session starts with the JVM's output left as it
+    is, and no log is named."""
+    import sys
+
+    monkeypatch.setattr(sys, "stderr", None)
+    monkeypatch.setattr(
+        spark_session.os, "dup", lambda fd: (_ for _ in ()).throw(OSError(9, "Bad file descriptor"))
+    )
+    with spark_session._stderr_to(tmp_path / "jvm.log") as redirected:
+        assert redirected is False
+    assert not (tmp_path / "jvm.log").exists()
