@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import struct
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,7 +36,9 @@ import numpy as np
 
 from kafka_log_decoder.constants import (
     INDEX_FILE_SUFFIX,
+    LOG_OVERHEAD,
     MAGIC_VALUE_V2,
+    MIN_BATCH_LENGTH,
     OFFSET_INDEX_ENTRY_SIZE,
     RECORDS_OFFSET,
 )
@@ -197,7 +200,7 @@ class IndexCheck:
                     break
                 if kept < len(entries) and (relative[i] >= relative[kept] or positions[i] >= positions[kept]):
                     break
-                if _leads_to_batch(fd, int(positions[i]), self._base + int(relative[i])):
+                if _leads_to_batch(fd, size, int(positions[i]), self._base + int(relative[i])):
                     break
                 kept -= 1
         finally:
@@ -375,20 +378,30 @@ def _backwards(
 
 # The most entries at the end of a preallocated index looked at for a truncation's leftovers.
 _LEFTOVER_SCAN = 1 << 16
+# The largest legacy message whose CRC is checked there (a wrapper of a broker's 1 MB default and more).
+_LEGACY_CRC_CHECKED = 16 << 20
+# A v0 message's fields after the log overhead: CRC, magic, attributes, key and value lengths.
+_LEGACY_V0_MIN = 14
 
 
-def _leads_to_batch(fd: int, position: int, offset: int) -> bool:
-    """A batch (v2) header at `position` with its first offset at or below `offset`, or a message
-    (magic 0/1) header, whatever its offset (a compressed wrapper's is its last inner message's, and
-    brokers before 0.11 indexed an append's first offset): the offset field, the length and the magic
-    byte lie at the same bytes in both."""
+def _leads_to_batch(fd: int, size: int, position: int, offset: int) -> bool:
+    """A whole batch (v2) at `position` of the .log (`size` bytes) with its first offset at or below
+    `offset`, or a whole message (magic 0/1) whose CRC-32 holds, whatever its offset (a compressed
+    wrapper's is its last inner message's, and brokers before 0.11 indexed an append's first offset):
+    the offset field, the length and the magic byte lie at the same bytes in both. (Inside a record's
+    bytes, a byte 0 or 1 where the magic would be is common: a header alone proves nothing there.)"""
     head = os.pread(fd, _HEAD.size, position)
     if len(head) < _HEAD.size:
         return False
-    first, length, _, magic = _HEAD.unpack_from(head)
-    if magic in (0, 1):
-        return first >= 0 and length > 0
-    return magic == MAGIC_VALUE_V2 and 0 <= first <= offset and length > 0
+    first, length, crc, magic = _HEAD.unpack_from(head)
+    if first < 0 or not 0 < length <= size - position - LOG_OVERHEAD:
+        return False
+    if magic == MAGIC_VALUE_V2:
+        return length >= MIN_BATCH_LENGTH and first <= offset
+    if magic not in (0, 1) or not _LEGACY_V0_MIN <= length <= _LEGACY_CRC_CHECKED:
+        return False
+    body = os.pread(fd, length - 4, position + LOG_OVERHEAD + 4)
+    return len(body) == length - 4 and zlib.crc32(body) == crc & 0xFFFFFFFF
 
 
 def batch_holds_offset(path: str, position: int, offset: int) -> bool:
