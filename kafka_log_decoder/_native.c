@@ -863,6 +863,14 @@ static inline int batch_at(const uint8_t *buf, size_t len, size_t pos, size_t st
 
 static inline int decodable(int16_t attributes) { return (attributes & 0x07) == 0 && !(attributes & 0x20); }
 
+/* A plain batch claiming more records than `max_records` (segment.MAX_BATCH_RECORDS, passed in; < 0:
+ * no cap) is not decoded in place, as a compressed one over it is not decompressed: one plain batch
+ * of 75 MiB holds 8 million empty records, whose columns took 1.7 GB. */
+static inline int over_record_cap(int32_t count, Py_ssize_t max_records)
+{
+    return max_records >= 0 && (Py_ssize_t)count > max_records;
+}
+
 /* Sizing pre-pass: hops header to header (no CRC, no records) to get the exact number of
  * batches and the number of record rows to allocate up front, so that the columns are allocated
  * once at their final size instead of being grown (realloc) and page-faulted twice; it costs
@@ -871,14 +879,14 @@ static inline int decodable(int16_t attributes) { return (attributes & 0x07) == 
  * at one row per 16 bytes of decodable batches (real records are rarely smaller; if they are,
  * the columns simply grow). */
 static void scan_sizes(const uint8_t *buf, size_t len, size_t start, size_t stop, Py_ssize_t max_batches,
-                       Py_ssize_t *n_out, Py_ssize_t *rec_out)
+                       Py_ssize_t max_records, Py_ssize_t *n_out, Py_ssize_t *rec_out)
 {
     size_t pos = start, size = 0, dec_bytes = 0;
     Py_ssize_t n = 0, recs = 0;
     while (n < max_batches && batch_at(buf, len, pos, stop, &size) < 0) {
         const uint8_t *p = buf + pos;
         int32_t count = as_i32(be32(p + 57));
-        if (decodable(as_i16(be16(p + 21))) && count > 0) {
+        if (decodable(as_i16(be16(p + 21))) && count > 0 && !over_record_cap(count, max_records)) {
             Py_ssize_t fit = (Py_ssize_t)size / 7; /* keeps the sum below len / 7: no overflow */
             recs += count < fit ? count : fit;
             dec_bytes += size;
@@ -893,7 +901,7 @@ static void scan_sizes(const uint8_t *buf, size_t len, size_t start, size_t stop
 /* The walk itself; see walk_batches' docstring for the contract.  Returns -1 only with a
  * Python exception set (MemoryError). */
 static int walk_core(const uint8_t *buf, size_t len, size_t start, size_t stop, int decode, int hash_values,
-                     Py_ssize_t max_batches,
+                     Py_ssize_t max_batches, Py_ssize_t max_records,
                      ColSet *bc, ColSet *rc, ColSet *hc, Gil *g, size_t *next_pos, int *reason)
 {
     size_t pos = start;
@@ -937,7 +945,9 @@ static int walk_core(const uint8_t *buf, size_t len, size_t start, size_t stop, 
 
         uint8_t decoded = 0;
         int32_t err_offset = -1;
-        if (decode && decodable(attributes)) {
+        if (decode && decodable(attributes) && over_record_cap(count, max_records)) {
+            decoded = 4; /* its records not decoded: segment reports the batch over the cap */
+        } else if (decode && decodable(attributes)) {
             BatchCtx c = {buf, base_offset, base_ts, max_ts, (attributes & 0x08) != 0, base_seq, (int32_t)n,
                           hash_values};
             Py_ssize_t rsave = rc->n, hsave = hc->n;
@@ -1042,7 +1052,7 @@ static PyObject *columns_dict(ColSet *a, ColSet *b)
 }
 
 PyDoc_STRVAR(walk_batches_doc,
-             "walk_batches(buf, start, stop, decode_records, max_batches)\n"
+             "walk_batches(buf, start, stop, decode_records, max_batches, hash_values=False, max_records=-1)\n"
              "    -> (n, columns, next_pos, reason, record_columns)\n\n"
              "Walk v2 record batches of `buf` from index `start`.  A batch may start only before `stop`\n"
              "(0 <= start <= stop <= len(buf)) but may extend to len(buf).  Per position: pos >= stop ->\n"
@@ -1054,17 +1064,19 @@ PyDoc_STRVAR(walk_batches_doc,
              "(RECORD_COLUMNS) plus their headers (HEADER_COLUMNS), positions are indexes into buf.\n"
              "records_decoded: 0 not attempted, 1 ok, 2 framing error (no rows kept for that batch;\n"
              "err_offset = offset in the batch of the record, or trailing bytes, that failed), 3 more\n"
-             "than MAX_BATCH_HEADERS header rows (no rows kept; err_offset = the record that passed it).");
+             "than MAX_BATCH_HEADERS header rows (no rows kept; err_offset = the record that passed it), 4\n"
+             "more records counted than max_records (>= 0), not decoded (err_offset -1).");
 
 static PyObject *py_walk_batches(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"buf", "start", "stop", "decode_records", "max_batches", "hash_values", NULL};
+    static char *kwlist[] = {"buf", "start", "stop", "decode_records", "max_batches", "hash_values", "max_records",
+                             NULL};
     Py_buffer view;
-    Py_ssize_t start, stop, max_batches;
+    Py_ssize_t start, stop, max_batches, max_records = -1;
     int decode, hash_values = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nnpn|p:walk_batches", kwlist, &view, &start, &stop, &decode,
-                                     &max_batches, &hash_values))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nnpn|pn:walk_batches", kwlist, &view, &start, &stop, &decode,
+                                     &max_batches, &hash_values, &max_records))
         return NULL;
 
     PyObject *result = NULL, *bdict = NULL, *rdict = NULL;
@@ -1093,7 +1105,7 @@ static PyObject *py_walk_batches(PyObject *self, PyObject *args, PyObject *kw)
     Py_ssize_t nbatch = 0, nrec = 0;
     if (release)
         g.ts = PyEval_SaveThread();
-    scan_sizes(buf, (size_t)view.len, (size_t)start, (size_t)stop, max_batches, &nbatch, &nrec);
+    scan_sizes(buf, (size_t)view.len, (size_t)start, (size_t)stop, max_batches, max_records, &nbatch, &nrec);
     if (g.ts)
         PyEval_RestoreThread(g.ts);
     g.ts = NULL;
@@ -1105,7 +1117,8 @@ static PyObject *py_walk_batches(PyObject *self, PyObject *args, PyObject *kw)
 
     if (release)
         g.ts = PyEval_SaveThread();
-    int st = walk_core(buf, (size_t)view.len, (size_t)start, (size_t)stop, decode, hash_values, max_batches, &bc,
+    int st = walk_core(buf, (size_t)view.len, (size_t)start, (size_t)stop, decode, hash_values, max_batches,
+                       max_records, &bc,
                        decode ? &rc : NULL, decode ? &hc : NULL, &g, &next_pos, &reason);
     if (g.ts)
         PyEval_RestoreThread(g.ts);

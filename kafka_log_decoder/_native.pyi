@@ -14,7 +14,13 @@ HEADER_COLUMNS: tuple[tuple[str, str], ...]
 def crc32c(data: Buffer, crc: int = 0) -> int: ...
 def xxh64(data: Buffer, seed: int = 0) -> int: ...
 def walk_batches(
-    buf: Buffer, start: int, stop: int, decode_records: bool, max_batches: int, hash_values: bool = False
+    buf: Buffer,
+    start: int,
+    stop: int,
+    decode_records: bool,
+    max_batches: int,
+    hash_values: bool = False,
+    max_records: int = -1,
 ) -> tuple[int, dict[str, bytes], int, int, dict[str, bytes] | None]: ...
 def decode_records(
     data: Buffer,

@@ -20,6 +20,8 @@ RECORDS_DECODED = 1
 RECORDS_FRAMING_ERROR = 2
 # More header rows than `MAX_BATCH_HEADERS` (28 bytes of columns each): the batch's records not kept.
 RECORDS_TOO_MANY_HEADERS = 3
+# An uncompressed batch counting more records than the walk's `max_records`: not decoded in place.
+RECORDS_TOO_MANY_RECORDS = 4
 MAX_BATCH_HEADERS: int = _native.MAX_BATCH_HEADERS
 
 # control_type of a batch that is not a control batch; -1 = a control batch of unknown type (also one
@@ -118,10 +120,13 @@ def walk_batches(
     decode_records: bool,
     max_batches: int,
     hash_values: bool = False,
+    max_records: int = -1,
 ) -> WalkResult:
-    """Walk v2 batches; `hash_values` also fills key_hash/value_hash (XXH64), else they are 0."""
+    """Walk v2 batches; `hash_values` also fills key_hash/value_hash (XXH64), else they are 0. An
+    uncompressed batch counting more than `max_records` records (>= 0) has them not decoded
+    (`RECORDS_TOO_MANY_RECORDS`)."""
     n, columns, next_pos, reason, record_columns = _native.walk_batches(
-        buf, start, stop, decode_records, max_batches, hash_values
+        buf, start, stop, decode_records, max_batches, hash_values, max_records
     )
     return WalkResult(
         n,

@@ -406,6 +406,8 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             error(i, f"bad record framing at byte {c['err_offset'][i]} of the batch")
         elif c["records_decoded"][i] == native.RECORDS_TOO_MANY_HEADERS:
             error(i, _too_many_headers(c["err_offset"][i], "batch"))
+        elif c["records_decoded"][i] == native.RECORDS_TOO_MANY_RECORDS:
+            error(i, _too_many_records(counts[i]))
         is_control = control_types[i] != native.NOT_CONTROL
         if is_control and codec == 0:
             # The walker read its control record: of unknown type (-1), it may be invalid.
@@ -419,7 +421,7 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
             continue
         # Compressed: decompress here (the walker never does) for records, or a control type.
         if records and not is_control and counts[i] > MAX_BATCH_RECORDS:
-            error(i, f"{counts[i]} records: more than the {MAX_BATCH_RECORDS} decoded from one batch")
+            error(i, _too_many_records(counts[i]))
             continue
         start = c["position"][i]
         try:
@@ -451,6 +453,11 @@ def _batch_run(file: str, window: _Window, walk: native.WalkResult, records: boo
     return run
 
 
+def _too_many_records(count: int) -> str:
+    """Why a batch's (or a legacy entry's) records are not decoded, compressed or not."""
+    return f"{count} records: more than the {MAX_BATCH_RECORDS} decoded from one batch"
+
+
 def _too_many_headers(at: int, where: str) -> str:
     return (
         f"more than the {native.MAX_BATCH_HEADERS} record headers decoded from one batch (passed by the "
@@ -462,7 +469,14 @@ def _end_run_before(run: BatchRun, window: _Window, i: int, records: bool) -> No
     """Cut `run` to its first `i` batches, walked again (the walk's columns and in-place records cover
     all of its batches); the payloads, control types and errors found for them are kept."""
     start = run.batches["position"][0]
-    again = native.walk_batches(window.buf, start, len(window.buf), decode_records=records, max_batches=i)
+    again = native.walk_batches(
+        window.buf,
+        start,
+        len(window.buf),
+        decode_records=records,
+        max_batches=i,
+        max_records=MAX_BATCH_RECORDS,
+    )
     run.n, run.batches = again.n, again.batches
     if again.records is not None:
         # The walk's in-place records come first (`_batch_run`).
@@ -480,8 +494,12 @@ def _attention_table(records: bool) -> bytes:
 
 
 _ATTENTION = {False: _attention_table(False), True: _attention_table(True)}
+# records_decoded statuses Python reports (an uncompressed batch's, which the attention table passes).
 _FRAMING_ERROR = bytes(
-    1 if v in (native.RECORDS_FRAMING_ERROR, native.RECORDS_TOO_MANY_HEADERS) else 0 for v in range(256)
+    1
+    if v in (native.RECORDS_FRAMING_ERROR, native.RECORDS_TOO_MANY_HEADERS, native.RECORDS_TOO_MANY_RECORDS)
+    else 0
+    for v in range(256)
 )
 _LOW_BYTE = 0 if sys.byteorder == "little" else 1
 # Low bytes of the control_type column that may be -1 (a control batch of unknown type; 0xFF also ends
@@ -657,8 +675,7 @@ def _legacy(
     if records and entry.problem is not None:
         items.append(_records_not_decoded(file, pos, magic, f"bad legacy message framing: {entry.problem}"))
     if records and header.count > MAX_BATCH_RECORDS:
-        message = f"{header.count} records: more than the {MAX_BATCH_RECORDS} decoded from one batch"
-        items.append(_records_not_decoded(file, pos, magic, message))
+        items.append(_records_not_decoded(file, pos, magic, _too_many_records(header.count)))
         return [items], pos + total, False
     return _legacy_lists(items, entry if records else None), pos + total, False
 
@@ -727,6 +744,7 @@ def _walk(window: _Window, pos: int, end: int, records: bool, batches: int) -> n
         min(len(window.buf), end - window.start),
         decode_records=records,
         max_batches=batches,
+        max_records=MAX_BATCH_RECORDS,
     )
 
 
