@@ -1,9 +1,10 @@
-"""App-sequence rules for producers without idempotence (contract §1 `--app-producer`/`--app-sequence`).
+"""App-sequence rules (contract §1 `--app-producer`/`--app-sequence`).
 
 With `producer_id = -1` the broker checks nothing (§5.1); an application that stamps its own
 producer name and sequence into each record lets the audit see what the broker could not: the
-Sarama #2619 reordering (1,2,5,6,3,4,7 is one regression, at 3), duplicates, and holes
-(librdkafka #2163: timed-out messages that were never sent).
+Sarama #2619 reordering (1,2,5,6,3,4,7 is one regression, at 3), duplicates, and holes. An
+idempotent producer's log is gap-free in broker sequences even where librdkafka dropped timed-out
+messages before sending them (#2163, PR #2188): its app sequences are read for those holes only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pyspark.sql import functions as F
 from audit_rules.findings import fmt, to_findings
 from audit_rules.logs import compaction_may_have_removed, compaction_room, with_log_key
 from audit_rules.profile import AppSequenceSpec
+from audit_rules.replay import SEQUENCE_MODULUS
 
 
 def extract(spec: str) -> Column:
@@ -29,15 +31,17 @@ def extract(spec: str) -> Column:
     return F.get_json_object(F.col("value").cast("string"), f"$['{escaped}']")
 
 
-def app_sequences(records: DataFrame, spec: AppSequenceSpec) -> DataFrame:
+def app_sequences(records: DataFrame, spec: AppSequenceSpec, *, all_producers: bool = False) -> DataFrame:
     """Records of producers without idempotence (contract §1: producer id -1, so no sequence of the
-    broker's; an idempotent or transactional producer's records are the replay's) with `app_producer`
-    and `app_sequence` (long) where both could be read. A value that is no whole number, or does not fit
-    a long, is not an app sequence (a null: `try_cast`, whatever `spark.sql.ansi.enabled` says; a cast
-    failed the audit under Spark 4's ANSI default). A whole number written with a zero fraction, as
-    JSON writers write a float (`3.0`: Python's `json.dumps`, Jackson), is that number."""
+    broker's; an idempotent or transactional producer's records are the replay's), or with
+    `all_producers` every record, with `app_producer` and `app_sequence` (long) where both could be
+    read. A value that is no whole number, or does not fit a long, is not an app sequence (a null:
+    `try_cast`, whatever `spark.sql.ansi.enabled` says; a cast failed the audit under Spark 4's ANSI
+    default). A whole number written with a zero fraction, as JSON writers write a float (`3.0`:
+    Python's `json.dumps`, Jackson), is that number."""
     whole = F.regexp_replace(F.trim(extract(spec.sequence)), r"^([+-]?[0-9]+)\.0+$", "$1")
-    r = with_log_key(records.where(F.col("sequence") < 0)).select(
+    kept = records if all_producers else records.where(F.col("sequence") < 0)
+    r = with_log_key(kept).select(
         "*",
         extract(spec.producer).alias("app_producer"),
         whole.try_cast("long").alias("app_sequence"),
@@ -50,10 +54,13 @@ def app_sequence_rules(
     spec: AppSequenceSpec,
     rotted: DataFrame | None = None,
     logs: DataFrame | None = None,
+    batches: DataFrame | None = None,
 ) -> DataFrame:
     """DUPLICATE_APP_SEQUENCE, APP_SEQUENCE_REGRESSION and APP_SEQUENCE_GAP per (log, app producer) in offset
     order; for a counter that numbers a producer's records across a topic's partitions
     (`app_sequence_scopes`), duplicates across partitions and holes over the whole topic as well.
+    Given the `batches` (their producers), also an idempotent or transactional producer's holes that
+    its broker sequences show the client never sent (`client_timeout_holes`); nothing else of theirs.
 
     The records of a batch whose CRC failed (`rotted`: its `dump_id`, `replica`, `file` and
     `batch_position`) take no part, as such a batch takes none in the replay: rotted bytes could read
@@ -143,6 +150,8 @@ def app_sequence_rules(
         candidates = candidates.join(copies.select(*key), key, "left_anti")
     if per_partition is not None:
         frames.append(_partition_holes(per_partition, compacted, records))
+    if batches is not None and spec.scope != "topic":
+        frames.append(client_timeout_holes(records, spec, batches))
     regression = to_findings(
         candidates,
         "APP_SEQUENCE_REGRESSION",
@@ -344,7 +353,7 @@ def _partition_holes(
     return _gaps(holes, message, F.col("_below_offset"))
 
 
-def _gaps(holes: DataFrame, message: Column, related_offset: Column) -> DataFrame:
+def _gaps(holes: DataFrame, message: Column, related_offset: Column, **fields: Column | str) -> DataFrame:
     """APP_SEQUENCE_GAP per hole row (`offset`: the record after the hole, `_missing` its length)."""
     return to_findings(
         holes,
@@ -355,6 +364,98 @@ def _gaps(holes: DataFrame, message: Column, related_offset: Column) -> DataFram
         related_offset=related_offset,
         missing_records="_missing",
         evidence=F.col("app_producer"),
+        **fields,
+    )
+
+
+def client_timeout_holes(records: DataFrame, spec: AppSequenceSpec, batches: DataFrame) -> DataFrame:
+    """APP_SEQUENCE_GAP (`explained_by` client_timeout) per (log, app producer) for a counter per
+    partition: each run of values that no record of the log holds (any producer's, aborted ones too:
+    they are in the log) where the records on either side (each value's first) are an idempotent or
+    transactional producer's, of one producer id and epoch (their batches, of `batches`), at adjacent
+    broker sequences (the records' `sequence`, baseSequence + offsetDelta; after 2147483647 comes 0).
+    That producer sent nothing between the two, so the client dropped those values before sending them
+    (librdkafka #2163, PR #2188: timed-out messages are skipped "as if they had never existed").
+
+    Holes whose broker sequences jump are the sequence rules' (`SEQUENCE_GAP` and its kin), and
+    duplicates and regressions of these producers the replay's (`DUPLICATE_BATCH`,
+    `SEQUENCE_REGRESSION`): none here. A topic-wide counter (scope `topic`, or `auto` reading it so)
+    has none either: one partition's broker sequences say nothing of the values sent to the others."""
+    r = app_sequences(records, spec, all_producers=True)
+    first = F.min(F.struct("offset", "sequence", "timestamp", "file", "batch_position")).alias("_first")
+    values = (
+        r.groupBy("log_key", "dump_id", "replica", "topic", "partition", "app_producer", "app_sequence")
+        .agg(first)
+        .select(
+            "*",
+            *[
+                F.col(f"_first.{c}").alias(c)
+                for c in ("offset", "sequence", "timestamp", "file", "batch_position")
+            ],
+        )
+        .drop("_first")
+    )
+    if spec.scope == "auto":
+        held = values_by_partition(values)
+        across = app_sequence_scopes(held, first_by_value(held))
+        values = values.join(across.where(~F.col("_across")), PRODUCER_IN_TOPIC, "left_semi")
+    by_value = Window.partitionBy("log_key", "app_producer").orderBy("app_sequence")
+    below = F.struct("app_sequence", "offset", "sequence", "file", "batch_position")
+    after = (F.col("_below.sequence").cast("long") + 1) % SEQUENCE_MODULUS
+    holes = (
+        values.withColumn("_below", F.lag(below).over(by_value))
+        .where(
+            (F.col("app_sequence") > F.col("_below.app_sequence") + 1)
+            & (F.col("_below.sequence") >= 0)
+            & (F.col("sequence").cast("long") == after)
+        )
+        .withColumn("_missing", F.col("app_sequence") - F.col("_below.app_sequence") - 1)
+    )
+    producers = batches.where(F.col("producer_id") >= 0).select(
+        "dump_id", "replica", "file", "position", "producer_id", "producer_epoch"
+    )
+
+    def producer_of(df: DataFrame, prefix: str, file: str, position: str) -> DataFrame:
+        """`df` with the producer id and epoch of the batch at (`file`, `position`) of its log."""
+        p = producers.select(*[F.col(c).alias(f"{prefix}{c}") for c in producers.columns])
+        on = [
+            F.col("dump_id") == F.col(f"{prefix}dump_id"),
+            F.col("replica").eqNullSafe(F.col(f"{prefix}replica")),
+            F.col(file) == F.col(f"{prefix}file"),
+            F.col(position) == F.col(f"{prefix}position"),
+        ]
+        return df.join(p, on).drop(*[f"{prefix}{c}" for c in ("dump_id", "replica", "file", "position")])
+
+    holes = producer_of(holes, "_b_", "file", "batch_position")
+    holes = producer_of(holes, "_a_", "_below.file", "_below.batch_position").where(
+        (F.col("_a_producer_id") == F.col("_b_producer_id"))
+        & (F.col("_a_producer_epoch") == F.col("_b_producer_epoch"))
+    )
+    message = fmt(
+        "App producer %s never wrote sequences %s-%s (%s value(s)) to this partition although %s (offset "
+        "%s) and %s (offset %s) are in the log, and producer %s epoch %s's broker sequences are contiguous "
+        "across the hole (%s, then %s): the client never sent those values (librdkafka #2163: timed-out "
+        "messages dropped before sending), nothing the broker lost.",
+        "app_producer",
+        F.col("_below.app_sequence") + 1,
+        F.col("app_sequence") - 1,
+        "_missing",
+        "_below.app_sequence",
+        "_below.offset",
+        "app_sequence",
+        "offset",
+        "_b_producer_id",
+        "_b_producer_epoch",
+        "_below.sequence",
+        "sequence",
+    )
+    return _gaps(
+        holes,
+        message,
+        F.col("_below.offset"),
+        producer_id="_b_producer_id",
+        producer_epoch="_b_producer_epoch",
+        explained_by=F.lit("client_timeout"),
     )
 
 
