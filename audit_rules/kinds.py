@@ -109,6 +109,9 @@ KINDS: dict[str, Kind] = {
         # ledger's acks there were not checked (a partition not dumped, or a topic misnamed), or timed
         # after every dump of it and held by none (the ledger runs past the dumps).
         _k("ACKS_NOT_CHECKED", S.WARNING, "consistency", "ack ledger partition in no dump"),
+        # Addition beside the contract (prior-art §1.7 OFFSET_HOLE): offsets free between batches of a
+        # segment, taken for the log cleaner's work although nothing else says the topic is compacted.
+        _k("OFFSET_HOLE", S.WARNING, "loss", "offsets consecutive unless the log cleaner removed batches"),
     )
 }
 

@@ -12,7 +12,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt
+from audit_rules.findings import fmt, to_findings
 from audit_rules.profile import Profile
 from schemas.tables import LOG_KEY
 
@@ -299,6 +299,64 @@ def segment_files(facts: DataFrame) -> DataFrame:
             "holed_to": F.when(holed, F.col("log_end_offset")),
             "trimmed_to": F.when(F.col("cleaned_batches").isNotNull(), F.col("log_end_offset")),
         }
+    )
+
+
+def offset_holes(batches: DataFrame, segments: DataFrame, logs: DataFrame) -> DataFrame:
+    """OFFSET_HOLE (warning, an addition beside the contract) per log whose compaction rests on free
+    offsets alone (`compaction_source` "holes": the profile does not name its topic, the
+    cleaner-offset-checkpoint has no entry for it, no batch is trimmed): the runs of offsets that no
+    batch holds between two batches of one of its segments (`segment_files`, `holed_from`).
+
+    A broker gives every record the next offset, so batches were removed there: by the log cleaner, or
+    lost. The rules take them for the cleaner's work (a compacted topic's partition directory copied
+    alone, or a follower holding what its leader's cleaner left) and count no sequence missing across
+    them as loss; on a topic whose cleanup.policy is delete that hides lost batches, so the assumption
+    is a finding of its own, which naming the topic in `compacted_topics` settles. One per log: a
+    compacted topic's log may hold thousands of runs."""
+    assumed = logs.where(F.col("compaction_source") == "holes").select("log_key", *LOG_KEY)
+    files = segments.where(F.col("holed_from").isNotNull()).select(log_key().alias("log_key"), "file")
+    rows = batches.where(F.col("crc_valid") & (F.col("magic") == 2)).select(
+        log_key().alias("log_key"), "file", "base_offset", "last_offset"
+    )
+    # Only the segments that show free offsets (few files: `segment_files` rows), sorted by offset.
+    rows = rows.join(F.broadcast(files), ["log_key", "file"], "left_semi")
+    order = Window.partitionBy("log_key", "file").orderBy("base_offset", "last_offset")
+    reached = F.max("last_offset").over(order.rowsBetween(Window.unboundedPreceding, -1))
+    runs = (
+        rows.withColumn("_reached", reached)
+        .where(F.col("base_offset") > F.col("_reached") + 1)
+        .select("log_key", (F.col("_reached") + 1).alias("first"), (F.col("base_offset") - 1).alias("last"))
+    )
+    per_log = runs.groupBy("log_key").agg(
+        F.count(F.lit(1)).alias("runs"),
+        F.sum(F.col("last") - F.col("first") + 1).alias("free"),
+        F.min(F.struct("first", "last")).alias("_first"),
+        F.max("last").alias("_last"),
+    )
+    found = per_log.join(F.broadcast(assumed), "log_key")
+    return to_findings(
+        found,
+        "OFFSET_HOLE",
+        fmt(
+            "Offsets %s-%s hold no batch although batches of the same segment lie on both sides (%s run(s) "
+            "of free offsets, %s offsets in all, up to offset %s), and nothing else says topic %s is "
+            "compacted: it is not in compacted_topics, the cleaner-offset-checkpoint has no entry for the "
+            "partition and no batch shows the cleaner's trimming. A broker gives every record the next "
+            "offset, so batches were removed there; the audit took them for the log cleaner's work and "
+            "counted no sequence missing across them as loss. If the topic's cleanup.policy is delete, "
+            "batches were lost there; if it is compact, name it in compacted_topics (--config).",
+            "_first.first",
+            "_first.last",
+            "runs",
+            "free",
+            "_last",
+            "topic",
+        ),
+        first_offset="_first.first",
+        last_offset="_last",
+        missing_records="free",
+        explained_by=F.lit("compaction"),
     )
 
 

@@ -42,6 +42,7 @@ from audit_rules.logs import (
     file_producers,
     free_offsets,
     log_bounds,
+    offset_holes,
     segment_files,
     sequenced,
     with_log_key,
@@ -249,7 +250,7 @@ def audit(
         background=background,
     )
 
-    def log_facts() -> tuple[tuple[DataFrame, ...], Callable[[], bool], set[str], list[str]]:
+    def log_facts() -> tuple[tuple[DataFrame, ...], Callable[[], bool], set[str], list[str], list[str]]:
         facts = keep(file_producers(bronze.batches), "file producers")
         # Whether one producer holds most of the history (`history.skewed`: one small job), asked
         # beside the logs: only the silver write needs the answer.
@@ -273,11 +274,13 @@ def audit(
                 F.count(F.lit(1)).alias("logs"),
                 F.max(F.col("incarnation") != "").alias("recreated"),
                 F.max(F.col("cleaned_to").isNotNull() & sequenced()).alias("compacted"),
+                F.max(F.col("compaction_source") == "holes").alias("holed"),
             )
             .agg(
                 F.count(F.when(F.col("logs") > 1, F.lit(1))).alias("partitions"),
                 F.max(F.when(F.col("logs") > 1, F.col("recreated"))).alias("recreated"),
                 F.collect_set(F.when(F.col("compacted"), F.col("topic"))).alias("compacted"),
+                F.collect_set(F.when(F.col("holed"), F.col("topic"))).alias("holed"),
             )
         )
         has_several = started(spark, lambda: several.first(), background=background)
@@ -291,7 +294,8 @@ def audit(
         if present and counts is not None and counts["recreated"]:
             present.add("recreated topics")
         compacted = sorted(counts["compacted"]) if counts is not None else []
-        return (facts, segments, logs, files, summary(), overlaps), hot, present, compacted
+        holed = sorted(counts["holed"]) if counts is not None else []
+        return (facts, segments, logs, files, summary(), overlaps), hot, present, compacted, holed
 
     spark = bronze.batches.sparkSession
     beside = started(spark, log_facts, background=background, pool="audit-beside")
@@ -319,7 +323,9 @@ def audit(
             )
             if background and stored_copies.count() <= BROADCAST_ROWS:
                 copied = F.broadcast(stored_copies)
-    (facts, segments, logs, files, producers, overlaps), hot, present, compacted_topics = beside()
+    (facts, segments, logs, files, producers, overlaps), hot, present, compacted_topics, holed_topics = (
+        beside()
+    )
 
     def readable(rows: DataFrame) -> DataFrame:
         """Rows of the stored history with their derived and log columns, as the rules read them."""
@@ -402,6 +408,9 @@ def audit(
         transactions.coordinator_epoch_regression(event_rows),
         overlaps,
     ]
+    if holed_topics:
+        # Logs taken for compacted on their free offsets alone: the assumption is a finding.
+        frames.append(offset_holes(bronze.batches.where(F.col("topic").isin(*holed_topics)), segments, logs))
     if "txnindex" in present:
         frames.append(transactions.txn_index_consistency(event_rows, bronze.txn_index, bronze.files, logs))
     # The producers of each log's previous dump it holds no batch of: judged by the snapshot rule or by
@@ -483,7 +492,11 @@ def audit(
                 if "CRC_MISMATCH" in kinds
                 else None
             )
-            frames.append(ordering.app_sequence_rules(bronze.records, profile.app_sequence, rotted, logs))
+            frames.append(
+                ordering.app_sequence_rules(
+                    bronze.records, profile.app_sequence, rotted, logs, batches=bronze.batches
+                )
+            )
     frames.append(duplicates.duplicate_batches(checked, profile, history if any_copies() else None))
     findings = union_findings(frames)
     if "acks" in present and known_earlier:

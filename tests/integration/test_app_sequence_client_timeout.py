@@ -162,10 +162,6 @@ def test_a_topic_wide_counter_has_no_client_timeout_gaps(spark: Any, bronze_out:
     assert forced == {"client_timeout": 27}, forced
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit_rules/pipeline.py does not yet pass bronze.batches to ordering.app_sequence_rules",
-)
 def test_the_audit_reports_the_client_timeout_gap(spark: Any, bronze_out: Path) -> None:
     assert app_kinds(audit_findings(spark, bronze_out), "rdk-timeout") == [
         ("APP_SEQUENCE_GAP", 3, 2, 2, "client_timeout")

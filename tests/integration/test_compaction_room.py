@@ -16,7 +16,9 @@ from tests.reference_replay import reference_findings
 from tests.strategies import LogBuilder
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+    from audit_rules.profile import Profile
 
 pytestmark = pytest.mark.integration
 
@@ -186,8 +188,8 @@ def test_a_batch_holding_fewer_records_than_its_offsets_shows_the_log_is_compact
     three, which only it writes (the broker refuses a producer's batch whose count differs from its
     offsets). The log is compacted below its active segment: sequences 5-6, at the free offsets 5-6,
     are the cleaner's, not lost. The same log with every batch whole shows the cleaner too, by the
-    offsets free between its batches (a broker gives every record the next offset). Sequences skipped
-    with no offset free are a SEQUENCE_GAP."""
+    offsets free between its batches (a broker gives every record the next offset), which are then all
+    that says so: an OFFSET_HOLE warning. Sequences skipped with no offset free are a SEQUENCE_GAP."""
 
     def log(topic: str, trimmed: bool, free: bool = True) -> LogBuilder:
         built = _log(topic, 0)
@@ -206,7 +208,9 @@ def test_a_batch_holding_fewer_records_than_its_offsets_shows_the_log_is_compact
         load_profile("kafka-3.4"),
     ).findings.collect()
     verdicts = sorted((f["topic"], f["kind"], f["explained_by"]) for f in found)
-    assert verdicts == [("contiguous", "SEQUENCE_GAP", None)], [f["message"] for f in found]
+    assert verdicts == [("contiguous", "SEQUENCE_GAP", None), ("whole", "OFFSET_HOLE", "compaction")], [
+        f["message"] for f in found
+    ]
 
 
 def test_offsets_free_between_whole_batches_show_the_cleaner_unless_beside_unreadable_bytes(
@@ -247,12 +251,55 @@ def test_offsets_free_between_whole_batches_show_the_cleaner_unless_beside_unrea
         )
 
     for rolled in (True, False):
-        ((kind, severity, because, message),) = verdicts(rolled=rolled)
+        (kind, severity, because, message), hole = verdicts(rolled=rolled)
         assert (kind, severity, because) == ("HISTORY_TRUNCATED_BY_RETENTION", "info", "compaction"), message
         assert "offsets are free between the batches of a segment" in message, message
+        # The assumption is a finding of its own: on a topic whose policy is delete, offset 3 was lost.
+        assert hole[:3] == ("OFFSET_HOLE", "warning", "compaction"), hole
+        assert hole[3].startswith("Offsets 3-3 hold no batch"), hole
     lost = [("HISTORY_START_MISSING", "critical", None), ("SEQUENCE_GAP", "critical", None)]
     assert [v[:3] for v in verdicts(rolled=True, unreadable=True)] == lost
     assert [v[:3] for v in verdicts(rolled=False, unreadable=True)] == lost
+
+
+def test_free_offsets_alone_are_an_offset_hole_warning_unless_the_topic_is_named_compacted(
+    spark: SparkSession,
+) -> None:
+    """Producer 7's batch at offsets 5-9 (sequences 5-9) and producer 8's at 20-21 are gone from one
+    segment of a topic nothing names compacted: the free offsets are all that says the cleaner ran, and
+    on a topic whose policy is delete they are lost batches. The gap is not counted as loss (a compacted
+    topic's partition directory copied alone looks the same), but the assumption is one OFFSET_HOLE
+    warning for the log, naming the first run and counting both: not a clean verdict. Named in
+    compacted_topics, or beside a batch the cleaner trimmed, the log is compacted and no hole is
+    reported."""
+    log = _log("orders", 0)
+    log.data(7, 0, 0, 5)
+    log.next_offset = 10
+    log.data(7, 0, 10, 5)
+    log.data(8, 0, 0, 5)
+    log.next_offset = 22
+    log.data(8, 0, 7, 2)
+    log.data(7, 0, 15, 1)
+    batches = spark.createDataFrame(log.rows, BATCHES.schema)
+    base = load_profile("kafka-3.4")
+
+    def above_info(profile: Profile, rows: DataFrame = batches) -> list[tuple[str, str, int | None, str]]:
+        found = audit(Bronze.from_batches(rows, rolled=False), profile).findings.collect()
+        return sorted(
+            (f["kind"], f["severity"], f["missing_records"], f["message"])
+            for f in found
+            if f["severity"] != "info"
+        )
+
+    ((kind, severity, free, message),) = above_info(base)
+    assert (kind, severity, free) == ("OFFSET_HOLE", "warning", 7), message
+    assert message.startswith("Offsets 5-9 hold no batch"), message
+    assert "(2 run(s) of free offsets, 7 offsets in all, up to offset 21)" in message, message
+    assert above_info(replace(base, compacted_topics=("orders",))) == []
+    # A batch holding fewer records than its offsets (only the cleaner writes one) shows compaction too.
+    trimmed = [dict(r) for r in log.rows]
+    trimmed[-1] = {**trimmed[-1], "last_offset": trimmed[-1]["last_offset"] + 1, "last_sequence": 16}
+    assert above_info(base, spark.createDataFrame(trimmed, BATCHES.schema)) == []
 
 
 def test_a_new_epochs_first_transaction_the_cleaner_removed_before_its_kept_marker_is_no_finding(
