@@ -530,10 +530,14 @@ def _swap_next_offset(
     from kafka_log_decoder.rows import IndexEntry
 
     index = valid_swaps.get(os.path.basename(log_swap.path).replace(LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, 1))
-    entries = [e for e in read_offset_index(index.path) if isinstance(e, IndexEntry)] if index else []
-    if entries:
-        found = _next_offset_after(log_swap.path, entries[-1].position)
-        if found is not None and found > entries[-1].offset:
+    # The last entry alone is kept: an index of 20 MiB is millions of entries.
+    last: IndexEntry | None = None
+    for entry in read_offset_index(index.path) if index else ():
+        if isinstance(entry, IndexEntry):
+            last = entry
+    if last is not None:
+        found = _next_offset_after(log_swap.path, last.position)
+        if found is not None and found > last.offset:
             return max(base, found)
     found = _next_offset_after(log_swap.path, 0)
     return base if found is None else max(base, found)

@@ -383,6 +383,31 @@ def test_without_next_offset_the_swap_is_read_from_an_index_entry_a_batch_reache
     assert all(f"[0, {reach})" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
 
 
+def test_a_swap_index_of_many_entries_is_read_for_its_last_alone(tmp_path: Path) -> None:
+    """The swap's `.index` of 200,000 entries (1.6 MiB), the last at the batches 180-182: [0, 183), as
+    from a one-entry index, with no list of the entries held (tens of MiB of objects)."""
+    import tracemalloc
+
+    from tests.builders import V2Batch, build_v2, segment
+
+    directory = swap_partition(tmp_path)
+    first = build_v2(V2Batch(base_offset=5))
+    cleaned = segment(first, build_v2(V2Batch(base_offset=180, records=((None, b"a"),) * 3)))
+    (directory / name(0, ".log.swap")).write_bytes(cleaned)
+    entries = [struct.pack(">ii", 1 + i % 170, 0) for i in range(199_999)]
+    index = b"".join(entries) + struct.pack(">ii", 179, len(first))
+    (directory / name(0, ".index.swap")).write_bytes(index)
+    tracemalloc.start()
+    try:
+        found = only(discover([directory]), PartitionDir)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [s.base_offset for s in found.segments] == [0, 200]
+    assert all("[0, 183)" in e.reason for e in found.excluded if "replaced by .swap" in e.reason)
+    assert peak < len(index)
+
+
 def test_a_swap_of_more_batches_than_a_walk_once_read_is_read_to_its_end(tmp_path: Path) -> None:
     """A cleaned swap of 150,000 one-record batches, with no index entry: its headers are walked to its
     last batch. The walk stopped after 100,000 headers and took [0, 100000) for the swap's range, so the
