@@ -7,6 +7,7 @@ producer snapshots, earlier dumps of the same partition and the acknowledgement 
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -983,8 +984,9 @@ def acked_records(
     checked = located.join(F.broadcast(reach), "log_key", "left").withColumn("_outcome", outcome)
     judged = checked.where(~F.col("_outcome").isin("ok", "lag", "later"))
     rewritten = None
+    uncompared = None
     if records is not None and (keys or app is not None):
-        rewritten = _rewritten(checked, records, acked, keys, app)
+        rewritten, uncompared = _rewritten(checked, records, acked, keys, app)
         judged = judged.unionByName(rewritten)
     if incarnations:
         # The acks some incarnation's log holds: judged nowhere else.
@@ -1264,6 +1266,8 @@ def acked_records(
         .unionByName(not_checked)
         .unionByName(after_capture)
     )
+    if uncompared is not None:
+        found = found.unionByName(_uncompared_findings(uncompared))
     if producers is not None and profile is not None:
         found = found.unionByName(_acked_producers(ranges, producers, logs, profile, judged_elsewhere))
     return found
@@ -1528,7 +1532,7 @@ def _without(rows: DataFrame, other: DataFrame, columns: tuple[str, ...]) -> Dat
 
 def _rewritten(
     checked: DataFrame, records: DataFrame, acked: DataFrame, keys: bool, app: AppSequenceSpec | None
-) -> DataFrame:
+) -> tuple[DataFrame, DataFrame]:
     """The acks `checked` found held (outcome ok) that name their record's key or app sequence, where the
     log's record at that offset has another: outcome "rewritten" (an unclean leader election's or an
     `acks=1` failover's signature: the offset was given again to another record).
@@ -1537,7 +1541,9 @@ def _rewritten(
     them, each only in logs where some ack's value equals its record's: a ledger that writes keys
     another way (hex, base64, a number's text for a binary key) matches none and proves nothing. A
     record the input did not print (dump-log text without the data) proves nothing either; an offset
-    holding no record (the cleaner removed it) is left to the batch-level check."""
+    holding no record (the cleaner removed it) is left to the batch-level check. Second: per log and
+    identity, the acks naming it at offsets holding a printed record where none matched (compared
+    nowhere: `_uncompared_findings`)."""
     printed = (F.col("key").isNotNull() | (F.col("key_size") < 0)) & (
         F.col("value").isNotNull() | (F.col("value_size") < 0)
     )
@@ -1551,15 +1557,52 @@ def _rewritten(
         sequence = F.trim(ordering.extract(app.sequence))
         identities.append(("ack_app", _app_identity(ordering.extract(app.producer), sequence)))
     found = []
+    uncompared = []
     for column, identity in identities:
         held = shown.select("log_key", F.col("offset").alias("at"), identity.alias(column))
         named = checked.where((F.col("_outcome") == "ok") & F.col(column).isNotNull())
         same = named.join(held, ["log_key", "at", column], "left_semi").select("log_key").distinct()
+        # The acks whose offsets hold a printed record: compared where the log has a match.
+        comparable = named.join(held.select("log_key", "at"), ["log_key", "at"], "left_semi")
         found.append(
-            named.join(F.broadcast(same), "log_key", "left_semi")
-            .join(held.select("log_key", "at"), ["log_key", "at"], "left_semi")
-            .join(held, ["log_key", "at", column], "left_anti")
+            comparable.join(F.broadcast(same), "log_key", "left_semi").join(
+                held, ["log_key", "at", column], "left_anti"
+            )
+        )
+        uncompared.append(
+            comparable.join(F.broadcast(same), "log_key", "left_anti")
+            .groupBy("log_key", "dump_id", "replica", "topic", "partition")
+            .agg(*_offset_range("at"))
+            .withColumn("_what", F.lit("a key" if column == "ack_key" else "an app producer and sequence"))
         )
     # An ack both of whose values differ is one ack.
     rewritten = found[0] if len(found) == 1 else found[0].unionByName(found[1]).distinct()
-    return rewritten.withColumn("_outcome", F.lit("rewritten"))
+    return rewritten.withColumn("_outcome", F.lit("rewritten")), reduce(DataFrame.unionByName, uncompared)
+
+
+def _uncompared_findings(uncompared: DataFrame) -> DataFrame:
+    """ACKS_NOT_CHECKED per log and identity (`_rewritten`'s second frame) where acks name a key or an app
+    sequence and not one of them equals its record's: compared nowhere, which must not pass in silence
+    (every acknowledged record there overwritten would read as valid)."""
+    return to_findings(
+        uncompared,
+        "ACKS_NOT_CHECKED",
+        fmt(
+            "%s acknowledged offset(s) from %s to %s of %s-%s name %s, and not one equals that of the "
+            "record the log holds at its offset: the ledger writes them another way (hex, base64, a "
+            "number's text for a binary key), or every one of these offsets was given to another record "
+            "(an unclean leader election, an acks=1 failover). Their records' identities were not "
+            "checked (offsets, producers and sequences were); write the ledger's keys as the records' "
+            "key bytes read as UTF-8 to check them.",
+            "n",
+            "first",
+            "last",
+            "topic",
+            "partition",
+            "_what",
+        ),
+        first_offset="first",
+        last_offset="last",
+        evidence=F.col("_what"),
+        rule=F.lit("ack ledger identity comparable with the records"),
+    )
