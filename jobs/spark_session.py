@@ -9,6 +9,7 @@ settings belong to whoever started the cluster (ecosystem.md §1.6).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sys
@@ -312,6 +313,9 @@ def build_local_spark(
         # Its cause is in the JVM's output (an Ivy report, a Java error), not in the exception.
         repository = os.environ.get("DEFAULT_ARTIFACT_REPOSITORY") or DEFAULT_MAVEN_REPOSITORY
         where = "above" if JVM_LOG is None else f"in {JVM_LOG}"
+        said = _first_error(JVM_LOG)
+        if said is not None:
+            raise RuntimeError(f"the local Spark JVM did not start: {said} (its output is {where})") from exc
         raise RuntimeError(
             f"the local Spark JVM did not start: check java (JAVA_HOME) and that "
             f"{conf['spark.jars.packages']} resolves into {ivy} from {repository} (the first run needs the "
@@ -323,14 +327,15 @@ def build_local_spark(
 
 @contextmanager
 def _stderr_to(path: Path | None) -> Iterator[bool]:
-    """File descriptor 2 pointed at `path` meanwhile (yields whether it is): a JVM started inside
-    inherits it for good (pyspark starts the gateway with the parent's stderr); this process's own
-    stderr comes back after. Where the file cannot be opened, or this process has no stderr to put
-    back (started with `2>&-`), nothing is moved."""
+    """File descriptors 2 and 1 pointed at `path` meanwhile (yields whether 2 is): a JVM started inside
+    inherits them for good (pyspark starts the gateway with the parent's stdout and stderr, and Ivy
+    prints its ":: loading settings ::" line to stdout, before the CLI's own lines); this process's own
+    come back after. Where the file cannot be opened, or this process has no stderr to put back
+    (started with `2>&-`), nothing is moved; a closed stdout is left closed."""
     if path is None:
         yield False
         return
-    _flush_stderr()
+    _flush_std()
     try:
         saved = os.dup(2)
     except OSError:
@@ -343,18 +348,52 @@ def _stderr_to(path: Path | None) -> Iterator[bool]:
         yield False
         return
     try:
+        saved_out: int | None = os.dup(1)
+    except OSError:
+        saved_out = None
+    try:
         os.dup2(target, 2)
+        if saved_out is not None:
+            os.dup2(target, 1)
         os.close(target)
         yield True
     finally:
-        _flush_stderr()
+        _flush_std()
         os.dup2(saved, 2)
         os.close(saved)
+        if saved_out is not None:
+            os.dup2(saved_out, 1)
+            os.close(saved_out)
 
 
-def _flush_stderr() -> None:
-    if sys.stderr is not None:
-        sys.stderr.flush()
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+
+
+def _first_error(log: Path | None) -> str | None:
+    """The first line of the JVM's log that says what failed (`Error`, `Exception`, Ivy's unresolved
+    dependency), for the one-line message: the JVM names its own cause (an invalid -Xmx, a missing
+    class), which the gateway's exception does not."""
+    if log is None:
+        return None
+    previous = None
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            for line in itertools.islice(f, 10_000):
+                text = line.strip()
+                if not text or text.startswith("::"):  # Ivy's report ("::: UNRESOLVED DEPENDENCIES ::")
+                    continue
+                if re.search(r"Error|Exception|[Ii]nvalid|unresolved dependency", text):
+                    # "Could not create the Java Virtual Machine" follows the line that says why.
+                    if "Could not create the Java Virtual Machine" in text and previous is not None:
+                        return f"{previous} ({text})"[:300]
+                    return text[:300]
+                previous = text
+    except OSError:
+        return None
+    return None
 
 
 def delta_maven_coordinate(spark_version: str | None = None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -58,13 +59,33 @@ def test_the_clis_jvm_writes_to_its_log_and_this_process_keeps_its_stderr(
     with spark_session._stderr_to(log):
         script = (
             "import sys, time; print('jvm early', file=sys.stderr); sys.stderr.flush(); "
-            "time.sleep(0.5); print('jvm later', file=sys.stderr)"
+            "time.sleep(0.5); print('jvm later', file=sys.stderr); sys.stderr.flush(); "
+            "print(':: loading settings :: file = ivysettings.xml')"
         )
         child = subprocess.Popen([sys.executable, "-c", script])
     print("mine", file=sys.stderr)
+    print("name\tpath")
     assert child.wait(10) == 0
-    assert log.read_text() == "jvm early\njvm later\n"
-    assert capfd.readouterr().err == "mine\n"
+    # Ivy's line on the JVM's stdout too: a script reading the CLI's stdout read it first.
+    assert log.read_text() == "jvm early\njvm later\n:: loading settings :: file = ivysettings.xml\n"
+    assert capfd.readouterr() == ("name\tpath\n", "mine\n")
+
+
+def test_a_jvm_that_did_not_start_is_named_by_its_own_cause(tmp_path: Path) -> None:
+    """The one-line error quotes what the JVM said (a real `java` refusing `-Xmxzz`), not a guess."""
+    import shutil
+    import subprocess
+
+    java = shutil.which("java", path=f"{os.environ.get('JAVA_HOME', '')}/bin:{os.environ.get('PATH', '')}")
+    assert java is not None, "java is on the machine (the integration tests need it too)"
+    log = tmp_path / "jvm.log"
+    with open(log, "w") as out:
+        assert (
+            subprocess.run([java, "-Xmxzz", "-version"], stdout=out, stderr=out, check=False).returncode != 0
+        )
+    said = spark_session._first_error(log)
+    assert said is not None and said.startswith("Invalid maximum heap size: -Xmxzz"), log.read_text()
+    assert spark_session._first_error(tmp_path / "absent.log") is None
 
 
 def test_the_jvm_log_is_named_by_command_and_pid_and_the_oldest_go(
