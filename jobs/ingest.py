@@ -21,6 +21,7 @@ refuses rows of a dump it does not list: an ingest that stopped halfway).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -345,6 +346,17 @@ def _usable_path(raw: str, *, directory_ok: bool = True) -> str:
                 f"{raw}: an input is read as files by the driver and every executor: give a path they "
                 "all see (a shared mount, /Volumes/... or /dbfs/... on Databricks), not a URI"
             )
+        try:
+            os.stat(path)
+        except OSError as exc:
+            # A symlink loop or a dangling link is there but leads nowhere: say which (os.path.exists
+            # says only False).
+            if exc.errno == errno.ENOENT and os.path.islink(path):
+                raise UsageError(
+                    f"{raw}: a symbolic link to {os.readlink(path)}, which does not exist"
+                ) from None
+            if exc.errno not in (errno.ENOENT, None):
+                raise UsageError(f"{raw}: {exc.strerror or exc}") from None
         raise UsageError(f"{raw}: no such file or directory")
     if os.path.isdir(path):
         if not directory_ok:

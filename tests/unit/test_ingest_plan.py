@@ -334,6 +334,30 @@ def test_an_input_given_as_a_uri_is_a_usage_error_that_says_paths_are_read_as_fi
             plan_ingest(IngestOptions([LabeledPath("d", uri)], "unused"))
 
 
+def test_an_input_that_is_a_symlink_loop_or_dangling_link_says_so(tmp_path: Path) -> None:
+    """A symlink loop was `no such file or directory` (os.path.exists says False for both)."""
+    import errno
+    import os
+
+    import pytest
+
+    from jobs.ingest import UsageError
+
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    loop = str(tmp_path / "a")
+    with pytest.raises(UsageError, match=rf"^{loop}: {os.strerror(errno.ELOOP)}$"):
+        plan_ingest(IngestOptions([LabeledPath("d", loop)], "unused"))
+    gone = str(tmp_path / "gone")
+    with pytest.raises(
+        UsageError, match=rf"^{gone}: a symbolic link to {tmp_path}/nowhere, which does not exist$"
+    ):
+        plan_ingest(IngestOptions([LabeledPath("d", gone)], "unused"))
+    with pytest.raises(UsageError, match=r": no such file or directory$"):
+        plan_ingest(IngestOptions([LabeledPath("d", str(tmp_path / "absent"))], "unused"))
+
+
 def test_an_empty_input_or_output_is_a_usage_error_not_the_working_directory(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
