@@ -28,7 +28,7 @@ from typing import Any, overload
 import numpy as np
 import pyarrow as pa
 
-from kafka_log_decoder import native
+from kafka_log_decoder import native, text_lines
 from kafka_log_decoder.constants import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -1283,6 +1283,9 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
             for line in lines:
                 if line.blank:
                     continue
+                if line.overlong:
+                    yield text_lines.overlong(line.end - line.start), *line.where
+                    continue
                 if line.invalid is not None:
                     yield f"not UTF-8 (byte {line.invalid})", *line.where
                     continue
@@ -1298,6 +1301,7 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
                     continue
                 yield (value if isinstance(value, dict) else "not a JSON object"), *line.where
             return
+
         # Strict: a quote left open is an error (at the end of the file, or where the field passes
         # `csv`'s field size limit), not a field that takes in every row after it. Such a row is bad
         # from its first line only: the lines after it are read again as rows, so that one stray quote
@@ -1308,6 +1312,13 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
         # Spaces after the commas are skipped only in a ledger whose header has them (written by hand,
         # `t, 0, 1`): a program's CSV (Python's `csv`, pandas) writes a key's leading space as it is,
         # unquoted, and a key read without it named another record.
+        # An overlong line is never given to `csv` (`_Texts`): it is a bad row where `csv` reaches past
+        # it, before the row `csv` then reads, which is bad too where the line lies inside it (a quoted
+        # field's lines would join over it).
+        def passed_over() -> Iterator[_LedgerRow]:
+            for line in lines.overlong():
+                yield text_lines.overlong(line.end - line.start), *line.where
+
         texts = lines.texts()
         for text in texts:
             if text.strip():
@@ -1316,14 +1327,18 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
                 spaced = any(name.startswith(" ") for name in next(csv.reader([text]), [])[1:])
                 break
         else:
+            yield from passed_over()
             return
+        yield from passed_over()
         reader = csv.DictReader(texts, fieldnames=fieldnames, strict=True, skipinitialspace=spaced)
         while True:
             try:
                 row = next(reader)
             except StopIteration:
+                yield from passed_over()
                 return
             except csv.Error as exc:
+                yield from passed_over()
                 # The lines `csv` read for the row it could not parse (it reads no further ahead): a quote
                 # left open took in the lines after it (to the end, past the field limit, or to a later
                 # stray quote). They are read again while the lines read again number no more than the
@@ -1344,7 +1359,13 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
             # `csv` reads no line ahead of the row it returns: the lines read since the last row are its.
             mine = lines.take()
             start, end = mine[0].start, mine[-1].end
+            skipped = lines.overlong()
+            for line in skipped:
+                yield text_lines.overlong(line.end - line.start), *line.where
             invalid = next((line.invalid for line in mine if line.invalid is not None), None)
+            if any(start < line.start < end for line in skipped):
+                yield f"not CSV: {_HOLDS_OVERLONG}", start, end - start
+                continue
             if invalid is not None:
                 yield f"not UTF-8 (byte {invalid})", start, end - start
                 continue
@@ -1368,6 +1389,7 @@ def _ledger_rows(path: str, root: str | None = None) -> Iterator[_LedgerRow]:
 
 
 _AGAIN = "the lines after its first were read again as rows"
+_HOLDS_OVERLONG = "a line inside its quotes was not read (longer than lines are read)"
 # A field that opens a quote after spaces (`, "a, b"` read without skipping the space).
 _SPACED_QUOTE = re.compile(r"\s+\"")
 
@@ -1379,10 +1401,12 @@ class _Line:
     end: int
     invalid: int | None  # the position of the first byte that is not UTF-8
     text: str
+    # Longer than text_lines.MAX_LINE_BYTES: not read (its text empty), a bad row of its own.
+    overlong: bool = False
 
     @property
     def blank(self) -> bool:
-        return not self.text.strip()
+        return not self.overlong and not self.text.strip()
 
     @property
     def where(self) -> tuple[int, int]:
@@ -1397,29 +1421,34 @@ class _Lines:
     invalid byte kept, so that its row is quarantined rather than compared as mangled text. A UTF-8
     BOM before the first line is skipped (and counted in the positions)."""
 
-    _LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
-
     def __init__(self, handle: Any) -> None:
         self.handle = handle
         self.pending: list[_Line] = []  # the lines `csv` read since the last `take`
+        self.passed_over: list[_Line] = []  # overlong lines not given to `csv` since the last `overlong`
         self.again: collections.deque[_Line] = collections.deque()  # lines to read again, first
         self.read_again_count = 0  # how many lines were handed back to be read again
         self.header_line = 0  # the CSV header's line number, once read
 
     def __iter__(self) -> Iterator[_Line]:
         position = number = 0
-        for chunk in self.handle:
-            for raw in self._LONE_CR.split(chunk):
-                if not raw:
-                    continue
-                start, position, number = position, position + len(raw), number + 1
-                body = raw.removeprefix(_UTF8_BOM) if start == 0 else raw
-                try:
-                    text, invalid = body.decode("utf-8"), None
-                except UnicodeDecodeError as exc:
-                    text = body.decode("utf-8", errors="replace")
-                    invalid = start + len(raw) - len(body) + exc.start
-                yield _Line(number, start, position, invalid, text)
+        for raw in text_lines.bounded_lines(self.handle, universal=True):
+            if isinstance(raw, int):
+                start, position, number = position, position + raw, number + 1
+                yield _Line(number, start, position, None, "", overlong=True)
+                continue
+            start, position, number = position, position + len(raw), number + 1
+            body = raw.removeprefix(_UTF8_BOM) if start == 0 else raw
+            try:
+                text, invalid = body.decode("utf-8"), None
+            except UnicodeDecodeError as exc:
+                text = body.decode("utf-8", errors="replace")
+                invalid = start + len(raw) - len(body) + exc.start
+            yield _Line(number, start, position, invalid, text)
+
+    def overlong(self) -> list[_Line]:
+        """The overlong lines `csv` was not given since the last call (`_Texts` passes over them)."""
+        passed, self.passed_over = self.passed_over, []
+        return passed
 
     def texts(self) -> Iterator[str]:
         """The lines' text, for `csv`, those handed back by `read_again` first; `take` then gives the
@@ -1454,6 +1483,10 @@ class _Texts:
     def __next__(self) -> str:
         lines = self.lines
         line = lines.again.popleft() if lines.again else next(self.source)
+        while line.overlong:
+            # Not `csv`'s to read (its text is not there): a bad row of its own (`_ledger_rows`).
+            lines.passed_over.append(line)
+            line = next(self.source)
         lines.pending.append(line)
         if not lines.header_line and not line.blank:
             lines.header_line = line.number

@@ -50,6 +50,7 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kafka_log_decoder import text_lines
 from kafka_log_decoder.constants import (
     COMPRESSION_NAMES,
     CONTROL_FLAG_MASK,
@@ -871,6 +872,34 @@ class _DumpLogTextParser:
                 out.append(error)
         return out
 
+    def overlong(self, length: int) -> list[DumpLogItem]:
+        """A line of `length` bytes, longer than `text_lines.MAX_LINE_BYTES`, that was not read (a payload
+        of gigabytes printed on one line): an error over its bytes, as a line that cannot be read is."""
+        self.line_number += 1
+        line_start = self.byte_offset
+        self.byte_offset += length
+        self.newlines_seen = True
+        out: list[DumpLogItem] = []
+        if self.repeat:
+            return out
+        if self.pending is not None:
+            self._end_pending()
+        self._end_unreadable_batch(out)
+        self.in_skipped_content = False
+        self.line_start, self.line_length = line_start, length
+        error = DecodeError(
+            self.source,
+            line_start,
+            CorruptionKind.UNREADABLE_BATCH,
+            f"line {self.line_number}: {text_lines.overlong(length)}",
+            length,
+        )
+        if self.batch is not None:
+            self.batch.items.append(error)
+        else:
+            out.append(error)
+        return out
+
     def _cut_line(self, line: str, line_start: int, length: int, out: list[DumpLogItem]) -> None:
         """The text's last line, with no newline after it: the copy was cut inside it (a transfer or
         a full disk), so its values may be cut too (`sequence: 1` of `sequence: 17`); it is not read."""
@@ -1271,8 +1300,9 @@ def fields_in_text(item: DumpLogItem) -> dict[str, Any]:
     return {"type": type(item).__name__, **fields}
 
 
-def parse_dump_log_text(lines: Iterable[str], *, source: str = DEFAULT_SOURCE) -> Iterator[DumpLogItem]:
-    """Rows of `kafka-dump-log.sh` output, in text order; `source` names the text in DecodeErrors."""
+def parse_dump_log_text(lines: Iterable[str | int], *, source: str = DEFAULT_SOURCE) -> Iterator[DumpLogItem]:
+    """Rows of `kafka-dump-log.sh` output, in text order; `source` names the text in DecodeErrors. An
+    int is a line of that many bytes that was not read (`text_lines.bounded_lines`)."""
     parser = _DumpLogTextParser(source)
     # `splitlines` also ends lines at `\r`, `\x0b`, `\u2028` ... inside a payload, with no newline: once
     # lines end in newlines, a piece without one is joined to the next (the text's bytes as they were),
@@ -1280,6 +1310,14 @@ def parse_dump_log_text(lines: Iterable[str], *, source: str = DEFAULT_SOURCE) -
     previous: str | None = None
     joined, newlines = "", False
     for line in lines:
+        if isinstance(line, int):
+            # The lines before it are whole: it ends in a newline (or ends the text).
+            for complete in (previous, joined):
+                if complete:
+                    yield from parser.feed(complete)
+            previous, joined = None, ""
+            yield from parser.overlong(line)
+            continue
         if joined or (newlines and not line.endswith("\n")):
             joined += line
             if not line.endswith("\n"):
@@ -1303,5 +1341,9 @@ def read_dump_log_text(path: str | Path) -> Iterator[DumpLogItem]:
     with open(path, "rb") as f:
         # surrogateescape keeps non-UTF-8 payload bytes exact through decode and re-encode.
         yield from parse_dump_log_text(
-            (raw.decode("utf-8", "surrogateescape") for raw in f), source=str(path)
+            (
+                raw if isinstance(raw, int) else raw.decode("utf-8", "surrogateescape")
+                for raw in text_lines.bounded_lines(f)
+            ),
+            source=str(path),
         )

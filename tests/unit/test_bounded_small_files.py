@@ -3,16 +3,26 @@ they come; each error is still one row that names the file and byte."""
 
 from __future__ import annotations
 
+import io
+import json
+import re
 import struct
 import tracemalloc
 from pathlib import Path
+from unittest.mock import patch
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs import decode_tasks as dt
+from kafka_log_decoder import text_lines
+from kafka_log_decoder.dump_log_text import read_dump_log_text
+from kafka_log_decoder.errors import DecodeError
 from kafka_log_decoder.index_files import decode_txn_index
+from kafka_log_decoder.rows import Record
 from schemas.tables import QUARANTINE, TXN_INDEX
 
 ENTRIES = 60_000
@@ -69,3 +79,96 @@ def test_a_txn_index_that_cannot_be_read_is_one_quarantine_row(tmp_path: Path) -
     assert [r["message"] for r in pa.Table.from_batches(quarantined).to_pylist()] == [
         "cannot read: No such file or directory"
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lines: read to MAX_LINE_BYTES, a longer one an error at its bytes
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.binary(max_size=60).map(lambda b: bytes(b"ab\r\n"[x % 4] for x in b)),
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.booleans(),
+)
+def test_bounded_lines_are_the_lines_split_as_open_splits_them(
+    data: bytes, limit: int, block: int, universal: bool
+) -> None:
+    """Whatever the blocks read: the lines `open` gives (universal newlines, or `\\n` alone), a longer
+    one than `limit` as its length."""
+    pattern = rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z" if universal else rb"[^\n]*\n|[^\n]+\Z"
+    expected = [m.group() for m in re.finditer(pattern, data) if m.group()]
+    with patch.object(text_lines, "_BLOCK_BYTES", block):
+        got = list(text_lines.bounded_lines(io.BytesIO(data), universal=universal, limit=limit))
+    assert got == [line if len(line) <= limit else len(line) for line in expected]
+
+
+def acks_unit(path: Path) -> dt.WorkUnit:
+    return dt.WorkUnit(dt.ACKS_LEDGER, "d", None, None, None, str(path), path.stat().st_size)
+
+
+def ack(offset: int, key: str = "k") -> str:
+    return json.dumps({"topic": "t", "partition": 0, "offset": offset, "key": key})
+
+
+OVERLONG = "1000 bytes on one line: more than the 100 read of one line"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_overlong_ledger_line_is_one_bad_row_at_its_bytes_and_the_rest_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    monkeypatch.setattr(text_lines, "MAX_LINE_BYTES", 100)
+    ledger = tmp_path / f"acks.{fmt}"
+    if fmt == "jsonl":
+        first, long = ack(0) + "\n", ack(1, "x" * (999 - len(ack(1, ""))))
+        ledger.write_text(first + long + "\n" + ack(2) + "\n")
+    else:
+        first, long = "topic,partition,offset,key\n" + "t,0,0,k\n", "t,0,1," + "x" * 993
+        ledger.write_text(first + long + "\n" + "t,0,2,k\n")
+    unit = acks_unit(ledger)
+    assert [row["offset"] for row in dt._acks_rows(unit, "acks")] == [0, 2]
+    bad = [(row["position"], row["length"], row["message"]) for row in dt._acks_rows(unit, "quarantine")]
+    assert bad == [(len(first), 1000, f"acks row 1: {OVERLONG}")]
+
+
+def test_an_overlong_line_inside_a_quoted_csv_field_makes_its_row_bad(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lines around it do not join into a row without it: the row it was in is bad as a whole."""
+    monkeypatch.setattr(text_lines, "MAX_LINE_BYTES", 100)
+    ledger = tmp_path / "acks.csv"
+    head = "topic,partition,offset,key\n"
+    ledger.write_text(head + 't,0,1,"a\n' + "x" * 999 + "\n" + 'b"\n' + "t,0,2,k\n")
+    unit = acks_unit(ledger)
+    assert [row["offset"] for row in dt._acks_rows(unit, "acks")] == [2]
+    messages = [row["message"] for row in dt._acks_rows(unit, "quarantine")]
+    assert messages[0] == f"acks row 0: {OVERLONG}"
+    assert messages[1:] == [
+        "acks row 1: not CSV: a line inside its quotes was not read (longer than lines are read)"
+    ]
+
+
+def test_an_overlong_dump_text_line_is_one_error_at_its_bytes_and_the_rest_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(text_lines, "MAX_LINE_BYTES", 300)
+    head = "Dumping orders-3/00000000000000000000.log\nLog starting offset: 0\n"
+    batch = (
+        "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: 1000 "
+        "producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false "
+        "position: 0 CreateTime: 1700000000001 size: 1000 magic: 2 compresscodec: none crc: 1 isvalid: true\n"
+    )
+    record = (
+        "| offset: {0} CreateTime: 170000000000{0} keySize: -1 valueSize: {1} sequence: {0} headerKeys: [] "
+        "payload: {2}\n"
+    )
+    long = record.format(0, 900, "x" * 900)
+    path = tmp_path / "dump.txt"
+    path.write_text(head + batch + long + record.format(1, 2, "ab"))
+    items = list(read_dump_log_text(path))
+    (error,) = [i for i in items if isinstance(i, DecodeError)]
+    assert (error.file, error.position, error.length) == (str(path), len(head + batch), len(long))
+    assert error.message == f"line 4: {len(long)} bytes on one line: more than the 300 read of one line"
+    assert [r.offset for r in items if isinstance(r, Record)] == [1]
