@@ -835,3 +835,67 @@ def replica_divergence(batches: DataFrame, logs: DataFrame, unreadable: DataFram
         # One log differs from several others over one range: each pair is a finding of its own.
         evidence="ref_key",
     )
+
+
+def zeroed_tails(files: DataFrame, segments: DataFrame, quarantine: DataFrame) -> DataFrame:
+    """TRUNCATED_TAIL for the bytes past the last batch (and quarantined region) of a live segment that
+    is not its log's last, active one: the decoder reads zeros to a file's end as preallocation
+    (`file.preallocate`) and quarantines nothing, which holds only for the active segment. The broker
+    trims a segment to its data when it rolls (`LogSegment.onBecomeInactiveSegment`: `log.trim()`) and
+    truncates a crashed log's invalid tail on recovery, so zeros ending an older segment were batches:
+    zeroed (a crash on a filesystem that zero-fills blocks not yet flushed) or a damaged copy. Bytes
+    other than zeros there are already quarantined. Offsets from after the segment's last batch up to
+    the next segment's base are where they were. `segments`: `logs.segment_files` (`bytes_end`)."""
+    live = with_log_key(
+        files.where((F.col("kind") == "log") & F.col("is_live") & F.col("topic").isNotNull()).select(
+            *LOG_KEY, "file", "base_offset", "size_bytes"
+        )
+    )
+    # Files are few (one row per segment): the next one's base per log.
+    following = Window.partitionBy("log_key").orderBy("base_offset")
+    older = live.withColumn("_next_base", F.lead("base_offset").over(following)).where(
+        F.col("_next_base").isNotNull() & (F.col("size_bytes") > 0)
+    )
+    # The batches' end per file, from the segment facts (`logs.segment_files`: no pass over the batches).
+    ends = with_log_key(segments).select(
+        "log_key", "file", F.col("bytes_end").alias("_end"), (F.col("log_end_offset") - 1).alias("_last")
+    )
+    regions = (
+        with_log_key(quarantine.where(F.col("topic").isNotNull()))
+        .groupBy("log_key", "file")
+        .agg(F.max(F.col("position") + F.coalesce(F.col("length"), F.lit(0))).alias("_quarantined"))
+    )
+    read = F.greatest(F.coalesce(F.col("_end"), F.lit(0)), F.coalesce(F.col("_quarantined"), F.lit(0)))
+    tails = (
+        older.join(ends, ["log_key", "file"], "left")
+        .join(regions, ["log_key", "file"], "left")
+        .withColumn("position", read)
+        .where(F.col("position") < F.col("size_bytes"))
+        .withColumn("_first", F.coalesce(F.col("_last") + 1, F.col("base_offset")))
+    )
+    held = F.col("_first") < F.col("_next_base")
+    return to_findings(
+        tails,
+        "TRUNCATED_TAIL",
+        fmt(
+            "%s at byte %s (%s bytes): zeros to the end of a segment that is not its log's active one, where "
+            "the broker leaves none (it trims a segment when it rolls and a crashed log's tail when it "
+            "recovers; only the active segment is preallocated): batches written there were zeroed, or the "
+            "copy is damaged%s [corruption: the bytes hold no batch]",
+            "file",
+            "position",
+            F.col("size_bytes") - F.col("position"),
+            F.when(
+                held,
+                fmt(
+                    ". Offsets %s-%s, up to the next segment's base, were there",
+                    "_first",
+                    F.col("_next_base") - 1,
+                ),
+            ).otherwise(F.lit("")),
+        ),
+        first_offset=F.when(held, F.col("_first")),
+        last_offset=F.when(held, F.col("_next_base") - 1),
+        evidence=file_evidence("file", "position"),
+        rule=F.lit("LogSegment.onBecomeInactiveSegment trims a rolled segment"),
+    )

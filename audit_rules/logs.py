@@ -206,6 +206,9 @@ _BATCH_FACTS = {
     # (`segment_files`, `holed_from`).
     "held_offsets": F.sum,
     "untrusted_spans": F.max,
+    # Where a file's last batch ends (byte position): what follows to its size is zeros or quarantined
+    # (`consistency.zeroed_tails`).
+    "bytes_end": F.max,
 }
 
 
@@ -244,6 +247,7 @@ def file_producers(batches: DataFrame) -> DataFrame:
             F.col("partition_leader_epoch"),
         ),
         "held_offsets": F.col("last_offset") - F.col("base_offset") + 1,
+        "bytes_end": F.col("position") + F.col("size_bytes"),
         "untrusted_spans": F.when(
             (F.coalesce(F.col("magic"), F.lit(0)) < 2) | ~F.coalesce(F.col("crc_valid"), F.lit(False)),
             F.lit(1),

@@ -482,6 +482,8 @@ def audit(
     if located is not None:
         explaining = explaining_fills(fills, starts) if fills is not None and starts is not None else None
         frames.append(consistency.quarantined(located, explaining))
+    # Zeros ending a segment older than the active one (the decoder takes zeros for preallocation).
+    frames.append(consistency.zeroed_tails(bronze.files, segments, bronze.quarantine))
     if bronze.records is not None:
         frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
         if profile.app_sequence is not None:
