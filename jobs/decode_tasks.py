@@ -197,6 +197,8 @@ def decode_unit(unit: WorkUnit, table: str, schema: pa.Schema, *, records: bool)
                 yield from marks.finish()
     elif unit.kind == ACKS_LEDGER:
         yield from _rows_to_batches(_acks_rows(unit, table), schema)
+    elif unit.kind == SNAPSHOT:
+        yield from _snapshot_batches(unit, ctx, table, schema)
     else:
         yield from _rows_to_batches(_small_file_rows(unit, table), schema)
     return True
@@ -996,6 +998,53 @@ def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[d
 # Snapshots, txn indexes, checkpoints
 
 
+def _snapshot_batches(
+    unit: WorkUnit, ctx: _Provenance, table: str, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """A producer snapshot's rows (or for `quarantine` its errors), as `_snapshot_row` makes them, its
+    entries read MAX_ROWS_PER_BATCH at a time into Arrow with numpy: a snapshot holds an entry per live
+    producer, and nothing bounds their number. The quarantine pass reads the CRC alone."""
+    from kafka_log_decoder import producer_snapshot
+    from kafka_log_decoder.discovery import segment_base_offset
+
+    if table not in TABLES_OF_KIND[SNAPSHOT] and table != "quarantine":
+        return
+    snapshot_offset = segment_base_offset(unit.file)
+    try:
+        with open(unit.file, "rb") as handle:
+            count, errors = producer_snapshot.check_producer_snapshot(handle, unit.file)
+            if table == "quarantine":
+                yield from _rows_to_batches((_error_row(ctx, e) for e in errors), schema)
+                return
+            number = 0
+            for chunk in producer_snapshot.iter_entry_chunks(handle, count, MAX_ROWS_PER_BATCH):
+                n = len(chunk)
+                first = PRODUCER_SNAPSHOT_HEADER_SIZE + number * PRODUCER_SNAPSHOT_ENTRY_SIZE
+                columns = {
+                    "position": pa.array(np.arange(n, dtype=np.int64) * PRODUCER_SNAPSHOT_ENTRY_SIZE + first),
+                    "snapshot_offset": pa.repeat(pa.scalar(snapshot_offset, pa.int64()), n),
+                    # Big-endian fields made native first: Arrow takes native-endian buffers.
+                    **{
+                        name: pa.array(chunk[name].astype(chunk[name].dtype.newbyteorder("=")))
+                        for name in chunk.dtype.names or ()
+                    },
+                }
+                provenance = ctx.columns(n)
+                values = [
+                    columns[name].cast(schema.field(name).type) for name in schema.names[len(provenance) :]
+                ]
+                yield pa.RecordBatch.from_arrays([*provenance, *values], schema=schema)
+                number += n
+    except OSError as exc:
+        if table == "quarantine":
+            yield _rows_to_batch([_error_row(ctx, _cannot_read(unit, exc.strerror))], schema)
+
+
+def _cannot_read(unit: WorkUnit, why: str | None) -> DecodeError:
+    """A file gone or unreadable since discovery listed it: corrupt evidence, not a failed job."""
+    return DecodeError(unit.file, 0, CorruptionKind.UNREADABLE_FILE, f"cannot read: {why}")
+
+
 def _small_file_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
     ctx = _Provenance(unit)
     if unit.kind == TXNINDEX:
@@ -1010,7 +1059,7 @@ def _small_file_rows(unit: WorkUnit, table: str) -> Iterator[dict[str, Any]]:
 
 
 def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str, Any]], list[DecodeError]]:
-    from kafka_log_decoder import checkpoints, index_files, producer_snapshot
+    from kafka_log_decoder import checkpoints, index_files
 
     if unit.kind == TIMEINDEX:
         # Preallocated to segment.index.bytes while active: streamed, not read whole.
@@ -1022,11 +1071,7 @@ def _decode_small_file(unit: WorkUnit, ctx: _Provenance) -> tuple[list[dict[str,
         with open(unit.file, "rb") as handle:
             data = handle.read()
     except OSError as exc:
-        # Gone or unreadable since discovery listed it: corrupt evidence, not a failed job.
-        return [], [DecodeError(unit.file, 0, CorruptionKind.UNREADABLE_FILE, f"cannot read: {exc.strerror}")]
-    if unit.kind == SNAPSHOT:
-        entries, errors = producer_snapshot.decode_producer_snapshot(data, unit.file)
-        return [_snapshot_row(ctx, e, i) for i, e in enumerate(entries)], errors
+        return [], [_cannot_read(unit, exc.strerror)]
     if unit.kind == OFFSET_CHECKPOINT:
         offset_entries, errors = checkpoints.decode_offset_checkpoint(data, unit.file)
         positions = _entry_line_positions(data, errors)
@@ -1078,15 +1123,13 @@ def _txn_index_rows(unit: WorkUnit, ctx: _Provenance, table: str) -> Iterator[di
                     yield _txn_row(ctx, item, number)
                 number += 1
     except NotAKafkaArtifact as exc:
-        # Gone or unreadable since discovery listed it: corrupt evidence, not a failed job. The row
-        # names the file already: the message is the reason alone, as for the other small files.
+        # The row names the file already: its message is the reason alone, as for the other small files.
         if table == "quarantine":
-            message = str(exc).removeprefix(f"{unit.file}: ")
-            yield _error_row(ctx, DecodeError(unit.file, 0, CorruptionKind.UNREADABLE_FILE, message))
+            why = str(exc).removeprefix(f"{unit.file}: ").removeprefix("cannot read: ")
+            yield _error_row(ctx, _cannot_read(unit, why))
     except OSError as exc:
         if table == "quarantine":
-            message = f"cannot read: {exc.strerror}"
-            yield _error_row(ctx, DecodeError(unit.file, 0, CorruptionKind.UNREADABLE_FILE, message))
+            yield _error_row(ctx, _cannot_read(unit, exc.strerror))
 
 
 def _txn_row(ctx: _Provenance, entry: TxnIndexEntry, number: int) -> dict[str, Any]:
