@@ -979,8 +979,13 @@ def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[d
             continue
         if isinstance(item, DecodeError):
             if table == "quarantine":
-                # Errors inside the text are located in the text; the rest in the dumped file.
-                ctx = text_ctx if item.file == unit.file else context_of(item.file)
+                # Errors inside the text are located in the text (and belong to the partition of the
+                # section they stand in, where it names one); the rest in the dumped file.
+                ctx = context_of(item.file) if item.file != unit.file else text_ctx
+                section = item.section if item.file == unit.file else None
+                if section is not None and placed.get(section) is not False:
+                    named = context_of(section)
+                    ctx = named if named.unit.topic is not None else text_ctx
                 yield _error_row(ctx, item)
         elif isinstance(item, BatchHeader):
             if table == "batches":

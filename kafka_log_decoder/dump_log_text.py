@@ -863,6 +863,7 @@ class _DumpLogTextParser:
                 CorruptionKind.UNREADABLE_BATCH,
                 f"line {self.line_number}: {exc}: {line[:160]!r}",
                 length,
+                section=self.file,
             )
             if isinstance(exc, _BatchLineError):
                 self.unreadable_batch, self.unreadable_lines = error, 0
@@ -893,6 +894,7 @@ class _DumpLogTextParser:
             CorruptionKind.UNREADABLE_BATCH,
             f"line {self.line_number}: {text_lines.overlong(length)}",
             length,
+            section=self.file,
         )
         if self.batch is not None:
             self.batch.items.append(error)
@@ -913,6 +915,7 @@ class _DumpLogTextParser:
             f"line {self.line_number}: the text ends inside this line (no newline after it, where the tool "
             f"ends every line): the copy was cut short, and the line is not read: {line[:160]!r}",
             length,
+            section=self.file,
         )
         if self.batch is not None:
             self.batch.items.append(error)

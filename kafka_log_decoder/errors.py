@@ -47,6 +47,9 @@ class DecodeError:
     kind: CorruptionKind
     message: str
     length: int | None = None
+    # For an error located in a `kafka-dump-log.sh` text (`file` is the text): the dumped file whose
+    # section it stands in, whose partition it belongs to.
+    section: str | None = None
 
     def __str__(self) -> str:
         return f"{self.file}: byte {self.position}: {self.kind.value}: {self.message}"

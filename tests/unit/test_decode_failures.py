@@ -260,3 +260,35 @@ def test_a_segment_grown_since_it_was_listed_is_read_to_its_listed_size(tmp_path
     else:
         assert rows == []
     assert corrupt is False
+
+
+def test_a_bad_line_of_a_dump_text_belongs_to_the_partition_of_its_section(tmp_path: Path) -> None:
+    """A line of a `kafka-dump-log.sh` text that cannot be read is located in the text (its file and
+    byte), and belongs to the partition whose `Dumping` section it stands in: with no partition, the
+    partition's summary counted no quarantined region for it. Before any section, it has none."""
+    batch = (
+        "baseOffset: 0 lastOffset: 2 count: 3 baseSequence: 0 lastSequence: 2 producerId: 1000 "
+        "producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false "
+        "deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1700000000002 size: 88 magic: 2 "
+        "compresscodec: none crc: 179343200 isvalid: true"
+    )
+    lines = [
+        "garbage before any section",
+        "Dumping /data/garb-0/00000000000000000000.log",
+        "Log starting offset: 0",
+        batch,
+        "garbage in garb-0",
+        "Dumping /data/other-3/00000000000000000000.log",
+        "Log starting offset: 0",
+        "garbage in other-3",
+        batch,
+    ]
+    text = "".join(f"{line}\n" for line in lines).encode()
+    unit = text_unit(tmp_path, text)
+    rows, _ = drain(unit, QUARANTINE.name)
+    placed = [(r["topic"], r["partition"], r["file"], r["position"]) for r in rows]
+    assert placed == [
+        (None, None, unit.file, 0),
+        ("garb", 0, unit.file, text.index(b"garbage in garb-0")),
+        ("other", 3, unit.file, text.index(b"garbage in other-3")),
+    ], rows
