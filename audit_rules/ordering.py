@@ -411,8 +411,19 @@ def client_timeout_holes(records: DataFrame, spec: AppSequenceSpec, batches: Dat
         )
         .withColumn("_missing", F.col("app_sequence") - F.col("_below.app_sequence") - 1)
     )
-    producers = batches.where(F.col("producer_id") >= 0).select(
-        "dump_id", "replica", "file", "position", "producer_id", "producer_epoch"
+    # Only the batches holding a hole's two records (holes are few): a semi-join against them, broadcast,
+    # instead of two shuffles of every batch.
+    ends = (
+        holes.select("file", F.col("batch_position").alias("position"))
+        .unionByName(
+            holes.select(F.col("_below.file").alias("file"), F.col("_below.batch_position").alias("position"))
+        )
+        .distinct()
+    )
+    producers = (
+        batches.where(F.col("producer_id") >= 0)
+        .select("dump_id", "replica", "file", "position", "producer_id", "producer_epoch")
+        .join(F.broadcast(ends), ["file", "position"], "left_semi")
     )
 
     def producer_of(df: DataFrame, prefix: str, file: str, position: str) -> DataFrame:

@@ -168,10 +168,12 @@ def _without_records(bronze: Bronze) -> list[str]:
 
 
 def _reads_no_app_sequence(bronze: Bronze, spec: AppSequenceSpec) -> bool:
-    """Whether records of producers without idempotence exist and the extractor reads an app producer
-    and sequence in none of them (a header name or JSON field misspelled): the app-sequence rules would
-    check nothing, and the audit say valid. Two small jobs that stop at the first such record; the
-    whole records table is read only when the extractor reads none."""
+    """Whether records of applications exist and the extractor reads an app producer and sequence in
+    none of them (a header name or JSON field misspelled): the app-sequence rules would check nothing,
+    and the audit say valid. Any producer's records: those of producers without idempotence are
+    checked whole, an idempotent one's for holes (`ordering.client_timeout_holes`). Two small jobs that
+    stop at the first such record; the whole records table is read only when the extractor reads
+    none."""
     from pyspark.sql import functions as F
 
     from audit_rules.logs import COORDINATOR_TOPICS
@@ -182,8 +184,11 @@ def _reads_no_app_sequence(bronze: Bronze, spec: AppSequenceSpec) -> bool:
         return False
     # (Not the coordinators' and the controller's records: producer id -1 too, but no application's.)
     internal = (*COORDINATOR_TOPICS, CLUSTER_METADATA_TOPIC)
-    plain = bronze.records.where((F.col("sequence") < 0) & ~F.col("topic").isin(*internal))
-    return bool(plain.limit(1).count()) and not app_sequences(bronze.records, spec).limit(1).count()
+    applications = bronze.records.where(~F.col("topic").isin(*internal))
+    return (
+        bool(applications.limit(1).count())
+        and not app_sequences(applications, spec, all_producers=True).limit(1).count()
+    )
 
 
 def read_table_version(spark: SparkSession, path: str) -> DataFrame:
@@ -322,7 +327,7 @@ def run_audit(
         spec = profile.app_sequence
         raise UsageError(
             f"{output}: the app-sequence extractor ({spec.producer}, {spec.sequence}) reads an app producer "
-            "and a whole-number sequence in no record of a producer without idempotence: check the header "
+            "and a whole-number sequence in no record: check the header "
             "names or JSON fields (or, for dump-log text, dump it with --print-data-log), or audit without "
             "the extractor"
         )
