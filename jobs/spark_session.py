@@ -378,19 +378,27 @@ def _first_error(log: Path | None) -> str | None:
     class), which the gateway's exception does not."""
     if log is None:
         return None
-    previous = None
+    previous = generic = None
     try:
         with open(log, encoding="utf-8", errors="replace") as f:
             for line in itertools.islice(f, 10_000):
                 text = line.strip()
                 if not text or text.startswith("::"):  # Ivy's report ("::: UNRESOLVED DEPENDENCIES ::")
                     continue
+                if generic is not None:
+                    # "Error occurred during initialization of VM" comes before the line that says why.
+                    return f"{generic}: {text}"[:300]
                 if re.search(r"Error|Exception|[Ii]nvalid|unresolved dependency", text):
                     # "Could not create the Java Virtual Machine" follows the line that says why.
                     if "Could not create the Java Virtual Machine" in text and previous is not None:
                         return f"{previous} ({text})"[:300]
+                    if text.startswith("Error occurred during initialization of VM"):
+                        generic = text
+                        continue
                     return text[:300]
                 previous = text
+        if generic is not None:
+            return generic
     except OSError:
         return None
     return None

@@ -85,6 +85,11 @@ def test_a_jvm_that_did_not_start_is_named_by_its_own_cause(tmp_path: Path) -> N
         )
     said = spark_session._first_error(log)
     assert said is not None and said.startswith("Invalid maximum heap size: -Xmxzz"), log.read_text()
+    # The JVM's generic line first, then its cause.
+    with open(log, "w") as out:
+        subprocess.run([java, "-Xmx1k", "-version"], stdout=out, stderr=out, check=False)
+    said = spark_session._first_error(log)
+    assert said == "Error occurred during initialization of VM: Too small maximum heap", log.read_text()
     assert spark_session._first_error(tmp_path / "absent.log") is None
 
 
