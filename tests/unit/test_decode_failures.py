@@ -292,3 +292,9 @@ def test_a_bad_line_of_a_dump_text_belongs_to_the_partition_of_its_section(tmp_p
         ("garb", 0, unit.file, text.index(b"garbage in garb-0")),
         ("other", 3, unit.file, text.index(b"garbage in other-3")),
     ], rows
+    # A KRaft snapshot's section gives no rows (no segment of __cluster_metadata), before its first
+    # batch too: its bad line is the text's alone.
+    kraft = "Dumping /data/__cluster_metadata-0/00000000000000000116-0000000001.checkpoint\ngarbage\n"
+    unit = text_unit(tmp_path, kraft.encode())
+    rows, _ = drain(unit, QUARANTINE.name)
+    assert [(r["topic"], r["partition"]) for r in rows] == [(None, None)], rows
