@@ -888,18 +888,8 @@ class _DumpLogTextParser:
         self._end_unreadable_batch(out)
         self.in_skipped_content = False
         self.line_start, self.line_length = line_start, length
-        error = DecodeError(
-            self.source,
-            line_start,
-            CorruptionKind.UNREADABLE_BATCH,
-            f"line {self.line_number}: {text_lines.overlong(length)}",
-            length,
-            section=self.file,
-        )
-        if self.batch is not None:
-            self.batch.items.append(error)
-        else:
-            out.append(error)
+        message = f"line {self.line_number}: {text_lines.overlong(length)}"
+        self._text_error(CorruptionKind.UNREADABLE_BATCH, message, line_start, length, out)
         return out
 
     def _cut_line(self, line: str, line_start: int, length: int, out: list[DumpLogItem]) -> None:
@@ -908,15 +898,18 @@ class _DumpLogTextParser:
         if self.pending is not None:
             self._end_pending()
         self._end_unreadable_batch(out)
-        error = DecodeError(
-            self.source,
-            line_start,
-            CorruptionKind.TRUNCATED_TAIL,
+        message = (
             f"line {self.line_number}: the text ends inside this line (no newline after it, where the tool "
-            f"ends every line): the copy was cut short, and the line is not read: {line[:160]!r}",
-            length,
-            section=self.file,
+            f"ends every line): the copy was cut short, and the line is not read: {line[:160]!r}"
         )
+        self._text_error(CorruptionKind.TRUNCATED_TAIL, message, line_start, length, out)
+
+    def _text_error(
+        self, kind: CorruptionKind, message: str, line_start: int, length: int, out: list[DumpLogItem]
+    ) -> None:
+        """An error over a line of the text, in the current file's section: with the open batch's items
+        (it comes out after that batch), else at once."""
+        error = DecodeError(self.source, line_start, kind, message, length, section=self.file)
         if self.batch is not None:
             self.batch.items.append(error)
         else:
