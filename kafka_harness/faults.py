@@ -505,7 +505,13 @@ class PartitionLog:
     # -- offsets of the rewritten log ----------------------------------------------------------
 
     def map_offset(self, old: int) -> int:
-        """Where a source boundary offset (log start, high watermark, epoch start) lies now."""
+        """Where a source offset (log start, high watermark, epoch start) lies now: inside a source
+        batch still in the log, at the same place in it (DeleteRecords leaves the log start, and so the
+        first leader epoch's start, inside a batch); else at the first batch from at or after it."""
+        for b in self.batches:
+            origin = b.origin_offset
+            if origin is not None and origin <= old <= origin + b.last_offset_delta:
+                return b.base_offset + (old - origin)
         moved = [
             b.base_offset for b in self.batches if b.origin_offset is not None and b.origin_offset >= old
         ]
@@ -610,10 +616,15 @@ class PartitionLog:
             )
 
     def _write_snapshots(self, out: Path) -> None:
-        """Keep a snapshot only where the state it holds (every batch below its offset) is unchanged."""
+        """Keep a snapshot only where the state it holds (every batch below its offset) is unchanged, and
+        its segment is kept: the broker deletes a segment's snapshot with it, not below a log start that
+        DeleteRecords moved into a kept segment."""
         valid_up_to = min(self.first_changed_offset(), self.log_end_offset)
+        kept_from = min(
+            (s.base_offset for s in self.segments if not s.deleted), default=self.log_start_offset
+        )
         for snapshot in self.source.snapshots:
-            if self.log_start_offset <= snapshot.offset <= valid_up_to:
+            if min(kept_from, self.log_start_offset) <= snapshot.offset <= valid_up_to:
                 name = f"{snapshot.offset:0{FILE_NAME_OFFSET_DIGITS}d}{PRODUCER_SNAPSHOT_FILE_SUFFIX}"
                 shutil.copyfile(snapshot.file.path, out / name)
 

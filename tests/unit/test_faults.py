@@ -28,6 +28,7 @@ from kafka_harness.faults import (
     ExpectedFindings,
     FaultError,
     FaultNotApplicable,
+    PartitionLog,
     apply_fault,
     build_corpus,
 )
@@ -726,6 +727,30 @@ def test_checkpoints_and_leader_epochs_follow_the_new_log_end(source: Path, tmp_
     # The copy went to the log end: every snapshot below it still describes the log.
     assert sorted(p.name for p in out.glob("*.snapshot")) == sorted(p.name for p in source.glob("*.snapshot"))
     assert expected.findings[0].first_offset == batches[-1].base_offset
+
+
+def test_a_log_start_inside_a_batch_stays_where_delete_records_put_it(source: Path, tmp_path: Path) -> None:
+    """DeleteRecords moved the log start into segment 1's first batch (2 records), and retention then
+    deleted segment 0 (the broker writes a log-start-offset-checkpoint entry only for such a start; the
+    leader epoch cache is truncated to it; the snapshot at segment 1's base stays with its segment). A
+    rewrite keeps all three where they were (a review: the start moved to the next batch, 2 offsets the
+    log still holds read as deleted, and the snapshot was dropped)."""
+    first, second = sorted(source.glob("*.log"))[:2]
+    base = int(second.stem)
+    start = base + 1
+    for path in source.glob(f"{first.stem}.*"):
+        path.unlink()
+    (source.parent / "log-start-offset-checkpoint").write_text(f"0\n1\n{TOPIC} {PARTITION} {start}\n")
+    (source / "leader-epoch-checkpoint").write_text(f"0\n1\n1 {start}\n")
+    assert source_batches(source)[0].last_offset == start  # inside the first batch
+
+    PartitionLog.read(source).write(out_dir(tmp_path, "unchanged"))
+    apply_fault("drop_batch", source, out_dir(tmp_path, "dropped"), producer_id=IDEMPOTENT, batch_index=5)
+    for case in ("unchanged", "dropped"):
+        out = out_dir(tmp_path, case)
+        assert checkpoint(out.parent, "log-start-offset-checkpoint") == {(TOPIC, PARTITION): start}, case
+        assert (out / "leader-epoch-checkpoint").read_text() == f"0\n1\n1 {start}\n", case
+        assert f"{base:020d}.snapshot" in {p.name for p in out.glob("*.snapshot")}, case
 
 
 def test_snapshots_after_the_first_change_are_deleted(source: Path, tmp_path: Path) -> None:
