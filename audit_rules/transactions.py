@@ -387,6 +387,101 @@ def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
     )
 
 
+def empty_transaction_markers(history: DataFrame, logs: DataFrame) -> DataFrame:
+    """EMPTY_TXN_MARKER (info; prior-art §1.7, klog's `empty_txn`): a COMMIT or ABORT marker that closes
+    no data of its producer in this log. The coordinator writes a transaction's markers to every
+    partition the transaction added (`TransactionMarkerChannelManager`), whether or not the producer's
+    data reached it: a produce that failed or timed out after AddPartitionsToTxn, a producer fenced or
+    aborted before sending, a transaction the coordinator aborted on its timeout. Harmless, but it
+    names the producers whose transactions did not go as they meant.
+
+    The producer's previous row the broker accepted (`prev_event_open_txn`: any producer id, any epoch:
+    under transactions V2 a marker carries the epoch after its data's, KIP-890) is a marker, or there is
+    none and the log holds every offset from 0 in batches from offset 0 on (`logs`: `log_bounds`; with a
+    later start, or offsets missing before its first batch, the transaction's data may have been there).
+    Not where the log cleaner may have worked since that row (`compaction_may_have_removed`): it
+    removes aborted data, and committed data a later record of the key replaced, and keeps the markers
+    until the delete horizon (kafka-formats-and-rules §5.9), so a marker alone there is its work. A
+    marker whose epoch regressed is EPOCH_REGRESSION's."""
+    candidates = history.where(
+        F.col("is_control")
+        & F.col("control_type").isin("COMMIT", "ABORT")
+        & ~F.col("epoch_regressed")
+        & ~F.coalesce(F.col("prev_event_open_txn"), F.lit(False))
+        & ~compaction_may_have_removed(F.coalesce(F.col("prev_offset"), F.lit(-1)))
+    )
+    # A producer's first row: only in a log whose batches begin at offset 0 and that deleted none.
+    whole = logs.select("log_id", (F.col("first_kept_offset") == 0) & (F.col("first_batch_offset") == 0))
+    rows = candidates.join(F.broadcast(whole.toDF("log_id", "_whole")), "log_id", "left").where(
+        F.col("prev_event_open_txn").isNotNull() | F.coalesce(F.col("_whole"), F.lit(False))
+    )
+    # A marker straight after one of the same type and epoch is that marker written again: a coordinator
+    # retries its WriteTxnMarkers after a failover (the new one resends the markers of every transaction
+    # it loads in PrepareCommit or PrepareAbort) or a lost response, and the broker appends a marker at
+    # the producer's epoch whenever no transaction is open. The row before (few: candidates only).
+    previous = history.where(F.col("is_control")).select(
+        "log_id",
+        "producer_id",
+        F.col("base_offset").alias("prev_offset"),
+        F.col("producer_epoch").alias("_prev_epoch"),
+        F.col("control_type").alias("_prev_type"),
+    )
+    rows = rows.join(
+        previous.groupBy("log_id", "producer_id", "prev_offset").agg(
+            F.max("_prev_epoch").alias("_prev_epoch"), F.max("_prev_type").alias("_prev_type")
+        ),
+        ["log_id", "producer_id", "prev_offset"],
+        "left",
+    )
+    repeated = (F.col("_prev_type") == F.col("control_type")) & (
+        F.col("_prev_epoch") == F.col("producer_epoch")
+    )
+    before = F.when(
+        F.col("prev_offset").isNotNull(),
+        fmt("its previous batch in this log, at offset %s, is not transactional data", "prev_offset"),
+    ).otherwise(F.lit("it has no batch before it, and the log holds every offset from 0"))
+    message = F.when(
+        repeated,
+        fmt(
+            "The %s marker of producer %s epoch %s at offset %s repeats the one at offset %s, of the same "
+            "epoch with nothing between: the coordinator wrote it again (it retries a transaction's markers "
+            "after a failover or a lost response).",
+            "control_type",
+            "producer_id",
+            "producer_epoch",
+            "base_offset",
+            "prev_offset",
+        ),
+    ).otherwise(
+        F.concat(
+            fmt(
+                "The %s marker of producer %s epoch %s at offset %s closes a transaction that wrote no data "
+                "to this partition: ",
+                "control_type",
+                "producer_id",
+                "producer_epoch",
+                "base_offset",
+            ),
+            before,
+            F.lit(
+                ". The coordinator marks every partition a transaction added, whether or not the "
+                "producer's data reached it (a produce that failed or timed out, a producer fenced or "
+                "aborted before sending)."
+            ),
+        )
+    )
+    return to_findings(
+        rows,
+        "EMPTY_TXN_MARKER",
+        message,
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="base_offset",
+        last_offset="last_offset",
+        related_offset="prev_offset",
+    )
+
+
 def _segment(file: Column) -> Column:
     """A segment file's path without its suffix (`.log`, `.index`, `.txnindex`, any with `.swap`)."""
     return F.regexp_replace(file, r"\.(log|index|txnindex)(\.swap)?$", "")
@@ -412,7 +507,9 @@ def txn_index_consistency(
     # rows (a lower epoch) count: a follower appends them with a warning
     # (`ProducerAppendInfo.checkProducerEpoch`, REPLICATION origin), its producer state closes the
     # transaction at such a marker, and the index lists it; the regression is EPOCH_REGRESSION's finding.
-    marked = history.where(~F.col("invalid")).withColumn("_txn", F.col("markers_before"))
+    # So do batches whose sequences do not fit their offsets (INVALID_SEQUENCE's): the broker appended
+    # them, and `ProducerAppendInfo.appendDataBatch` opens the transaction at any transactional data.
+    marked = history.withColumn("_txn", F.col("markers_before"))
     firsts = (
         marked.where(F.col("is_transactional") & ~F.col("is_control"))
         .groupBy("log_key", "producer_id", "_txn")

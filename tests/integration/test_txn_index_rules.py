@@ -163,3 +163,26 @@ def test_a_dump_copied_without_any_txnindex_is_not_judged_by_the_missing_files(s
     found = _index_mismatches(spark, logs, files, [])
     assert {(f[1], f[2]) for f in found} == {(7, 3), (8, 5)}
     assert len(found) == 2
+
+
+def test_an_aborted_transaction_opened_by_an_invalid_batch_is_listed_from_it(spark: SparkSession) -> None:
+    """Producer 7's aborted transaction opens with a batch whose sequences do not fit its offsets
+    (INVALID_SEQUENCE): the broker appended it, opened the transaction there (`appendDataBatch`) and
+    lists the transaction from it. The entry matches (a review found an INDEX_MISMATCH saying the
+    transaction began at the next batch)."""
+    log = LogBuilder(topic="invalid", dump_id="d", file="/d/invalid-0/00000000000000000000.log")
+    log.data(7, 0, 0, 3, last_sequence=5, transactional=True)  # offsets 0-2, sequences 0-5
+    log.data(7, 0, 3, transactional=True)
+    log.marker(7, 0, "ABORT")
+    log.plain()
+    files = [_file(log, "log", 0), _file(log, "index", 0), _file(log, "txnindex", 0)]
+    empty = Bronze.from_batches(spark.createDataFrame([], BATCHES.schema))
+    bronze = replace(
+        empty,
+        batches=spark.createDataFrame(log.rows, BATCHES.schema),
+        files=spark.createDataFrame(files, FILES.schema),
+        txn_index=spark.createDataFrame([_entry(log, 7, 0, 4, 5, 0)], TXN_INDEX.schema),
+    )
+    kinds = {f["kind"] for f in audit(bronze, load_profile()).findings.collect()}
+    assert "INVALID_SEQUENCE" in kinds
+    assert "INDEX_MISMATCH" not in kinds
