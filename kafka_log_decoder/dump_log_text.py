@@ -29,6 +29,11 @@ What the text does not carry is filled in the same way for every variant:
 * Control records set the preceding batch's `control_type` (and `coordinator_epoch` for
   COMMIT/ABORT) and, as from the binary decoders, yield no `Record`; a shallow dump of a control
   batch leaves both None.
+* A batch of more records than `segment.MAX_BATCH_RECORDS` (its count, or its record lines) gives,
+  as from the binary decoders, its header and an UNREADABLE_BATCH error naming its count instead of
+  its records (over its bytes, or over a legacy entry's header fields). A v2 batch's header is given
+  once the batch has held `HELD_RECORDS` records, then its records as they are read: a batch's rows
+  held at once stay bounded, however many records it has.
 * `SnapshotEntry`: `snapshot_offset` from the dumped file name; an entry printed without its
   `firstSequence:` part has last_sequence -1, last_offset -1 and offset_delta 0; `timestamp` is
   `lastTimestamp` (3.1+), else the printed batch `timestamp`, else -1.
@@ -50,7 +55,7 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kafka_log_decoder import text_lines
+from kafka_log_decoder import segment, text_lines
 from kafka_log_decoder.constants import (
     COMPRESSION_NAMES,
     CONTROL_FLAG_MASK,
@@ -705,12 +710,24 @@ class _PendingRecord:
         self.record.key, self.record.value = _encode(key), _encode(value)
 
 
+# The records a v2 batch (with its batch line) holds before its header is given and its records follow
+# as they are read. Its line prints the whole header but for what a control record adds: a 0.11-2.0
+# text does not print `isControl`, and a marker batch its line does not reveal is one by its record
+# (`_Batch.set_control`), the first of the batch. Held, a record took ~300 bytes (a deep dump of one
+# batch of 1M one-byte payloads raised the peak RSS by 290 MiB, larger payloads more), where the
+# binary decoders hold a batch's records as columns of 68 bytes each: below the cap of
+# `segment.MAX_BATCH_RECORDS` (3.9M records), holding them to the batch's end took gigabytes.
+HELD_RECORDS = 1000
+
+
 @dataclass(slots=True)
 class _Batch:
-    """The batch being read: its header, then its records and errors, held until the batch ends.
+    """The batch being read: its header, then its records and errors, held until the batch ends, or for
+    a v2 batch of more than `HELD_RECORDS` records given as they are read.
 
     Held because a control record, a legacy entry's records and (≤ 2.1) the next batch's position
-    complete the header. A batch's lines are bounded by its size, so memory stays bounded.
+    complete the header. A batch of more than `segment.MAX_BATCH_RECORDS` records holds none of them:
+    the rows held stay bounded whatever the batch.
     """
 
     header: BatchHeader
@@ -718,24 +735,101 @@ class _Batch:
     records: int = 0
     synthesized: bool = False
     all_valid: bool = True
+    # More records than `segment.MAX_BATCH_RECORDS`: none is given (those held are let go), and its
+    # error follows the header, as the binary decoders give a batch whose records they do not decode.
+    records_refused: bool = False
+    # The header (and its CRC error) was given already, the error of its refused records too.
+    header_given: bool = False
+    refusal_given: bool = False
 
     def add_record(self, record: Record) -> None:
         header = self.header
         self.records += 1
-        # Like the binary decoders, a control batch yields its header only, not its control records.
-        if not header.is_control:
-            self.items.append(record)
         # A legacy entry line names only its last offset; a ≤ 2.1 deep dump has no batch line.
-        if header.magic >= MAGIC_VALUE_V2 and not self.synthesized:
+        if header.magic < MAGIC_VALUE_V2 or self.synthesized:
+            header.count = self.records
+            if self.records == 1:
+                header.base_offset = record.offset
+                header.base_sequence = record.sequence
+            if self.synthesized:
+                header.last_offset = record.offset
+                header.last_sequence = record.sequence
+                header.max_timestamp = max(header.max_timestamp, record.timestamp)
+        # Like the binary decoders, a control batch yields its header only, not its control records;
+        # nor is it refused for its count (the walker decodes no control batch's records as data).
+        if header.is_control or self.records_refused:
             return
-        header.count = self.records
-        if self.records == 1:
-            header.base_offset = record.offset
-            header.base_sequence = record.sequence
-        if self.synthesized:
-            header.last_offset = record.offset
-            header.last_sequence = record.sequence
-            header.max_timestamp = max(header.max_timestamp, record.timestamp)
+        # The binary decoders' cap, read from their module at each record: one value for both paths,
+        # a test's smaller one too. The count a v2 line prints decides, as the binary decoders decide
+        # on the header's before decoding; the lines decide when they pass it (a legacy entry's or a
+        # ≤ 2.1 batch's count is its lines').
+        if max(header.count, self.records) > segment.MAX_BATCH_RECORDS:
+            self.records_refused = True
+            self.items = [item for item in self.items if not isinstance(item, Record)]
+            return
+        self.items.append(record)
+
+    @property
+    def streamed(self) -> bool:
+        """Whether its rows go out as they are read: a v2 batch line's header is complete at the line
+        (a control batch, completed by its record, holds no records), after `HELD_RECORDS` records."""
+        header = self.header
+        return (
+            self.records > HELD_RECORDS
+            and header.magic >= MAGIC_VALUE_V2
+            and not self.synthesized
+            and not header.is_control
+        )
+
+    def rows_so_far(self, pending: Record | None) -> list[BatchHeader | Record | DecodeError]:
+        """The rows of a streamed batch read so far (the header first, the first time), but `pending`,
+        the record whose key or payload may go on over the next lines; none of a batch still held."""
+        if not self.streamed:
+            return []
+        rows = self._opening_rows()
+        held = self.items
+        if pending is not None and held and held[-1] is pending:
+            rows.extend(held[:-1])
+            self.items = [pending]
+        else:
+            rows.extend(held)
+            self.items = []
+        return rows
+
+    def _opening_rows(self) -> list[BatchHeader | Record | DecodeError]:
+        """The header and its CRC error if not given yet, and the error of refused records if not yet."""
+        header = self.header
+        rows: list[BatchHeader | Record | DecodeError] = []
+        if not self.header_given:
+            self.header_given = True
+            if self.synthesized:
+                header.crc_valid = self.all_valid
+            rows.append(header)
+            if not header.crc_valid:
+                rows.append(
+                    DecodeError(
+                        header.file,
+                        header.position,
+                        CorruptionKind.CRC_MISMATCH,
+                        "the stored CRC does not match (isvalid: false in dump-log text)",
+                        header.size_bytes if header.size_bytes >= 0 else None,
+                    )
+                )
+        if self.records_refused and not self.refusal_given:
+            self.refusal_given = True
+            rows.append(self._refusal())
+        return rows
+
+    def _refusal(self) -> DecodeError:
+        """The binary decoders' error of a batch whose records are not decoded for their number: over the
+        bytes of a v2 batch, over the header fields of a legacy entry (`segment._records_not_decoded`)."""
+        header = self.header
+        # The count its line printed (a v2 batch's, as the binary decoders name it), else its lines'.
+        message = segment._too_many_records(max(header.count, self.records))
+        if header.magic < MAGIC_VALUE_V2:
+            return segment._records_not_decoded(header.file, header.position, header.magic, message)
+        size = header.size_bytes if header.size_bytes >= 0 else None
+        return DecodeError(header.file, header.position, CorruptionKind.UNREADABLE_BATCH, message, size)
 
     def set_control(self, control_type: str, coordinator_epoch: int | None) -> None:
         header = self.header
@@ -747,20 +841,12 @@ class _Batch:
             header.is_control = True
             header.attributes |= CONTROL_FLAG_MASK
 
-    def rows(self) -> Iterator[BatchHeader | Record | DecodeError]:
-        header = self.header
-        if self.synthesized:
-            header.crc_valid = self.all_valid
-        yield header
-        if not header.crc_valid:
-            yield DecodeError(
-                header.file,
-                header.position,
-                CorruptionKind.CRC_MISMATCH,
-                "the stored CRC does not match (isvalid: false in dump-log text)",
-                header.size_bytes if header.size_bytes >= 0 else None,
-            )
-        yield from self.items
+    def rows(self) -> list[BatchHeader | Record | DecodeError]:
+        """The rows not given yet, at the batch's end."""
+        rows = self._opening_rows()
+        rows.extend(self.items)
+        self.items = []
+        return rows
 
 
 class _DumpLogTextParser:
@@ -871,11 +957,18 @@ class _DumpLogTextParser:
                 self.batch.items.append(error)
             else:
                 out.append(error)
+        if self.batch is not None:
+            out.extend(self.batch.rows_so_far(None if self.pending is None else self.pending.record))
         return out
 
     def overlong(self, length: int) -> list[DumpLogItem]:
         """A line of `length` bytes, longer than `text_lines.MAX_LINE_BYTES`, that was not read (a payload
-        of gigabytes printed on one line): an error over its bytes, as a line that cannot be read is."""
+        of gigabytes printed on one line): an error over its bytes, as a line that cannot be read is.
+
+        Last in the text without a newline it is no TRUNCATED_TAIL (a cut last line, `_cut_line`): read
+        whole it would not be read either, as the binary decoders judge a batch length past their bound
+        unreadable before they judge it past the end of the file (a cut tail is a warning, and hides no
+        data that a whole copy would have given). `length` does not tell whether it ended in a newline."""
         self.line_number += 1
         line_start = self.byte_offset
         self.byte_offset += length
@@ -1144,6 +1237,12 @@ class _DumpLogTextParser:
         _in_range(record)
         control = _control(fields)
         if control is not None:
+            if batch.header_given:
+                # Its header went out as that of no control batch (`HELD_RECORDS`): the tool prints a
+                # control record in a control batch only, and a batch's marker is its first record.
+                raise _LineError(
+                    f"a control record after {batch.records} records of a batch that is no control batch"
+                )
             if control[1] is not None:
                 _in_range_of(BatchHeader, "coordinator_epoch", control[1])
             batch.set_control(*control)
