@@ -89,6 +89,9 @@ KINDS: dict[str, Kind] = {
             "KIP-664 hanging transaction (transaction.max.timeout.ms)",
         ),
         _k("COORDINATOR_EPOCH_REGRESSION", S.WARNING, "transaction", "KAFKA-9144 coordinator epoch"),
+        # Addition beside the contract (prior-art §1.7 EMPTY_TXN_MARKER, klog's `empty_txn`): a COMMIT or
+        # ABORT marker with no data of its producer since its previous marker.
+        _k("EMPTY_TXN_MARKER", S.INFO, "transaction", "KIP-98 transaction markers on every added partition"),
         # Corruption and consistency
         _k("CRC_MISMATCH", S.ERROR, "corruption", "KIP-98 batch CRC-32C"),
         _k("TRUNCATED_TAIL", S.WARNING, "corruption", "LogSegment.recover truncated tail"),

@@ -607,6 +607,8 @@ def log_bounds(
         # The base offset of the log's last segment (the active one): this broker's cleaner never
         # reaches it.
         "last_segment_offset",
+        # The lowest offset a batch of the dump holds.
+        "first_batch_offset",
         "topic_id",
         "incarnation",
         # Tiered storage (KIP-405): the broker's log start offset (the log-start-offset checkpoint keeps

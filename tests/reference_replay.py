@@ -78,6 +78,7 @@ def reference_findings(
         log_start_offset, log_start_offset if first_segment_base is None else first_segment_base
     )
     replay.free_before = _free_before(rows)
+    replay.first_batch_offset = min((b["base_offset"] for b in rows), default=None)
     for batch in sorted(_producer_batches(rows), key=_offset_order):
         replay.append(batch)
     findings += [f for f in replay.finish() if sequenced or f["kind"] not in SEQUENCE_KINDS]
@@ -203,6 +204,8 @@ class _Replay:
         self.profile = profile
         self.log_start_offset = log_start_offset
         self.first_kept_offset = log_start_offset
+        # The lowest offset a batch holds (set by `reference_findings`).
+        self.first_batch_offset: int | None = None
         self.compacted = compacted
         # `_free_before` of the log's batches (set by `reference_findings`).
         self.free_before: dict[int, int] = {}
@@ -543,7 +546,28 @@ class _Replay:
             if state.coordinator_epoch is None or coordinator_epoch > state.coordinator_epoch:
                 state.coordinator_epoch, state.coordinator_marker = coordinator_epoch, marker
         if not self._epoch_regressed(state, marker):
+            self._empty_transaction(state, marker)
             self._accept(state, marker)
+
+    def _empty_transaction(self, state: _ProducerState, marker: Batch) -> None:
+        """EMPTY_TXN_MARKER: a COMMIT or ABORT marker whose producer's previous accepted batch is not
+        transactional data (any epoch: a V2 marker carries the epoch after its data's), or that has none
+        in a log holding every offset from 0 in batches from 0 on; not on a compacted log (the cleaner
+        removes aborted data and keeps the markers)."""
+        if marker.get("control_type") not in ("COMMIT", "ABORT") or self.compacted:
+            return
+        previous = state.previous
+        if previous is None:
+            empty = self.first_kept_offset == 0 and self.first_batch_offset == 0
+        else:
+            empty = not (previous["is_transactional"] and not previous["is_control"])
+        if empty:
+            self._emit(
+                "EMPTY_TXN_MARKER",
+                marker,
+                related_offset=previous["base_offset"] if previous is not None else None,
+                message=f"{marker['control_type']} marker with no data of its transaction",
+            )
 
     # -- shared --------------------------------------------------------------------------------
 

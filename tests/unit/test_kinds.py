@@ -51,7 +51,13 @@ HEADING_CATEGORIES = {
     "Corruption and consistency": {"corruption", "consistency"},
 }
 # Kinds the README documents beside the contract's.
-ADDED_KINDS = {"UNREADABLE_FILE", "REMOTE_SEGMENT_MISSING", "ACKS_NOT_CHECKED", "OFFSET_HOLE"}
+ADDED_KINDS = {
+    "UNREADABLE_FILE",
+    "REMOTE_SEGMENT_MISSING",
+    "ACKS_NOT_CHECKED",
+    "OFFSET_HOLE",
+    "EMPTY_TXN_MARKER",
+}
 
 
 def test_every_contract_kind_has_the_contracts_severity() -> None:
