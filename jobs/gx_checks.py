@@ -195,8 +195,10 @@ def batches_suite() -> list[gxe.Expectation]:
 
 
 def findings_suite() -> list[gxe.Expectation]:
-    """Gold `findings`: every row a contract §3 finding whose kind, severity and category agree with §4."""
+    """Gold `findings`: every row a contract §3 finding whose kind, severity and category agree with §4,
+    an explained one not counted as loss, its evidence within range."""
     import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column
 
     required = ("finding_id", "kind", "severity", "category", "rule", "message")
     return [
@@ -217,20 +219,63 @@ def findings_suite() -> list[gxe.Expectation]:
         gxe.ExpectColumnValuesToBeInSet(
             column="explained_by", value_set=list(EXPLAINED_BY), description="explained_by is null or of §3"
         ),
+        # Contract §3-§4: what a finding is explained by is "never counted as loss" (critical: data lost).
+        gxe.ExpectColumnValuesToBeInSet(
+            column="severity",
+            value_set=[s.label for s in Severity if s is not Severity.CRITICAL],
+            row_condition=Column("explained_by").is_not_null(),
+            description="an explained finding is not critical (explained is never counted as loss)",
+        ),
         _not_below(
             "last_offset", "first_offset", "a finding's offset range is not reversed", skip_nulls=True
+        ),
+        *[
+            gxe.ExpectColumnValuesToBeBetween(
+                column=c, min_value=0, description=f"a finding's {c} is not negative"
+            )
+            for c in ("partition", "first_offset", "related_offset")
+        ],
+        gxe.ExpectColumnValuesToBeBetween(
+            column="missing_records",
+            min_value=1,
+            description="a finding that counts missing records counts at least one",
         ),
     ]
 
 
 def partition_summary_suite() -> list[gxe.Expectation]:
-    """Gold `partition_summary`: one row per log, bounds in order, a known verdict."""
+    """Gold `partition_summary`: one row per log, bounds in order, a known verdict that is the worst
+    severity its counts hold (clean: none)."""
     import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column
 
+    ranks = [s.label for s in sorted(Severity, key=lambda s: s.value, reverse=True)]
+    agrees: list[gxe.Expectation] = []
+    for i, verdict in enumerate((*ranks, "clean")):
+        of_verdict = Column("verdict") == verdict
+        agrees += [
+            gxe.ExpectColumnValuesToBeInSet(
+                column=worse,
+                value_set=[0],
+                row_condition=of_verdict,
+                description=f"the verdict {verdict} counts no {worse} finding",
+            )
+            for worse in ranks[:i]
+        ]
+        if verdict != "clean":
+            agrees.append(
+                gxe.ExpectColumnValuesToBeBetween(
+                    column=verdict,
+                    min_value=1,
+                    row_condition=of_verdict,
+                    description=f"the verdict {verdict} counts a {verdict} finding",
+                )
+            )
     return [
         gxe.ExpectColumnValuesToBeInSet(
             column="verdict", value_set=list(VERDICTS), description="verdict is a severity or clean"
         ),
+        *agrees,
         _not_below(
             "log_end_offset",
             "log_start_offset",

@@ -57,6 +57,10 @@ def bad_tables(spark: SparkSession) -> dict[str, DataFrame]:
         finding("EPOCH_BUMP", finding_id="same", first_offset=20, last_offset=20),
         finding("NOT_A_KIND", severity="critical", category="loss", first_offset=30),
         finding("DUPLICATE_BATCH", severity="warning", first_offset=40),
+        # Loss counted as explained (contract: explained is never counted as loss), a negative partition,
+        # a count of no missing records.
+        finding("ACKED_RECORD_MISSING", first_offset=50, explained_by="retention"),
+        finding("SEQUENCE_GAP", first_offset=60, partition=-1, missing_records=0),
     ]
     batches = [
         batch(0),
@@ -69,6 +73,10 @@ def bad_tables(spark: SparkSession) -> dict[str, DataFrame]:
     summary = [
         partition_summary(0, verdict="fine"),
         partition_summary(1, log_start_offset=500, log_end_offset=100),
+        # Verdicts their counts contradict: clean with criticals, error with a critical, warning with none.
+        partition_summary(2, critical=3),
+        partition_summary(3, verdict="error", critical=1, error=1),
+        partition_summary(4, verdict="warning"),
     ]
     return {
         "batches": frame(spark, BATCHES, batches),
@@ -134,6 +142,9 @@ def test_unknown_kind_wrong_severity_and_duplicate_id_fail_the_named_expectation
         # The unknown kind has no registry severity or category either.
         "expect_column_pair_values_to_be_in_set(kind, severity)",
         "expect_column_pair_values_to_be_in_set(kind, category)",
+        "expect_column_values_to_be_in_set(severity)",
+        "expect_column_values_to_be_between(partition)",
+        "expect_column_values_to_be_between(missing_records)",
     }
     by_name = {f.name: f for f in findings.failures}
     assert by_name["expect_column_values_to_be_unique(finding_id)"].unexpected_sample == ('"same"', '"same"')
@@ -155,10 +166,19 @@ def test_bad_batches_fail_epoch_range_offset_order_crc_and_natural_key(bad: tupl
 
 def test_bad_partition_summary_fails_verdict_and_log_bounds(bad: tuple[GxSummary, Path]) -> None:
     summary, out = bad
-    assert set(summary.suite("partition_summary").failed_expectations) == {
+    outcome = summary.suite("partition_summary")
+    assert set(outcome.failed_expectations) == {
         "expect_column_values_to_be_in_set(verdict)",
         "expect_column_pair_values_a_to_be_greater_than_b(log_end_offset, log_start_offset)",
+        "expect_column_values_to_be_in_set(critical)",
+        "expect_column_values_to_be_between(warning)",
     }
+    # Each contradiction fails the expectation of its own verdict.
+    assert sorted(f.description for f in outcome.failures if f.description.startswith("the verdict")) == [
+        "the verdict clean counts no critical finding",
+        "the verdict error counts no critical finding",
+        "the verdict warning counts a warning finding",
+    ]
     written = json.loads((out / "summary.json").read_text())
     assert written["success"] is False
     assert written["failed_suites"] == ["batches", "findings", "partition_summary"]
