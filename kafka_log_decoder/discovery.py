@@ -294,6 +294,15 @@ def _nested_log_dir(path: str) -> bool:
         return False
 
 
+def _renamed_partition(path: str) -> bool:
+    """A log directory's subdirectory not named like a partition that holds a partition's files; one
+    that cannot be listed is not (it is left out as before, not refused)."""
+    try:
+        return _holds_partition_files(path)
+    except NotAKafkaArtifact:
+        return False
+
+
 def _names(names: list[str], most: int = 3) -> str:
     shown = ", ".join(names[:most])
     return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
@@ -385,6 +394,15 @@ def _scan_log_dir(path: str, next_offset: NextOffset | None) -> LogDir:
                 log_dir.excluded.append(ExcludedFile(entry.path, reason))
             elif parsed is not None:
                 log_dir.partitions.append(_scan_partition_dir(entry.path, parsed[0], parsed[1], next_offset))
+            elif _renamed_partition(entry.path):
+                # A partition's files under a name that gives no partition (`orders-0.bak`, `orders-0
+                # (copy)`): left out, its data would go unread and the run say nothing of it; given
+                # alone, the directory is refused the same way.
+                raise NotAKafkaArtifact(
+                    f"{entry.path}: holds a partition's files, but its name is no <topic>-<partition> (a "
+                    "topic of letters, digits, '.', '_' and '-', then '-' and the partition number): rename "
+                    "it to its partition's name, or move it out of the log directory"
+                )
             else:
                 log_dir.excluded.append(ExcludedFile(entry.path, "not a partition directory"))
         elif not entry.is_file():

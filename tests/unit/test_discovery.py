@@ -276,6 +276,27 @@ def test_delete_stray_and_future_directories_are_excluded_from_a_log_directory(t
     assert "(-future)" in reasons["orders-3.2a3b-future"]
 
 
+def test_a_partitions_files_under_a_name_that_is_no_partition_are_refused(tmp_path: Path) -> None:
+    """A copy of a partition renamed `orders-0.bak` or `orders-0 (copy)` inside a log directory was left
+    out as "not a partition directory": its segments went unread and the run said valid (a review). It
+    is refused, as the same directory given alone is; a directory holding no partition file (an ext4
+    mount's `lost+found`) is still left out with its reason."""
+    for renamed in ("orders-0.bak", "orders-0 (copy)", "<b>-0"):
+        log_dir = tmp_path / renamed.replace("<", "").replace(">", "") / "kafka-logs"
+        touch(log_dir / "meta.properties", b"version=0\nbroker.id=3\n")
+        touch(log_dir / "orders-1" / name(0, ".log"))
+        touch(log_dir / "lost+found" / "#1234")
+        touch(log_dir / renamed / name(0, ".log"))
+        with pytest.raises(NotAKafkaArtifact, match=r"holds a partition's files, but its name is no") as err:
+            discover([log_dir])
+        assert str(err.value).startswith(f"{log_dir / renamed}: "), err.value
+        (log_dir / renamed / name(0, ".log")).unlink()
+        found = only(discover([log_dir]), LogDir)
+        assert names(found) == ["orders-1"]
+        reasons = {Path(e.path).name: e.reason for e in found.excluded}
+        assert reasons == {"lost+found": "not a partition directory", renamed: "not a partition directory"}
+
+
 def test_a_delete_directory_given_directly_is_a_usage_error(tmp_path: Path) -> None:
     directory = touch(tmp_path / "orders-1.0c6d-delete" / name(0, ".log")).parent
     with pytest.raises(NotAKafkaArtifact, match="marked for deletion"):
