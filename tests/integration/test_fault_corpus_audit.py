@@ -21,7 +21,7 @@ from audit_rules.pipeline import Bronze, audit
 from jobs.audit import read_bronze
 from jobs.ingest import IngestOptions, LabeledPath, run_ingest
 from jobs.profiles import load_profile
-from kafka_harness.faults import CorpusCase, apply_fault, build_corpus
+from kafka_harness.faults import CORPUS_CASES, CorpusCase, FaultNotApplicable, apply_fault, build_corpus
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
 from tests.table_rows import above_info
@@ -96,6 +96,43 @@ def corpus(
     }
 
 
+# The clean broker's logs the faults also run on: a transactional topic whose producers were
+# re-initialised and fenced (several epochs, aborts, the coordinator's markers), and one whose log start
+# DeleteRecords moved inside a batch (a log-start-offset-checkpoint entry, a leader epoch truncated to it).
+CLEAN_SOURCES = ("clean-transactions-0", "clean-delete-records-0")
+
+
+@pytest.fixture(scope="module")
+def clean_corpus(
+    spark: Any, clean_broker_dump: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[CorpusCase, list[dict[str, Any]]]]:
+    """Every corpus case that applies to each of `CLEAN_SOURCES`, ingested and audited once, as `corpus`."""
+    root = tmp_path_factory.mktemp("clean-fault-corpus")
+    cases: list[CorpusCase] = []
+    for source in CLEAN_SOURCES:
+        for spec in CORPUS_CASES:
+            name = f"{spec.name}.{source}"
+            log_dir = root / "cases" / name
+            try:
+                expected = apply_fault(
+                    spec.fault, clean_broker_dump.log_dir / source, log_dir / source, **spec.params
+                )
+            except FaultNotApplicable:
+                shutil.rmtree(log_dir, ignore_errors=True)
+                continue
+            cases.append(CorpusCase(name, log_dir, expected))
+    topics = {case.name: _own_topic(case) for case in cases}
+    ingest(spark, root / "out", *[f"{case.name}={case.log_dir}" for case in cases])
+    found = audit_dumps(spark, root / "out")
+    return {
+        case.name: (
+            case,
+            [f for f in found if f["dump_id"] == case.name and f["topic"] in (topics[case.name], None)],
+        )
+        for case in cases
+    }
+
+
 def test_the_corpus_covers_every_fault_of_the_issue(corpus: dict[str, Any]) -> None:
     faults = {case.expected.fault for case, _ in corpus.values()}
     assert faults >= {
@@ -113,6 +150,22 @@ def test_the_corpus_covers_every_fault_of_the_issue(corpus: dict[str, Any]) -> N
 
 
 def test_every_fault_gives_exactly_its_expected_findings(corpus: dict[str, Any]) -> None:
+    _assert_expected_findings(corpus)
+
+
+def test_faults_on_multi_epoch_transactional_and_delete_records_logs_give_exactly_their_findings(
+    clean_corpus: dict[str, Any],
+) -> None:
+    """The same on the clean broker's fenced transactional producers and on a log whose start lies
+    inside a batch (a review found the rewrite moved that start, which the corpus of the first broker's
+    logs, none with such a start, could not show)."""
+    built = {case.expected.fault for case, _ in clean_corpus.values()}
+    assert built >= {"drop_batch", "lower_epoch", "flip_byte", "drop_marker", "truncate_tail"}, built
+    assert {name.rsplit(".", 1)[1] for name in clean_corpus} == set(CLEAN_SOURCES)
+    _assert_expected_findings(clean_corpus)
+
+
+def _assert_expected_findings(corpus: dict[str, Any]) -> None:
     mismatches = []
     for case, found in corpus.values():
         got = Counter(
