@@ -955,7 +955,10 @@ def _dump_log_text_rows(unit: WorkUnit, table: str, records: bool) -> Iterator[d
     text_ctx = _Provenance(unit)
     snapshot_entries: dict[str, int] = {}
     placed: dict[str, bool] = {}
-    for item in read_dump_log_text(unit.file):
+    # Records only where they are wanted: the records table, and the errors of an ingest with --records
+    # (a batch over the records decoded from one batch is one then, as from the binary decoders).
+    wanted = records and table in ("records", "quarantine")
+    for item in read_dump_log_text(unit.file, records=wanted):
         file = getattr(item, "file", unit.file)
         if file != unit.file and file not in placed:
             parts = dumped_parts(file)

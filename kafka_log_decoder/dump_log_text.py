@@ -738,6 +738,9 @@ class _Batch:
     # More records than `segment.MAX_BATCH_RECORDS`: none is given (those held are let go), and its
     # error follows the header, as the binary decoders give a batch whose records they do not decode.
     records_refused: bool = False
+    # Whether its records are wanted (`parse_dump_log_text(records=...)`): without, none is held or
+    # given, and none is refused for its count, as the binary decoders decode no records then.
+    keep_records: bool = True
     # The header (and its CRC error) was given already, the error of its refused records too.
     header_given: bool = False
     refusal_given: bool = False
@@ -757,7 +760,7 @@ class _Batch:
                 header.max_timestamp = max(header.max_timestamp, record.timestamp)
         # Like the binary decoders, a control batch yields its header only, not its control records;
         # nor is it refused for its count (the walker decodes no control batch's records as data).
-        if header.is_control or self.records_refused:
+        if header.is_control or self.records_refused or not self.keep_records:
             return
         # The binary decoders' cap, read from their module at each record: one value for both paths,
         # a test's smaller one too. The count a v2 line prints decides, as the binary decoders decide
@@ -852,8 +855,9 @@ class _Batch:
 class _DumpLogTextParser:
     """Line-at-a-time state machine; `feed` and `finish` return the rows completed so far."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, records: bool = True) -> None:
         self.source = source
+        self.records = records
         self.line_number = 0
         self.byte_offset = 0
         # Whether a line so far ended in a newline: then the text is read from a file, where only the
@@ -1172,7 +1176,7 @@ class _DumpLogTextParser:
 
     def _start_batch(self, header: BatchHeader, out: list[DumpLogItem]) -> None:
         self._flush_batch(out)
-        self.batch = _Batch(header)
+        self.batch = _Batch(header, keep_records=self.records)
         self.end_of_batches = header.position + header.size_bytes
 
     def _pre_2_2_deep_line(self, fields: _Fields, out: list[DumpLogItem]) -> None:
@@ -1219,7 +1223,7 @@ class _DumpLogTextParser:
             last_sequence=NO_SEQUENCE,
             size_bytes=-1,
         )
-        return _Batch(_in_range(header), synthesized=True)
+        return _Batch(_in_range(header), synthesized=True, keep_records=self.records)
 
     def _add_record(self, batch: _Batch, fields: _Fields) -> None:
         self.deep = True
@@ -1395,10 +1399,14 @@ def fields_in_text(item: DumpLogItem) -> dict[str, Any]:
     return {"type": type(item).__name__, **fields}
 
 
-def parse_dump_log_text(lines: Iterable[str | int], *, source: str = DEFAULT_SOURCE) -> Iterator[DumpLogItem]:
+def parse_dump_log_text(
+    lines: Iterable[str | int], *, source: str = DEFAULT_SOURCE, records: bool = True
+) -> Iterator[DumpLogItem]:
     """Rows of `kafka-dump-log.sh` output, in text order; `source` names the text in DecodeErrors. An
-    int is a line of that many bytes that was not read (`text_lines.bounded_lines`)."""
-    parser = _DumpLogTextParser(source)
+    int is a line of that many bytes that was not read (`text_lines.bounded_lines`). Without `records`,
+    no `Record` is given (record lines are still read: they complete legacy and ≤ 2.1 headers), and no
+    batch is refused for its count of records."""
+    parser = _DumpLogTextParser(source, records)
     # `splitlines` also ends lines at `\r`, `\x0b`, `\u2028` ... inside a payload, with no newline: once
     # lines end in newlines, a piece without one is joined to the next (the text's bytes as they were),
     # and only a last piece without one can have been cut short. One line ahead, to know the last.
@@ -1431,8 +1439,9 @@ def parse_dump_log_text(lines: Iterable[str | int], *, source: str = DEFAULT_SOU
     yield from parser.finish()
 
 
-def read_dump_log_text(path: str | Path) -> Iterator[DumpLogItem]:
-    """Stream a saved `kafka-dump-log.sh` output file line by line (bounded memory)."""
+def read_dump_log_text(path: str | Path, *, records: bool = True) -> Iterator[DumpLogItem]:
+    """Stream a saved `kafka-dump-log.sh` output file line by line (bounded memory); `records`: as
+    `parse_dump_log_text`'s."""
     with open(path, "rb") as f:
         # surrogateescape keeps non-UTF-8 payload bytes exact through decode and re-encode.
         yield from parse_dump_log_text(
@@ -1441,4 +1450,5 @@ def read_dump_log_text(path: str | Path) -> Iterator[DumpLogItem]:
                 for raw in text_lines.bounded_lines(f)
             ),
             source=str(path),
+            records=records,
         )

@@ -148,6 +148,23 @@ def test_every_deep_variant_refuses_the_batches_the_binary_decoders_refuse(
     assert rows_of(list(read_dump_log_text(text.name))) == rows_of(binary)
 
 
+@pytest.mark.parametrize("variant", DEEP_VARIANTS)
+def test_without_records_a_text_gives_its_headers_and_refuses_no_batch(
+    variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A headers-only ingest reads a text without its records: the binary decoders decode no records
+    then, and refuse no batch for its count, so the text gives neither (its record lines still complete
+    legacy and ≤ 2.1 headers): the rows with records, less the records and the refusals."""
+    monkeypatch.setattr(segment, "MAX_BATCH_RECORDS", 1)
+    monkeypatch.chdir(GOLDEN)
+    text = GOLDEN / f"{variant}.txt"
+    full = list(read_dump_log_text(text.name))
+    headers = list(read_dump_log_text(text.name, records=False))
+    assert any(is_refusal(i) for i in full) and any(isinstance(i, Record) for i in full)
+    expected = [i for i in full if not isinstance(i, Record) and not is_refusal(i)]
+    assert rows_of(headers) == rows_of(expected)
+
+
 # ---------------------------------------------------------------------------------------------
 # Given as read
 
