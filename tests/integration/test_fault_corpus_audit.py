@@ -75,18 +75,14 @@ def _own_topic(case: CorpusCase) -> str:
     return f"{prefix}.{topic}"
 
 
-@pytest.fixture(scope="module")
-def corpus(
-    spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathFactory
+def audited_cases(
+    spark: Any, cases: list[CorpusCase], output: Path
 ) -> dict[str, tuple[CorpusCase, list[dict[str, Any]]]]:
-    """Every case with the findings of its partition and those of its dump that name no topic (a log
-    directory's files, e.g. the checkpoints the fault rewrites), from one ingest and one audit of all
-    cases."""
-    root = tmp_path_factory.mktemp("fault-corpus")
-    cases = build_corpus(broker_dump.log_dir, root / "cases")
+    """Each case with the findings of its partition and those of its dump that name no topic (a log
+    directory's files, e.g. the checkpoints the fault rewrites), from one ingest and one audit of all."""
     topics = {case.name: _own_topic(case) for case in cases}
-    ingest(spark, root / "out", *[f"{case.name}={case.log_dir}" for case in cases])
-    found = audit_dumps(spark, root / "out")
+    ingest(spark, output, *[f"{case.name}={case.log_dir}" for case in cases])
+    found = audit_dumps(spark, output)
     return {
         case.name: (
             case,
@@ -94,6 +90,16 @@ def corpus(
         )
         for case in cases
     }
+
+
+@pytest.fixture(scope="module")
+def corpus(
+    spark: Any, broker_dump: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[CorpusCase, list[dict[str, Any]]]]:
+    """Every case of the corpus of `broker_dump`'s logs with its findings (`audited_cases`)."""
+    root = tmp_path_factory.mktemp("fault-corpus")
+    cases = build_corpus(broker_dump.log_dir, root / "cases")
+    return audited_cases(spark, cases, root / "out")
 
 
 # The clean broker's logs the faults also run on: a transactional topic whose producers were
@@ -121,16 +127,7 @@ def clean_corpus(
                 shutil.rmtree(log_dir, ignore_errors=True)
                 continue
             cases.append(CorpusCase(name, log_dir, expected))
-    topics = {case.name: _own_topic(case) for case in cases}
-    ingest(spark, root / "out", *[f"{case.name}={case.log_dir}" for case in cases])
-    found = audit_dumps(spark, root / "out")
-    return {
-        case.name: (
-            case,
-            [f for f in found if f["dump_id"] == case.name and f["topic"] in (topics[case.name], None)],
-        )
-        for case in cases
-    }
+    return audited_cases(spark, cases, root / "out")
 
 
 def test_the_corpus_covers_every_fault_of_the_issue(corpus: dict[str, Any]) -> None:
