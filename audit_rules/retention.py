@@ -512,6 +512,17 @@ def producers_across_dumps(gone: DataFrame, profile: Profile, entries: DataFrame
                 ),
             ).otherwise(F.lit("")),
             F.lit("."),
+            # A partition directory or text given alone names no broker: its dumps are taken for one
+            # replica's over time, which two brokers' copies are not (a follower behind its leader).
+            F.when(
+                F.col("replica").isNull() & (F.col("log_end_offset") <= F.col("retained_last_offset")),
+                F.lit(
+                    " Neither dump names its broker (a partition directory or text given alone), so both "
+                    "were taken for one replica's dumps over time: if they are two brokers' copies, this "
+                    "one may be a follower that had not yet fetched the producer's batches (give each "
+                    "broker's log directory, whose meta.properties names it)."
+                ),
+            ).otherwise(F.lit("")),
         ),
         producer_epoch="last_epoch",
         **common,
