@@ -168,8 +168,10 @@ def decode_offset_index(data: bytes, file: str) -> tuple[list[IndexEntry], list[
 
 
 def decode_time_index(data: bytes, file: str) -> tuple[list[TimeIndexEntry], list[DecodeError]]:
-    """Entries of a `.timeindex` (timestamp, absolute offset); `file` names the segment base offset."""
-    return _split(_iter_entries(_TIME_INDEX, [data], len(data), file, _tail_of(data, TIME_INDEX_ENTRY_SIZE)))
+    """Entries of a `.timeindex` (timestamp, absolute offset); `file` names the segment base offset. Its
+    first entry out of order is an error (`_time_order`)."""
+    tail = _tail_of(data, TIME_INDEX_ENTRY_SIZE)
+    return _split(_time_order(_iter_entries(_TIME_INDEX, [data], len(data), file, tail), file))
 
 
 def decode_txn_index(data: bytes, file: str) -> tuple[list[TxnIndexEntry], list[DecodeError]]:
@@ -183,8 +185,49 @@ def read_offset_index(path: str | os.PathLike[str]) -> Iterator[IndexEntry | Dec
 
 
 def read_time_index(path: str | os.PathLike[str]) -> Iterator[TimeIndexEntry | DecodeError]:
-    """Stream a `.timeindex` file in bounded chunks, stopping at its zero-filled tail."""
-    return _read(_TIME_INDEX, path)
+    """Stream a `.timeindex` file in bounded chunks, stopping at its zero-filled tail; its first entry out
+    of order is an error (`_time_order`)."""
+    items = _read(_TIME_INDEX, path)
+    return _time_order(items, os.fspath(path))
+
+
+def _time_order(
+    items: Iterable[TimeIndexEntry | DecodeError], file: str
+) -> Iterator[TimeIndexEntry | DecodeError]:
+    """The entries, with an INDEX_MISMATCH at the first that breaks the time index's order: the broker
+    appends an entry only for a timestamp above the last entry's, at an offset not below it
+    (`TimeIndex.maybeAppend`), and its offset is the segment's base offset or above (the relative offset
+    is an int32: one below 0 is no entry the broker wrote). Kafka's tool reports the same ("Found out of
+    order timestamp", `DumpLogSegments.dumpTimeIndex`); lookups by time in a file out of order find
+    other offsets than the ones asked for. The first only: a file of garbage is one region."""
+    base = segment_base_offset(file)
+    previous: TimeIndexEntry | None = None
+    number = 0
+    error: DecodeError | None = None  # given after the entries, as the layout's own errors are
+    for item in items:
+        if isinstance(item, TimeIndexEntry):
+            if error is None:
+                why = None
+                if item.offset < base:
+                    why = f"offset {item.offset} below the segment's base offset {base}"
+                elif previous is not None and item.timestamp <= previous.timestamp:
+                    why = f"timestamp {item.timestamp} not above the previous entry's, {previous.timestamp}"
+                elif previous is not None and item.offset < previous.offset:
+                    why = f"offset {item.offset} below the previous entry's, {previous.offset}"
+                if why is not None:
+                    error = DecodeError(
+                        file,
+                        number * TIME_INDEX_ENTRY_SIZE,
+                        CorruptionKind.INDEX_MISMATCH,
+                        f"time index entry {number} has {why}: the broker appends entries in rising "
+                        "timestamps at offsets that do not fall (TimeIndex.maybeAppend)",
+                        TIME_INDEX_ENTRY_SIZE,
+                    )
+            previous = item
+            number += 1
+        yield item
+    if error is not None:
+        yield error
 
 
 def read_txn_index(path: str | os.PathLike[str]) -> Iterator[TxnIndexEntry | DecodeError]:

@@ -394,3 +394,47 @@ def test_dump_log_segments_ignores_the_partial_entry_we_report_and_trims_it_from
     assert sections[str(index)] == expected
     # OffsetIndex.close() -> trimToValidSize(): the tool rewrites the file it dumps. Never run it on evidence.
     assert index.stat().st_size == 16
+
+
+@pytest.mark.parametrize(
+    ("entries", "position", "why"),
+    [
+        # (timestamp, relative offset) entries; base offset 100
+        (((1000, 5), (900, 9)), 12, "timestamp 900 not above the previous entry's, 1000"),
+        (((1000, 5), (1000, 9)), 12, "timestamp 1000 not above the previous entry's, 1000"),
+        (((1000, 5), (2000, 9), (3000, 7)), 24, "offset 107 below the previous entry's, 109"),
+        (((1000, -5), (2000, 9)), 0, "offset 95 below the segment's base offset 100"),
+    ],
+)
+def test_a_time_index_out_of_order_is_one_mismatch_at_its_first_bad_entry(
+    tmp_path: Path, entries: tuple[tuple[int, int], ...], position: int, why: str
+) -> None:
+    """The broker appends a time index entry only for a timestamp above the last one's, at an offset not
+    below it (`TimeIndex.maybeAppend`): a file of garbage read as entries breaks that order, and was taken
+    whole (a review: a `.timeindex` of random bytes gave no quarantine row). The first entry out of order is
+    the error, after the entries, streamed as decoded; a file in order has none."""
+    data = time_index_bytes(*entries, (9000, 40), zero_entries=3)
+    path = tmp_path / TIME_INDEX
+    path.write_bytes(data)
+    rows, errors = decode_time_index(data, str(path))
+    assert [(e.position, e.kind, e.length) for e in errors] == [(position, CorruptionKind.INDEX_MISMATCH, 12)]
+    assert why in errors[0].message
+    assert list(read_time_index(path)) == [*rows, *errors]
+    assert len(rows) == len(entries) + 1
+    in_order = time_index_bytes((1000, 5), (2000, 9), (3000, 9), zero_entries=3)
+    assert decode_time_index(in_order, str(path))[1] == []
+
+
+def test_a_time_index_of_random_bytes_is_quarantined_by_its_decode_task(tmp_path: Path) -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from jobs import decode_tasks as dt
+    from schemas.tables import QUARANTINE
+
+    path = tmp_path / "orders-0" / TIME_INDEX
+    path.parent.mkdir()
+    path.write_bytes(bytes(range(42, 6, -1)))  # three entries of bytes 42 down to 7: timestamps falling
+    unit = dt.WorkUnit(dt.TIMEINDEX, "d", "1", "orders", 0, str(path), 36)
+    stream = dt.decode_unit_safely(unit, QUARANTINE.name, to_arrow_schema(QUARANTINE.schema), records=False)
+    rows = [row for batch in stream for row in batch.to_pylist()]
+    assert [(r["file"], r["position"], r["kind"]) for r in rows] == [(str(path), 12, "INDEX_MISMATCH")]
