@@ -1055,7 +1055,9 @@ def hadoop_path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
     return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
 
 
-def _check_output(output: str) -> None:
+def _check_output(output: str, make: bool = True) -> None:
+    """A usage error, before the JVM starts, where the tables cannot be written under `output`; with
+    `make`, its directory is made now (`audit`, which writes only where an ingest did, makes none)."""
     if not output.strip():
         raise UsageError(f"--output is empty ({output!r}): give the directory the tables are written under")
     if is_uri(output):
@@ -1066,6 +1068,20 @@ def _check_output(output: str) -> None:
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{output}: output directory is not writable")
+    # Made now, before the JVM starts: a path the access check passes that no directory can be made at
+    # (under /proc, where root may write) failed the job later, a traceback and exit status 3.
+    try:
+        if make:
+            os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{output}: cannot make the output directory: {exc.strerror or exc}") from None
+    for name in (*TABLES, *AUDIT_TABLES, "report"):
+        where = os.path.join(path, name)
+        if os.path.lexists(where) and not os.path.isdir(where):
+            raise UsageError(
+                f"{where}: exists and is no directory, where the output's "
+                f"{'reports go' if name == 'report' else name + ' Delta table goes'}: give another output"
+            )
 
 
 def _check_output_outside(output: str, inputs: Sequence[str]) -> None:
@@ -1261,6 +1277,10 @@ def run_cli(args: Any) -> int:
     # Usage errors before the JVM starts: a wrong path costs no Spark start-up.
     t0 = time.perf_counter()
     plan = plan_ingest(options)
+    if args.catalog_schema:
+        from jobs.catalog import schema_parts
+
+        schema_parts(args.catalog_schema)  # its form, before the JVM starts (its existence after)
     _check_output(options.output)
     _check_output_outside(options.output, [p.path for p in options.inputs])
     planned_s = time.perf_counter() - t0

@@ -12,7 +12,7 @@ from audit_rules.kinds import Severity
 def run_cli(args: Any) -> int:
     """Parse the audit options, run the stages, print where the results are; exit 0, 1 or 2."""
     from jobs.audit import check_bronze, run_audit
-    from jobs.catalog import check_schema, register_tables
+    from jobs.catalog import check_schema, register_tables, schema_parts
     from jobs.ingest import (
         DEFAULT_SPLIT_BYTES,
         IngestOptions,
@@ -47,7 +47,9 @@ def run_cli(args: Any) -> int:
         )
         plan = plan_ingest(options)
         _check_output_outside(args.output, [p.path for p in options.inputs])
-    _check_output(args.output)  # before Spark starts, for `audit` too
+    if args.catalog_schema:
+        schema_parts(args.catalog_schema)  # its form, before the JVM starts (its existence after)
+    _check_output(args.output, make=args.command == "run")  # before Spark starts, for `audit` too
     if args.command == "audit" and not is_uri(args.output):
         # A local output never ingested: one line now, not after a JVM's start-up and its log on stderr.
         check_bronze(args.output)

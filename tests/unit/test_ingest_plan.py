@@ -519,3 +519,32 @@ def test_an_output_inside_an_input_is_a_usage_error(tmp_path: Path) -> None:
         _check_output_outside(str(logs / "out"), [str(logs)])
     _check_output_outside(str(tmp_path / "out"), [str(logs)])
     _check_output_outside(str(tmp_path / "logs-out"), [str(logs)])
+
+
+def test_an_output_whose_tables_cannot_be_made_is_a_usage_error_before_spark(tmp_path: Path) -> None:
+    """A file where a table's folder goes, or a path no directory can be made at, failed the job after
+    Spark started (exit status 3 and a traceback, a review). Both are one line now, before the JVM; a
+    writable output is made, and `audit` (make=False) makes none."""
+    import pytest
+
+    from jobs.ingest import UsageError, _check_output
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "batches").write_text("hi\n")
+    with pytest.raises(
+        UsageError,
+        match=r"/o/batches: exists and is no directory, where the output's batches Delta table goes",
+    ):
+        _check_output(str(out))
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(UsageError, match=r"output directory is not writable"):
+        _check_output(str(tmp_path / "a-file" / "out"))
+    _check_output(str(tmp_path / "new" / "out"))
+    assert (tmp_path / "new" / "out").is_dir()
+    _check_output(str(tmp_path / "never"), make=False)
+    assert not (tmp_path / "never").exists()
+    if os.geteuid() == 0 and os.path.isdir("/proc/self"):
+        # Root passes the access check under /proc, where no directory can be made.
+        with pytest.raises(UsageError, match=r"^/proc/kra-out: cannot make the output directory"):
+            _check_output("/proc/kra-out")
