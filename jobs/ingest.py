@@ -54,7 +54,7 @@ from schemas.tables import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from kafka_log_decoder.discovery import Discovered, FileInfo, LogDir, PartitionDir
 
@@ -171,6 +171,8 @@ class IngestPlan:
     unlabelled: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # The same of the --acks ledgers given without a label (their default id is the file's name).
     unlabelled_ledgers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Every input's dump id -> the paths it was read from (absolute, and with symlinks resolved).
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -207,6 +209,9 @@ def plan_ingest(options: IngestOptions) -> IngestPlan:
         dump_id = given.label or _default_dump_id(path)
         if given.label is None:
             plan.unlabelled[dump_id] = tuple(dict.fromkeys((path, os.path.realpath(path))))
+        plan.sources[dump_id] = tuple(
+            dict.fromkeys((*plan.sources.get(dump_id, ()), path, os.path.realpath(path)))
+        )
         for item, item_dump_id, replica in _identify(found, dump_id):
             if isinstance(item, DumpLogText):
                 # By the partition (of the dumped path, else the one the text names) and the segment's
@@ -862,6 +867,52 @@ def _check_sources(spark: SparkSession, output: str, plan: IngestPlan) -> None:
         )
 
 
+def _gone_pairs(spark: SparkSession, output: str, plan: IngestPlan) -> set[tuple[str, str | None]]:
+    """The (dump_id, replica) pairs of this run's dumps an earlier ingest wrote that this run does not:
+    a replica no longer in a re-dumped input (a broker's log directory removed from a directory of them:
+    its `files` rows lie under the input's path), and those a stopped ingest left in the other tables
+    but not in `files` (which it clears first: `audit` refuses them). Their rows go, as those of a
+    removed partition directory do, so that a re-run ends as an ingest of the input as it is now. A few
+    small jobs over partition columns, only where the output holds tables."""
+    import functools
+
+    from pyspark.sql import functions as F
+
+    files_path = table_location(output, FILES.name)
+    if not plan.sources or not is_delta(spark, files_path):
+        return set()
+
+    def of_dump(base: str) -> Column:
+        return (F.col("dump_id") == dt.as_text(base)) | F.col("dump_id").startswith(dt.as_text(base) + "/")
+
+    def under(source: str) -> Column:
+        text = dt.as_text(source)
+        return (F.col("file") == text) | F.col("file").startswith(text.rstrip("/") + "/")
+
+    ours = functools.reduce(lambda a, b: a | b, [of_dump(base) for base in sorted(plan.sources)])
+    read_from = functools.reduce(
+        lambda a, b: a | b,
+        [of_dump(base) & under(path) for base, paths in sorted(plan.sources.items()) for path in paths],
+    )
+    pair: list[Column] = [
+        F.col("dump_id"),
+        F.coalesce("replica", F.lit("")).alias("_replica"),
+        F.col("replica"),
+    ]
+    files = spark.read.format("delta").load(files_path)
+    listed = files.where(read_from).select(*pair)
+    held = [
+        spark.read.format("delta").load(location).where(ours).select(*pair)
+        for name in TABLES
+        if name != FILES.name and is_delta(spark, location := table_location(output, name))
+    ]
+    unlisted = [
+        df.join(files.select(*pair[:2]).distinct(), ["dump_id", "_replica"], "left_anti") for df in held
+    ]
+    rows = functools.reduce(lambda a, b: a.unionByName(b), [listed, *unlisted]).distinct().collect()
+    return {(r["dump_id"], r["replica"]) for r in rows} - plan.pairs
+
+
 def _check_labels(spark: SparkSession, output: str, plan: IngestPlan) -> None:
     """A usage error where this run's rows would replace another kind of input's rows an earlier run
     wrote into `output` under the same dump id and no replica (the replaced pairs of every table): a
@@ -925,7 +976,7 @@ def run_ingest(
     _check_sources(spark, options.output, plan)
     run_id = uuid.uuid4().hex
     written: dict[str, str] = {}
-    predicate = replace_predicate(plan.pairs, plan.ledgers)
+    predicate = replace_predicate(plan.pairs | _gone_pairs(spark, options.output, plan), plan.ledgers)
     # The inventory is written last and tells the audit a dump's tables are whole: its pairs leave it
     # first, so a run that stops halfway leaves no earlier run's listing beside its half-written rows.
     if is_delta(spark, table_location(options.output, FILES.name)):

@@ -386,6 +386,38 @@ def test_a_second_dump_of_one_broker_added_to_an_input_replaces_its_rows_under_t
     assert {r["dump_id"] for r in read(out, "batches")} == {"d"}
 
 
+def test_a_broker_gone_from_a_re_dumped_input_leaves_no_row_killed_halfway_or_not(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A directory of two brokers' log directories, dumped again without one: its rows were kept in every
+    table, the inventory too, while a removed partition directory's went (a review). A re-run now ends as
+    an ingest of the input as it is, also after a re-run killed halfway (which took the broker out of the
+    inventory first, leaving its rows in the tables it had not written yet)."""
+    d = tmp_path / "in"
+    for name in ("codecrafters-kraft-3x", "donaldy-zk-2.7.1"):
+        shutil.copytree(REAL / name, d / name)
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    ingest(spark, out, f"x={d}")
+    assert len({r["replica"] for r in read(out, "files")}) == 2
+    shutil.rmtree(d / "donaldy-zk-2.7.1")
+    ingest(spark, fresh, f"x={d}")
+    ingest(spark, out, f"x={d}")
+    assert contents(out) == contents(fresh)
+    # Again, with the re-run killed after its first table.
+    shutil.copytree(REAL / "donaldy-zk-2.7.1", d / "donaldy-zk-2.7.1")
+    ingest(spark, out, f"x={d}")
+    shutil.rmtree(d / "donaldy-zk-2.7.1")
+
+    def kill(table: str) -> None:
+        if table == "batches":
+            raise Killed(table)
+
+    with pytest.raises(Killed):
+        ingest(spark, out, f"x={d}", after_write=kill)
+    ingest(spark, out, f"x={d}")
+    assert contents(out) == contents(fresh)
+
+
 def test_an_audit_of_an_ingest_killed_halfway_is_refused_until_it_is_rerun(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
