@@ -580,33 +580,42 @@ def unreadable_spans(unreadable: DataFrame, batches: DataFrame) -> DataFrame:
     """(`log_key`, `_from`, `_to`) of each region of `unreadable` (`unreadable_regions`): the offsets what
     it held may have had, from its `region_first_offset` up to the base offset of the next readable
     batch of its log (later in its file, or in a later segment file: names sort as their base offsets;
-    `_to` null: none follows). Only the batches of logs with such a region are read, against the
-    regions (few: broadcast)."""
+    `_to` null: none follows). Only the batches of logs with such a region are read: with the regions,
+    in one sort per log from its end, each region takes the lowest base offset of the batches after it
+    (a join of each batch with the regions before it grew as regions times batches)."""
     regions = with_log_key(unreadable).select(
-        F.col("log_key").alias("_r_key"),
-        F.col("file").alias("_r_file"),
-        F.col("position").alias("_r_position"),
+        "log_key",
+        "file",
+        "position",
         F.col("region_first_offset").alias("_from"),
+        F.lit(None).cast("long").alias("base_offset"),
+        F.lit(True).alias("_region"),
     )
-    damaged = regions.select(F.col("_r_key").alias("log_key")).distinct()
-    later = (
+    damaged = regions.select("log_key").distinct()
+    readable = (
         with_log_key(batches)
         .join(F.broadcast(damaged), "log_key", "left_semi")
-        .select("log_key", "file", "position", "base_offset")
-        .join(
-            F.broadcast(regions),
-            (F.col("log_key") == F.col("_r_key"))
-            & (
-                (F.col("file") > F.col("_r_file"))
-                | ((F.col("file") == F.col("_r_file")) & (F.col("position") > F.col("_r_position")))
-            ),
-            "inner",
+        .select(
+            "log_key",
+            "file",
+            "position",
+            F.lit(None).cast("long").alias("_from"),
+            "base_offset",
+            F.lit(False).alias("_region"),
         )
-        .groupBy("_r_key", "_r_file", "_r_position")
-        .agg(F.min("base_offset").alias("_to"))
     )
-    return regions.join(later, ["_r_key", "_r_file", "_r_position"], "left").select(
-        F.col("_r_key").alias("log_key"), "_from", "_to"
+    # From the log's end: the rows before a region's in this order are the batches after it (no batch
+    # header lies at a region's own position).
+    after = (
+        Window.partitionBy("log_key")
+        .orderBy(F.col("file").desc(), F.col("position").desc())
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    return (
+        regions.unionByName(readable)
+        .withColumn("_to", F.min("base_offset").over(after))
+        .where(F.col("_region"))
+        .select("log_key", "_from", "_to")
     )
 
 
