@@ -406,7 +406,7 @@ def audit(
         transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.swept_transactions(event_rows, producers, profile, failed, unreadable),
         transactions.coordinator_epoch_regression(event_rows),
-        transactions.empty_transaction_markers(event_rows, logs),
+        transactions.empty_transaction_markers(event_rows, logs, failed, unreadable),
         overlaps,
     ]
     if holed_topics:

@@ -387,7 +387,9 @@ def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
     )
 
 
-def empty_transaction_markers(history: DataFrame, logs: DataFrame) -> DataFrame:
+def empty_transaction_markers(
+    history: DataFrame, logs: DataFrame, failed: DataFrame | None = None, unreadable: DataFrame | None = None
+) -> DataFrame:
     """EMPTY_TXN_MARKER (info; prior-art §1.7, klog's `empty_txn`): a COMMIT or ABORT marker that closes
     no data of its producer in this log. The coordinator writes a transaction's markers to every
     partition the transaction added (`TransactionMarkerChannelManager`), whether or not the producer's
@@ -395,14 +397,19 @@ def empty_transaction_markers(history: DataFrame, logs: DataFrame) -> DataFrame:
     aborted before sending, a transaction the coordinator aborted on its timeout. Harmless, but it
     names the producers whose transactions did not go as they meant.
 
-    The producer's previous row the broker accepted (`prev_event_open_txn`: any producer id, any epoch:
-    under transactions V2 a marker carries the epoch after its data's, KIP-890) is a marker, or there is
+    The producer's previous row the replay took (`prev_event_open_txn`, of any epoch: under transactions V2
+    a marker carries the epoch after its data's, KIP-890) is a marker, or there is
     none and the log holds every offset from 0 in batches from offset 0 on (`logs`: `log_bounds`; with a
     later start, or offsets missing before its first batch, the transaction's data may have been there).
     Not where the log cleaner may have worked since that row (`compaction_may_have_removed`): it
     removes aborted data, and committed data a later record of the key replaced, and keeps the markers
     until the delete horizon (kafka-formats-and-rules §5.9), so a marker alone there is its work. A
-    marker whose epoch regressed is EPOCH_REGRESSION's."""
+    marker whose epoch regressed is EPOCH_REGRESSION's. Nor where the producer's transactional data may
+    lie between that row and the marker unseen by the replay: a batch of it the replay skipped (a
+    sequence range its offsets do not fit, a lower epoch: the broker appended both, and such a batch
+    opened the transaction), a CRC-failed batch whose header names the producer (`failed`:
+    `history.failed_producer_batches`), or bytes no header could be read from in the log
+    (`unreadable`: `consistency.unreadable_regions`)."""
     candidates = history.where(
         F.col("is_control")
         & F.col("control_type").isin("COMMIT", "ABORT")
@@ -410,6 +417,31 @@ def empty_transaction_markers(history: DataFrame, logs: DataFrame) -> DataFrame:
         & ~F.coalesce(F.col("prev_event_open_txn"), F.lit(False))
         & ~compaction_may_have_removed(F.coalesce(F.col("prev_offset"), F.lit(-1)))
     )
+    # The producer's data batches the replay did not take, between its previous row and the marker.
+    skipped = history.where(
+        F.col("is_transactional") & ~F.col("is_control") & (F.col("invalid") | F.col("epoch_regressed"))
+    ).select("log_key", "producer_id", "base_offset")
+    if failed is not None:
+        skipped = skipped.unionByName(
+            with_log_key(failed.where(~F.col("is_control"))).select("log_key", "producer_id", "base_offset")
+        )
+    skipped = skipped.select(
+        F.col("log_key").alias("_s_key"),
+        F.col("producer_id").alias("_s_pid"),
+        F.col("base_offset").alias("_s_at"),
+    )
+    candidates = candidates.join(
+        skipped,
+        (F.col("log_key") == F.col("_s_key"))
+        & (F.col("producer_id") == F.col("_s_pid"))
+        & (F.col("_s_at") > F.coalesce(F.col("prev_offset"), F.lit(-1)))
+        & (F.col("_s_at") < F.col("base_offset")),
+        "left_anti",
+    )
+    if unreadable is not None:
+        candidates = candidates.join(
+            with_log_key(unreadable).select("log_key").distinct(), "log_key", "left_anti"
+        )
     # A producer's first row: only in a log whose batches begin at offset 0 and that deleted none.
     whole = logs.select("log_id", (F.col("first_kept_offset") == 0) & (F.col("first_batch_offset") == 0))
     rows = candidates.join(F.broadcast(whole.toDF("log_id", "_whole")), "log_id", "left").where(

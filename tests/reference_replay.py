@@ -194,6 +194,8 @@ class _ProducerState:
     wrapped: set[int] = field(default_factory=set)
     coordinator_epoch: int | None = None
     coordinator_marker: Batch | None = None
+    # A transactional data batch the replay skipped (invalid, or a lower epoch) since the last accepted.
+    skipped_data: bool = False
 
 
 class _Replay:
@@ -238,8 +240,10 @@ class _Replay:
                     f"{batch['base_offset']}-{batch['last_offset']}"
                 ),
             )
+            state.skipped_data |= batch["is_transactional"]
             return
         if self._epoch_regressed(state, batch):
+            state.skipped_data |= batch["is_transactional"]
             return
         stream = state.streams.setdefault(batch["producer_epoch"], [])
         if not stream:
@@ -553,10 +557,17 @@ class _Replay:
         """EMPTY_TXN_MARKER: a COMMIT or ABORT marker whose producer's previous accepted batch is not
         transactional data (any epoch: a V2 marker carries the epoch after its data's), or that has none
         in a log holding every offset from 0 in batches from 0 on; not on a compacted log (the cleaner
-        removes aborted data and keeps the markers)."""
-        if marker.get("control_type") not in ("COMMIT", "ABORT") or self.compacted:
+        removes aborted data and keeps the markers), nor where a transactional data batch of the producer
+        the replay skipped, or a CRC-failed one naming it, lies between."""
+        if marker.get("control_type") not in ("COMMIT", "ABORT") or self.compacted or state.skipped_data:
             return
         previous = state.previous
+        after = previous["base_offset"] if previous is not None else -1
+        if any(
+            f["producer_id"] == marker["producer_id"] and after < f["base_offset"] < marker["base_offset"]
+            for f in self.failed
+        ):
+            return  # a CRC-failed batch naming the producer lies between: its data may be there
         if previous is None:
             empty = self.first_kept_offset == 0 and self.first_batch_offset == 0
         else:
@@ -589,6 +600,7 @@ class _Replay:
             state.epoch, state.first_at_epoch = epoch, batch
         state.accepted.append((batch["is_control"], epoch))
         state.previous = batch
+        state.skipped_data = False
         if not batch["is_control"]:
             state.previous_data = batch
 

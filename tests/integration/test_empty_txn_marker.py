@@ -26,6 +26,7 @@ from kafka_harness.broker import KafkaBroker, wait_for_markers
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
 from schemas.tables import BATCHES
+from tests.integration.test_replay_property import _crc_quarantine
 from tests.reference_replay import reference_findings
 from tests.strategies import LogBuilder
 from tests.table_rows import kinds_above_info
@@ -90,9 +91,23 @@ def test_a_marker_with_no_data_of_its_transaction_is_reported_once(spark: SparkS
     repeated.marker(10, 0, "COMMIT")
     repeated.marker(10, 0, "COMMIT")
 
-    logs = (plain, cleaned, first, later, v2, repeated)
+    # Producer 11's markers whose transaction's data the replay did not take: a batch whose sequences do
+    # not fit its offsets (2-4), a zombie's batch of a lower epoch (6), a batch whose CRC failed (8). The
+    # broker appended each; the data is there: no empty transaction.
+    skipped = LogBuilder(topic="skipped", file="/d/skipped-0/0.log")
+    skipped.data(11, 1, 0, transactional=True)
+    skipped.marker(11, 1, "COMMIT")
+    skipped.data(11, 1, 1, 3, last_sequence=9, transactional=True)
+    skipped.marker(11, 1, "ABORT")
+    skipped.data(11, 0, 0, transactional=True)
+    skipped.marker(11, 1, "ABORT")
+    skipped.data(11, 1, 1, transactional=True, crc_valid=False)
+    skipped.marker(11, 1, "COMMIT")
+
+    logs = (plain, cleaned, first, later, v2, repeated, skipped)
     rows = [row for log in logs for row in log.rows]
-    found = audit(Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True), profile)
+    bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True)
+    found = audit(replace(bronze, quarantine=_crc_quarantine(spark, rows)), profile)
     findings = [f.asDict() for f in found.findings.collect()]
     assert _empty_markers(findings) == [
         ("first-marker", 6, 1, None),
