@@ -168,10 +168,12 @@ def decode_offset_index(data: bytes, file: str) -> tuple[list[IndexEntry], list[
 
 
 def decode_time_index(data: bytes, file: str) -> tuple[list[TimeIndexEntry], list[DecodeError]]:
-    """Entries of a `.timeindex` (timestamp, absolute offset); `file` names the segment base offset. Its
-    first entry out of order is an error (`_time_order`)."""
+    """Entries of a `.timeindex` (timestamp, absolute offset); `file` names the segment base offset. In a
+    file with no zero-filled tail, its first entry out of order is an error (`_time_order`)."""
     tail = _tail_of(data, TIME_INDEX_ENTRY_SIZE)
-    return _split(_time_order(_iter_entries(_TIME_INDEX, [data], len(data), file, tail), file))
+    items = _iter_entries(_TIME_INDEX, [data], len(data), file, tail)
+    trimmed = tail == len(data) - len(data) % TIME_INDEX_ENTRY_SIZE
+    return _split(_time_order(items, file) if trimmed else items)
 
 
 def decode_txn_index(data: bytes, file: str) -> tuple[list[TxnIndexEntry], list[DecodeError]]:
@@ -185,10 +187,13 @@ def read_offset_index(path: str | os.PathLike[str]) -> Iterator[IndexEntry | Dec
 
 
 def read_time_index(path: str | os.PathLike[str]) -> Iterator[TimeIndexEntry | DecodeError]:
-    """Stream a `.timeindex` file in bounded chunks, stopping at its zero-filled tail; its first entry out
-    of order is an error (`_time_order`)."""
+    """Stream a `.timeindex` file in bounded chunks, stopping at its zero-filled tail; in a file with
+    none, its first entry out of order is an error (`_time_order`)."""
     items = _read(_TIME_INDEX, path)
-    return _time_order(items, os.fspath(path))
+    file = os.fspath(path)
+    size = os.stat(file).st_size
+    whole = size - size % TIME_INDEX_ENTRY_SIZE
+    return _time_order(items, file) if zero_tail_start(file, size, TIME_INDEX_ENTRY_SIZE) == whole else items
 
 
 def _time_order(
@@ -199,7 +204,13 @@ def _time_order(
     (`TimeIndex.maybeAppend`), and its offset is the segment's base offset or above (the relative offset
     is an int32: one below 0 is no entry the broker wrote). Kafka's tool reports the same ("Found out of
     order timestamp", `DumpLogSegments.dumpTimeIndex`); lookups by time in a file out of order find
-    other offsets than the ones asked for. The first only: a file of garbage is one region."""
+    other offsets than the ones asked for. The first only: a file of garbage is one region.
+
+    Only for a file trimmed to its entries (no zero-filled tail: a segment the broker rolled or closed,
+    `AbstractIndex.trimToValidSize`). A preallocated one, of the active segment of a running or crashed
+    broker, keeps behind its entries those a truncation left (`truncateTo` moves the index's position
+    only, and `resize` to the same size changes nothing), which the entries written since need not
+    precede in order: which entries the broker counts, the file does not say."""
     base = segment_base_offset(file)
     previous: TimeIndexEntry | None = None
     number = 0

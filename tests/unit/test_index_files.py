@@ -413,7 +413,7 @@ def test_a_time_index_out_of_order_is_one_mismatch_at_its_first_bad_entry(
     below it (`TimeIndex.maybeAppend`): a file of garbage read as entries breaks that order, and was taken
     whole (a review: a `.timeindex` of random bytes gave no quarantine row). The first entry out of order is
     the error, after the entries, streamed as decoded; a file in order has none."""
-    data = time_index_bytes(*entries, (9000, 40), zero_entries=3)
+    data = time_index_bytes(*entries, (9000, 40))
     path = tmp_path / TIME_INDEX
     path.write_bytes(data)
     rows, errors = decode_time_index(data, str(path))
@@ -421,8 +421,21 @@ def test_a_time_index_out_of_order_is_one_mismatch_at_its_first_bad_entry(
     assert why in errors[0].message
     assert list(read_time_index(path)) == [*rows, *errors]
     assert len(rows) == len(entries) + 1
-    in_order = time_index_bytes((1000, 5), (2000, 9), (3000, 9), zero_entries=3)
+    in_order = time_index_bytes((1000, 5), (2000, 9), (3000, 9))
     assert decode_time_index(in_order, str(path))[1] == []
+
+
+def test_a_preallocated_time_index_is_not_judged_by_its_order(tmp_path: Path) -> None:
+    """An active segment's `.timeindex` keeps, behind its entries, those a follower's truncation left
+    (`truncateTo` moves the position only; `resize` to the same size changes nothing): entries written
+    since may be later than them. With a zero-filled tail the file does not say which entries count, so
+    its order is not judged (a review: a healthy follower's file was an INDEX_MISMATCH)."""
+    data = time_index_bytes((1000, 10), (1100, 20), (5000, 25), (1300, 40), (1400, 50), zero_entries=4)
+    path = tmp_path / TIME_INDEX
+    path.write_bytes(data)
+    rows, errors = decode_time_index(data, str(path))
+    assert errors == [] and len(rows) == 5
+    assert list(read_time_index(path)) == rows
 
 
 def test_a_time_index_of_random_bytes_is_quarantined_by_its_decode_task(tmp_path: Path) -> None:
