@@ -872,8 +872,9 @@ def _gone_pairs(spark: SparkSession, output: str, plan: IngestPlan) -> set[tuple
     a replica no longer in a re-dumped input (a broker's log directory removed from a directory of them:
     its `files` rows lie under the input's path), and those a stopped ingest left in the other tables
     but not in `files` (which it clears first: `audit` refuses them). Their rows go, as those of a
-    removed partition directory do, so that a re-run ends as an ingest of the input as it is now. A few
-    small jobs over partition columns, only where the output holds tables."""
+    removed partition directory do, so that a re-run ends as an ingest of the input as it is now. A job
+    over the partition columns of this run's dumps in each table (the files of those partitions are
+    opened, their columns not read), only where the output holds tables."""
     import functools
 
     from pyspark.sql import functions as F
@@ -970,8 +971,8 @@ def run_ingest(
     """Plan on the driver, decode on executors, write every table; `after_write(table)` is a test hook."""
     if plan is None:
         plan = plan_ingest(options)
-    _check_output(options.output)
     _check_output_outside(options.output, [p.path for p in options.inputs])
+    _check_output(options.output)
     _check_labels(spark, options.output, plan)
     _check_sources(spark, options.output, plan)
     run_id = uuid.uuid4().hex
@@ -1332,8 +1333,8 @@ def run_cli(args: Any) -> int:
         from jobs.catalog import schema_parts
 
         schema_parts(args.catalog_schema)  # its form, before the JVM starts (its existence after)
+    _check_output_outside(options.output, [p.path for p in options.inputs])  # before it is made
     _check_output(options.output)
-    _check_output_outside(options.output, [p.path for p in options.inputs])
     planned_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     spark = get_spark("replay-audit ingest", job_local_conf("ingest"), quiet_jvm=True)

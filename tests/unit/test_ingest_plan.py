@@ -548,3 +548,18 @@ def test_an_output_whose_tables_cannot_be_made_is_a_usage_error_before_spark(tmp
         # Root passes the access check under /proc, where no directory can be made.
         with pytest.raises(UsageError, match=r"^/proc/kra-out: cannot make the output directory"):
             _check_output("/proc/kra-out")
+
+
+@pytest.mark.parametrize("command", ["ingest", "run"])
+def test_an_output_inside_the_input_is_refused_before_it_is_made(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The output is made before the JVM starts, but only once it is known to lie outside the inputs (a
+    review: `ingest` made it inside the input, then refused it)."""
+    from jobs.cli import main
+
+    logs = tmp_path / "kafka-logs"
+    shutil.copytree(REAL_FIXTURES / "codecrafters-kraft-3x", logs)
+    assert main([command, "--input", str(logs), "--output", str(logs / "out")]) == 2
+    assert "lies inside the input" in capsys.readouterr().err
+    assert not (logs / "out").exists()
