@@ -191,18 +191,11 @@ def swept_transactions(
         )
     )
     if failed is not None:
-        between = with_log_key(failed).select(
-            F.col("log_key").alias("_log_key"),
-            F.col("producer_id").alias("_producer_id"),
-            F.col("base_offset").alias("_failed_at"),
-        )
-        swept = swept.join(
-            between,
-            (F.col("log_key") == F.col("_log_key"))
-            & (F.col("producer_id") == F.col("_producer_id"))
-            & (F.col("_failed_at") > F.col("swept.first.base_offset"))
-            & (F.col("_failed_at") < F.col("by.first.base_offset")),
-            "left_anti",
+        swept = _no_batch_between(
+            swept,
+            with_log_key(failed).select("log_key", "producer_id", "base_offset"),
+            F.col("swept.first.base_offset"),
+            F.col("by.first.base_offset"),
         )
     if unreadable is not None:
         regions = unreadable.select(*LOG_KEY, "region_first_offset")
@@ -243,6 +236,24 @@ def swept_transactions(
         base_sequence="swept.first.base_sequence",
         related_offset="by.first.base_offset",
         rule=F.lit("KIP-890 data after its transaction's end, closed by a later epoch's marker"),
+    )
+
+
+def _no_batch_between(rows: DataFrame, batches: DataFrame, after: Column, before: Column) -> DataFrame:
+    """`rows` with no batch of `batches` (log_key, producer_id, base_offset) of their log and producer
+    at an offset strictly between `after` and `before`, columns of `rows`."""
+    other = batches.select(
+        F.col("log_key").alias("_b_key"),
+        F.col("producer_id").alias("_b_producer"),
+        F.col("base_offset").alias("_b_at"),
+    )
+    return rows.join(
+        other,
+        (F.col("log_key") == F.col("_b_key"))
+        & (F.col("producer_id") == F.col("_b_producer"))
+        & (F.col("_b_at") > after)
+        & (F.col("_b_at") < before),
+        "left_anti",
     )
 
 
@@ -425,18 +436,8 @@ def empty_transaction_markers(
         skipped = skipped.unionByName(
             with_log_key(failed.where(~F.col("is_control"))).select("log_key", "producer_id", "base_offset")
         )
-    skipped = skipped.select(
-        F.col("log_key").alias("_s_key"),
-        F.col("producer_id").alias("_s_pid"),
-        F.col("base_offset").alias("_s_at"),
-    )
-    candidates = candidates.join(
-        skipped,
-        (F.col("log_key") == F.col("_s_key"))
-        & (F.col("producer_id") == F.col("_s_pid"))
-        & (F.col("_s_at") > F.coalesce(F.col("prev_offset"), F.lit(-1)))
-        & (F.col("_s_at") < F.col("base_offset")),
-        "left_anti",
+    candidates = _no_batch_between(
+        candidates, skipped, F.coalesce(F.col("prev_offset"), F.lit(-1)), F.col("base_offset")
     )
     if unreadable is not None:
         candidates = candidates.join(

@@ -13,6 +13,7 @@ import itertools
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -282,6 +283,10 @@ def _require_delta(session: SparkSession) -> None:
             ) from None
 
 
+# Starts of the local JVM tried before its failure is reported (see build_local_spark).
+_JVM_START_ATTEMPTS = 3
+
+
 def build_local_spark(
     app_name: str, extra_conf: Mapping[str, str] | None = None, *, jvm_log: Path | None = None
 ) -> SparkSession:
@@ -303,10 +308,20 @@ def build_local_spark(
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
-        with _stderr_to(jvm_log) as redirected:
-            if redirected:
-                JVM_LOG = jvm_log
-            session = builder.getOrCreate()
+        for attempt in range(1, _JVM_START_ATTEMPTS + 1):
+            try:
+                with _stderr_to(jvm_log) as redirected:
+                    if redirected:
+                        JVM_LOG = jvm_log
+                    session = builder.getOrCreate()
+                break
+            except Exception as exc:
+                # A first start downloads Delta's jars: Maven Central now and then answers with an empty
+                # body (Ivy: "Downloaded file size (0) doesn't match expected Content Length"), which a
+                # second try, fetching only what is missing from the cache, gets past.
+                if "JAVA_GATEWAY_EXITED" not in str(exc) or attempt == _JVM_START_ATTEMPTS:
+                    raise
+                time.sleep(5 * attempt)
     except Exception as exc:
         if "JAVA_GATEWAY_EXITED" not in str(exc):
             raise

@@ -189,11 +189,13 @@ def read_offset_index(path: str | os.PathLike[str]) -> Iterator[IndexEntry | Dec
 def read_time_index(path: str | os.PathLike[str]) -> Iterator[TimeIndexEntry | DecodeError]:
     """Stream a `.timeindex` file in bounded chunks, stopping at its zero-filled tail; in a file with
     none, its first entry out of order is an error (`_time_order`)."""
-    items = _read(_TIME_INDEX, path)
-    file = os.fspath(path)
-    size = os.stat(file).st_size
-    whole = size - size % TIME_INDEX_ENTRY_SIZE
-    return _time_order(items, file) if zero_tail_start(file, size, TIME_INDEX_ENTRY_SIZE) == whole else items
+    file, size = _checked(_TIME_INDEX, path)
+    try:
+        tail = zero_tail_start(file, size, TIME_INDEX_ENTRY_SIZE)
+    except OSError as exc:
+        raise NotAKafkaArtifact.from_os_error(file, exc) from None
+    items = _stream(_TIME_INDEX, file, size, tail)
+    return _time_order(items, file) if tail == size - size % TIME_INDEX_ENTRY_SIZE else items
 
 
 def _time_order(
@@ -247,7 +249,13 @@ def read_txn_index(path: str | os.PathLike[str]) -> Iterator[TxnIndexEntry | Dec
 
 
 def _read(layout: _Layout[_Row], path: str | os.PathLike[str]) -> Iterator[_Row | DecodeError]:
-    # Check the path now rather than at the first next(): a usage error surfaces at the call.
+    file, size = _checked(layout, path)
+    return _stream(layout, file, size)
+
+
+def _checked(layout: _Layout[_Row], path: str | os.PathLike[str]) -> tuple[str, int]:
+    """The file's name and size. Checked now rather than at the first next(): a usage error surfaces
+    at the call."""
     file = os.fspath(path)
     if layout.relative_offsets:
         segment_base_offset(file)
@@ -257,17 +265,21 @@ def _read(layout: _Layout[_Row], path: str | os.PathLike[str]) -> Iterator[_Row 
         raise NotAKafkaArtifact.from_os_error(file, exc) from None
     if not os.path.isfile(file):
         raise NotAKafkaArtifact(f"{file}: not a regular file")
-    return _stream(layout, file, size)
+    return file, size
 
 
-def _stream(layout: _Layout[_Row], file: str, size: int) -> Iterator[_Row | DecodeError]:
+def _stream(
+    layout: _Layout[_Row], file: str, size: int, tail: int | None = None
+) -> Iterator[_Row | DecodeError]:
+    """The file's entries; `tail`: where its zero-filled tail starts, when the caller knows it."""
     chunk_size = layout.entry.size * _ENTRIES_PER_CHUNK
     try:
         handle = open(file, "rb")  # noqa: SIM115 - closed by the with-block below, once started
     except OSError as exc:
         raise NotAKafkaArtifact.from_os_error(file, exc) from None
     with handle:
-        tail = zero_tail_start(file, size, layout.entry.size) if layout.relative_offsets else size
+        if tail is None:
+            tail = zero_tail_start(file, size, layout.entry.size) if layout.relative_offsets else size
         yield from _iter_entries(layout, iter(lambda: handle.read(chunk_size), b""), size, file, tail)
 
 
