@@ -449,10 +449,11 @@ def corrupt_fills(failed: DataFrame, events: DataFrame) -> DataFrame:
     the stream (`STREAM_KEY`), its unwrapped range `_from`-`_to`, and the skip: `gap_offset`, the batch
     after it, `gap_prev_offset`, the producer's batch before it (null if none), and `is_start`.
 
-    A skip is a GAP batch's `[expected, base - 1]`, or the sequences `[0, base - 1]` before a stream's
-    first batch (FIRST or EPOCH_START with a base above 0: `is_start`), the previous batch then being
-    the producer's previous row if its epoch is lower (`start_after`; else none: a marker of the same
-    epoch may follow the epoch's first, rotted, transaction).
+    A skip is a jump's `[expected, base - 1]` (RULES.md's failed fill: a batch past its stream's highest
+    sequence plus one, not a late batch that skips after a regression), or the sequences `[0, base - 1]`
+    before a stream's first batch (FIRST or EPOCH_START with a base above 0: `is_start`), the previous
+    batch then being the producer's previous row if its epoch is lower (`start_after`; else none: a
+    marker of the same epoch may follow the epoch's first, rotted, transaction).
 
     The CRC-32C covers a batch's producer id, epoch and sequences (formats §1.3), so a failed batch
     takes no part in the replay (`is_producer_batch`) and the batches around it show the skip. Its
@@ -468,7 +469,7 @@ def corrupt_fills(failed: DataFrame, events: DataFrame) -> DataFrame:
         *("dump_id", "replica", "file", "position", "producer_id", "producer_epoch"),
         *("base_offset", "last_offset", "base_sequence", "last_sequence"),
     ).alias("c")
-    gap = F.col("transition") == "GAP"
+    gap = F.col("jump")
     is_start = F.col("transition").isin("FIRST", "EPOCH_START") & (F.col("base_sequence") > 0)
     skips = events.where(gap | is_start).select(
         *STREAM_KEY,
