@@ -314,6 +314,7 @@ def run_audit(
     started_at = int(time.time() * 1000)
     if is_uri(output):
         _hadoop_jvm(spark, output)  # reports need it: asked before any work
+    drop_previous = _set_aside_report(spark, output)
     bronze = read_bronze(spark, output)
     _check_complete(bronze, output)
     headers_only = _without_records(bronze) if profile.app_sequence is not None else []
@@ -385,6 +386,7 @@ def run_audit(
         "counts": counts,
     }
     tables[RUNS.name] = _upsert_run(spark, run_row, output)
+    drop_previous()
     order = (SEQUENCE_HISTORY.name, FINDINGS.name, PARTITION_SUMMARY.name, RUNS.name)
     return AuditResult(
         run_id, valid, status, counts, {name: tables[name] for name in order}, report_dir, gx_failed
@@ -413,7 +415,9 @@ def _findings_and_reports(
     findings = _store(out.findings, FINDINGS.name)
     stored = [findings]
     running: list[Callable[[], object]] = []
-    scratch: list[str] = []  # a local folder of reports bound for a URI, gone after a failure too
+    # The folder the reports are written in (`report.partial`, or a local one bound for a URI): gone
+    # after a failure too (once published, a local one is `report/`).
+    scratch: list[str] = []
 
     def beside(fn: Callable[[], T]) -> Callable[[], T]:
         running.append(wait := started(spark, fn))
@@ -441,8 +445,7 @@ def _findings_and_reports(
         status = exit_status(by_severity, fail_on)
         valid = status == 0
         report_dir, publish = _report_dir(spark, output)
-        if is_uri(output):
-            scratch.append(report_dir)
+        scratch.append(report_dir)
         # findings.json (a sort of the findings, streamed) beside the summary's write and index.html.
         json_written = beside(
             lambda: report.write_findings_json(
@@ -458,13 +461,10 @@ def _findings_and_reports(
         # The validations before index.html, which shows their outcome beside the verdict.
         gx_dir = os.path.join(report_dir, gx_checks.GX_DIR)
         validations = None
+        # The folder is new (`_report_dir`): no earlier run's validations stand beside this verdict.
         if gx:
             gx_tables = {"batches": bronze.batches, "findings": findings, "partition_summary": summary}
             validations = gx_checks.run_gx_validations(gx_tables, gx_dir)
-        else:
-            # An earlier run's validations must not stand beside this run's verdict (a URI's reports
-            # are replaced whole by `publish`).
-            shutil.rmtree(gx_dir, ignore_errors=True)
         report.write_html_report(
             findings,
             summary,
@@ -497,15 +497,56 @@ def _store(df: DataFrame, name: str) -> DataFrame:
     return local_checkpoint(df, name)
 
 
-def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str]]:
-    """Where the reports are written, and the call that publishes them: `<output>/report` for a local
-    output; for a URI (`s3://`, `abfss://`, `dbfs:/`, `file:/`), a local folder whose files then
-    replace `<output>/report` through the session's Hadoop file system. Returns the folder and the
-    call, which returns where the reports are."""
+def _set_aside_report(spark: SparkSession, output: str) -> Callable[[], None]:
+    """The previous audit's `<output>/report` moved to `report.previous` before this audit starts (an
+    older `report.previous` gives way), and the call that removes it once this audit has written its
+    own. An audit that fails, or a `run` whose ingest changed the tables and whose audit then failed,
+    leaves no verdict of other tables under `report/`: the last one written stays in `report.previous`
+    until an audit ends."""
     if not is_uri(output):
-        path = os.path.join(os.path.abspath(output), "report")
-        os.makedirs(path, exist_ok=True)
-        return path, lambda: path
+        report = os.path.join(os.path.abspath(output), "report")
+        previous = report + ".previous"
+        if os.path.isdir(report):
+            shutil.rmtree(previous, ignore_errors=True)
+            os.rename(report, previous)
+        return lambda: shutil.rmtree(previous, ignore_errors=True)
+    from py4j.protocol import Py4JError
+
+    target = output.rstrip("/") + "/report"
+    try:
+        dest, fs = hadoop_path(spark, target)
+        previous = _hadoop_jvm(spark, output).org.apache.hadoop.fs.Path(target + ".previous")
+        if fs.exists(dest):
+            fs.delete(previous, True)
+            if not fs.rename(dest, previous):
+                raise OSError(f"{target}: the previous reports could not be moved to {target}.previous")
+    except Py4JError as exc:
+        raise OSError(f"{target}: cannot move the previous reports: {str(exc).splitlines()[0]}") from None
+
+    def drop() -> None:
+        fs.delete(previous, True)
+
+    return drop
+
+
+def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str]]:
+    """Where the reports are written, and the call that publishes them: for a local output,
+    `<output>/report.partial`, renamed `<output>/report` once every report is written (a failure
+    leaves no half-written `report/`); for a URI (`s3://`, `abfss://`, `dbfs:/`, `file:/`), a local
+    folder whose files then replace `<output>/report` through the session's Hadoop file system.
+    Returns the folder and the call, which returns where the reports are."""
+    if not is_uri(output):
+        final = os.path.join(os.path.abspath(output), "report")
+        partial = final + ".partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(partial)
+
+        def publish_local() -> str:
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(partial, final)
+            return final
+
+        return partial, publish_local
     jvm = _hadoop_jvm(spark, output)
     local = tempfile.mkdtemp(prefix="replay-audit-report-")
     target = output.rstrip("/") + "/report"

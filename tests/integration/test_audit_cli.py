@@ -135,6 +135,39 @@ def test_a_failed_validation_is_said_on_stderr_and_in_the_page_and_leaves_the_ex
     assert json.loads((out / "report" / "gx" / "summary.json").read_text())["failed_suites"] == ["findings"]
 
 
+def test_an_audit_that_fails_leaves_no_report_of_other_tables(
+    sample_run: tuple[Path, int], tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """An audit that fails (a `run` whose ingest changed the tables, then whose audit failed) leaves no
+    `report/` of the earlier tables to be read as this run's verdict: the earlier reports wait in
+    `report.previous/`, and the next audit that ends writes `report/` and removes them."""
+    from jobs import audit as audit_job
+    from jobs import report
+
+    out = tmp_path / "out"
+    shutil.copytree(sample_run[0], out)
+    earlier = (out / "report" / "findings.json").read_bytes()
+
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the findings' write failed")
+
+    monkeypatch.setattr(audit_job, "_findings_and_reports", fails)
+    assert main(["audit", "--output", str(out), "--no-gx"]) == 3
+    assert "audit failed: RuntimeError: the findings' write failed" in capsys.readouterr().err
+    assert not (out / "report").exists()
+    assert (out / "report.previous" / "findings.json").read_bytes() == earlier
+    # A failure while the reports are written leaves no half of them under report/ either.
+    monkeypatch.undo()
+    monkeypatch.setattr(report, "write_html_report", fails)
+    assert main(["audit", "--output", str(out), "--no-gx"]) == 3
+    assert not (out / "report").exists() and not (out / "report.partial").exists()
+    assert (out / "report.previous" / "findings.json").read_bytes() == earlier
+    monkeypatch.undo()
+    assert main(["audit", "--output", str(out), "--no-gx"]) == 0
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("report")) == ["report"]
+    assert (out / "report" / "findings.json").read_bytes() == earlier
+
+
 def test_corrupt_bytes_are_findings_and_exit_1(spark: Any, tmp_path: Path) -> None:
     part = tmp_path / "dump" / "codec-gzip-0"
     shutil.copytree(SAMPLE / "codec-gzip-0", part)
