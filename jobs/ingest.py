@@ -1127,12 +1127,13 @@ def _check_output(output: str, make: bool = True) -> None:
             os.makedirs(path, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{output}: cannot make the output directory: {exc.strerror or exc}") from None
-    for name in (*TABLES, *AUDIT_TABLES, "report"):
+    # The reports are written in report.partial/ and the previous ones wait in report.previous/.
+    for name in (*TABLES, *AUDIT_TABLES, "report", "report.partial", "report.previous"):
         where = os.path.join(path, name)
         if os.path.lexists(where) and not os.path.isdir(where):
+            goes = "reports go" if name.startswith("report") else name + " Delta table goes"
             raise UsageError(
-                f"{where}: exists and is no directory, where the output's "
-                f"{'reports go' if name == 'report' else name + ' Delta table goes'}: give another output"
+                f"{where}: exists and is no directory, where the output's {goes}: give another output"
             )
 
 

@@ -537,6 +537,10 @@ def test_an_output_whose_tables_cannot_be_made_is_a_usage_error_before_spark(tmp
         match=r"/o/batches: exists and is no directory, where the output's batches Delta table goes",
     ):
         _check_output(str(out))
+    (out / "batches").unlink()
+    (out / "report.partial").write_text("hi\n")
+    with pytest.raises(UsageError, match=r"/o/report\.partial: exists and is no directory, .* reports go"):
+        _check_output(str(out))
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(UsageError, match=r"output directory is not writable"):
         _check_output(str(tmp_path / "a-file" / "out"))
