@@ -37,6 +37,21 @@ def finding(kind: str = "SEQUENCE_GAP", **fields: Any) -> dict[str, Any]:
     return row
 
 
+def crc_quarantine(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ingest writes beside each BATCHES row failing its CRC: a CRC_MISMATCH row of its bytes."""
+    keep = ("dump_id", "replica", "topic", "partition", "file", "position")
+    return [
+        {
+            **{k: b[k] for k in keep},
+            "length": b["size_bytes"],
+            "kind": "CRC_MISMATCH",
+            "message": "CRC-32C differs",
+        }
+        for b in rows
+        if not b["crc_valid"]
+    ]
+
+
 def unreadable_region(log_row: dict[str, Any], position: int, length: int = 500) -> dict[str, Any]:
     """A QUARANTINE row of bytes no batch header could be read from (a corrupt length), at `position`
     of the segment of `log_row` (a BATCHES row)."""

@@ -25,11 +25,10 @@ from jobs.profiles import load_profile
 from kafka_harness.broker import KafkaBroker, wait_for_markers
 from kafka_log_decoder.rows import BatchHeader
 from kafka_log_decoder.segment import read_log_segment
-from schemas.tables import BATCHES
-from tests.integration.test_replay_property import _crc_quarantine
+from schemas.tables import BATCHES, QUARANTINE
 from tests.reference_replay import reference_findings
 from tests.strategies import LogBuilder
-from tests.table_rows import kinds_above_info
+from tests.table_rows import crc_quarantine, kinds_above_info
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,7 +106,8 @@ def test_a_marker_with_no_data_of_its_transaction_is_reported_once(spark: SparkS
     logs = (plain, cleaned, first, later, v2, repeated, skipped)
     rows = [row for log in logs for row in log.rows]
     bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema), rolled=True)
-    found = audit(replace(bronze, quarantine=_crc_quarantine(spark, rows)), profile)
+    quarantine = spark.createDataFrame(crc_quarantine(rows), QUARANTINE.schema)
+    found = audit(replace(bronze, quarantine=quarantine), profile)
     findings = [f.asDict() for f in found.findings.collect()]
     assert _empty_markers(findings) == [
         ("first-marker", 6, 1, None),
