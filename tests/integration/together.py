@@ -118,7 +118,10 @@ class Together:
     ) -> None:
         cases = self._cases[(profile, lookback)]
         assert case not in cases, case
-        cases[case] = build(Place(case, len(cases)))
+        built = cases[case] = build(Place(case, len(cases)))
+        # Every row in the case's place (a log written outside it would be another case's).
+        for row in (*built.rows, *built.quarantine, *built.snapshots, *built.partition_state):
+            assert row["partition"] == len(cases) - 1 and row["dump_id"].startswith(f"{case}/"), (case, row)
 
     def audited(
         self, spark: SparkSession, profile: Profile, case: str, *, lookback: int = COPY_LOOKBACK
