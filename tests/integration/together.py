@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from audit_rules.pipeline import Bronze, audit
 from audit_rules.replay import COPY_LOOKBACK
-from schemas.tables import BATCHES, FILES, PARTITION_STATE, PRODUCER_SNAPSHOTS, QUARANTINE
+from schemas.tables import ACKS, BATCHES, FILES, PARTITION_STATE, PRODUCER_SNAPSHOTS, QUARANTINE
 from tests.strategies import LogBuilder
 from tests.table_rows import crc_quarantine
 
@@ -60,8 +60,9 @@ class Place:
 class Case:
     """One case's bronze rows: `rows` (BATCHES; each failing its CRC gets the CRC_MISMATCH quarantine
     row ingest writes), every log's first segment at `log_start_offset` (`Bronze.from_batches`), and
-    the other tables' rows. `captured`: the files' mtime per dump id (else 0). `facts`: what the
-    test asserts by (offsets, rows)."""
+    the other tables' rows (`acks`: the ledger's, in the case's partition of any topic, their
+    `dump_id` the ledger's name under the case's). `captured`: the files' mtime per dump id (else 0).
+    `facts`: what the test asserts by (offsets, rows)."""
 
     rows: list[dict[str, Any]]
     log_start_offset: int = 0
@@ -69,6 +70,7 @@ class Case:
     quarantine: list[dict[str, Any]] = field(default_factory=list)
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     partition_state: list[dict[str, Any]] = field(default_factory=list)
+    acks: list[dict[str, Any]] = field(default_factory=list)
     captured: dict[str, int] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -100,6 +102,7 @@ def _bronze(spark: SparkSession, cases: list[Case]) -> Bronze:
         ),
         producer_snapshots=frame([r for c in cases for r in c.snapshots], PRODUCER_SNAPSHOTS.schema),
         partition_state=frame([r for c in cases for r in c.partition_state], PARTITION_STATE.schema),
+        acks=frame([r for c in cases for r in c.acks], ACKS.schema),
     )
 
 
@@ -120,7 +123,7 @@ class Together:
         assert case not in cases, case
         built = cases[case] = build(Place(case, len(cases)))
         # Every row in the case's place (a log written outside it would be another case's).
-        for row in (*built.rows, *built.quarantine, *built.snapshots, *built.partition_state):
+        for row in (*built.rows, *built.quarantine, *built.snapshots, *built.partition_state, *built.acks):
             assert row["partition"] == len(cases) - 1 and row["dump_id"].startswith(f"{case}/"), (case, row)
 
     def audited(
