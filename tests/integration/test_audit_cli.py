@@ -77,76 +77,22 @@ def test_every_output_of_the_contract_is_written(sample_run: tuple[Path, int]) -
         assert said == {f"replay-audit {job} run"}, (table, said)
 
 
-def test_rerunning_the_audit_gives_the_same_rows_and_report(sample_run: tuple[Path, int]) -> None:
-    out, _ = sample_run
-    before = {t: rows(out, t) for t in ("sequence_history", "findings", "partition_summary")}
-    report = (out / "report" / "findings.json").read_bytes()
-    run_before = rows(out, "runs")
-    assert main(["audit", "--output", str(out)]) == 0
-    assert {t: rows(out, t) for t in before} == before
-    assert (out / "report" / "findings.json").read_bytes() == report
-    run_after = rows(out, "runs")
-    assert [r["run_id"] for r in run_after] == [r["run_id"] for r in run_before]
-
-
-def test_the_same_files_ingested_without_records_are_another_run_id(
-    sample_run: tuple[Path, int], tmp_path: Path
-) -> None:
-    # Contract §3 (same input, same ids): records feed rules of their own, so headers-only is another input.
-    out, _ = sample_run
-    headers = tmp_path / "out"
-    assert main(["run", "--input", f"sample={SAMPLE}", "--acks", str(ACKS), "--output", str(headers)]) == 0
-    assert rows(headers, "records") == []
-    assert [r["run_id"] for r in rows(headers, "runs")] != [r["run_id"] for r in rows(out, "runs")]
-
-
-def test_fail_on_info_turns_the_epoch_bumps_into_exit_1(sample_run: tuple[Path, int]) -> None:
-    out, _ = sample_run
-    assert (out / "report" / "gx" / "summary.json").is_file()  # the fixture's run validated
-    assert main(["audit", "--output", str(out), "--fail-on", "info", "--no-gx"]) == 1
-    assert json.loads((out / "report" / "findings.json").read_text())["valid"] is False
-    # No earlier run's validations beside this run's verdict.
-    assert not (out / "report" / "gx").exists()
-    assert "validations: skipped" in (out / "report" / "index.html").read_text()
-    # Without --fail-on the same tables exit 0: the fixture's run (test_the_clean_sample_exits_0_...).
-
-
-def test_a_failed_validation_is_said_on_stderr_and_in_the_page_and_leaves_the_exit_status(
-    sample_run: tuple[Path, int], monkeypatch: Any, capsys: Any
-) -> None:
-    """The validations guard the tables the verdict is built on: a suite that fails (here one the
-    audit's real validations are asked to run on a findings table without its `kind` column) is named
-    on stderr and at the top of index.html, and the exit status stays the findings' (contract §2)."""
-    from jobs import gx_checks
-
-    out, _ = sample_run
-    real = gx_checks.run_gx_validations
-
-    def without_kind(tables: Any, out_dir: str) -> Any:
-        return real({**tables, "findings": tables["findings"].drop("kind")}, out_dir)
-
-    monkeypatch.setattr(gx_checks, "run_gx_validations", without_kind)
-    assert main(["audit", "--output", str(out)]) == 0
-    err = capsys.readouterr().err
-    assert "Great Expectations suite(s) failed or did not run: findings (" in err
-    assert err.rstrip().endswith("/report/gx/summary.json)")
-    html = (out / "report" / "index.html").read_text()
-    assert "validations failed</strong> for findings:" in html
-    assert json.loads((out / "report" / "gx" / "summary.json").read_text())["failed_suites"] == ["findings"]
-
-
-def test_an_audit_that_fails_leaves_no_report_of_other_tables(
+def test_an_audit_that_fails_leaves_no_report_and_the_next_gives_the_same_rows_and_report(
     sample_run: tuple[Path, int], tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
     """An audit that fails (a `run` whose ingest changed the tables, then whose audit failed) leaves no
     `report/` of the earlier tables to be read as this run's verdict: the earlier reports wait in
-    `report.previous/`, and the next audit that ends writes `report/` and removes them."""
+    `report.previous/`, and the next audit that ends writes `report/` and removes them. That audit of
+    the same tables gives the same rows, findings.json and run id as the first (contract §3), and no
+    earlier run's validations beside its verdict (`--no-gx`)."""
     from jobs import audit as audit_job
     from jobs import report
 
     out = tmp_path / "out"
-    shutil.copytree(sample_run[0], out)
+    shutil.copytree(sample_run[0], out)  # before the tests below audit the fixture's output again
     earlier = (out / "report" / "findings.json").read_bytes()
+    before = {t: rows(out, t) for t in ("sequence_history", "findings", "partition_summary")}
+    run_ids = [r["run_id"] for r in rows(out, "runs")]
 
     def fails(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("failed on purpose")
@@ -167,6 +113,49 @@ def test_an_audit_that_fails_leaves_no_report_of_other_tables(
     assert main(["audit", "--output", str(out), "--no-gx"]) == 0
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("report")) == ["report"]
     assert (out / "report" / "findings.json").read_bytes() == earlier
+    assert {t: rows(out, t) for t in before} == before
+    assert [r["run_id"] for r in rows(out, "runs")] == run_ids
+    assert not (out / "report" / "gx").exists()
+    assert "validations: skipped" in (out / "report" / "index.html").read_text()
+
+
+def test_the_same_files_ingested_without_records_are_another_run_id(
+    sample_run: tuple[Path, int], tmp_path: Path
+) -> None:
+    # Contract §3 (same input, same ids): records feed rules of their own, so headers-only is another input.
+    out, _ = sample_run
+    headers = tmp_path / "out"
+    given = ["--input", f"sample={SAMPLE}", "--acks", str(ACKS), "--no-gx"]
+    assert main(["run", *given, "--output", str(headers)]) == 0
+    assert rows(headers, "records") == []
+    assert [r["run_id"] for r in rows(headers, "runs")] != [r["run_id"] for r in rows(out, "runs")]
+
+
+def test_fail_on_info_turns_the_epoch_bumps_into_exit_1_and_a_failed_validation_leaves_it(
+    sample_run: tuple[Path, int], monkeypatch: Any, capsys: Any
+) -> None:
+    """`--fail-on info` makes the sample's two EPOCH_BUMPs exit 1 (without it the same tables exit 0:
+    the fixture's run). The validations guard the tables the verdict is built on: a suite that fails
+    (here one the audit's real validations are asked to run on a findings table without its `kind`
+    column) is named on stderr and at the top of index.html, and the exit status stays the findings'
+    (contract §2)."""
+    from jobs import gx_checks
+
+    out, _ = sample_run
+    real = gx_checks.run_gx_validations
+
+    def without_kind(tables: Any, out_dir: str) -> Any:
+        return real({**tables, "findings": tables["findings"].drop("kind")}, out_dir)
+
+    monkeypatch.setattr(gx_checks, "run_gx_validations", without_kind)
+    assert main(["audit", "--output", str(out), "--fail-on", "info"]) == 1
+    assert json.loads((out / "report" / "findings.json").read_text())["valid"] is False
+    err = capsys.readouterr().err
+    assert "Great Expectations suite(s) failed or did not run: findings (" in err
+    assert err.rstrip().endswith("/report/gx/summary.json)")
+    html = (out / "report" / "index.html").read_text()
+    assert "validations failed</strong> for findings:" in html
+    assert json.loads((out / "report" / "gx" / "summary.json").read_text())["failed_suites"] == ["findings"]
 
 
 def test_corrupt_bytes_are_findings_and_exit_1(spark: Any, tmp_path: Path) -> None:
