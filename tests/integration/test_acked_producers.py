@@ -125,12 +125,10 @@ def test_an_ack_the_ledger_times_after_the_dump_is_not_judged_by_it(spark: Spark
     (late,) = [f for f in found if f["kind"] == "ACKS_NOT_CHECKED"]
     assert late["severity"] == "warning" and late["replica"] is None, late
     assert late["rule"] == "ack ledger timed after the dump", late
-    partition = case.rows[0]["partition"]
-    assert late["message"].startswith(f"1 acknowledged offset(s) from 16 to 16 of orders-{partition}"), late[
-        "message"
-    ]
+    message, partition = late["message"], case.rows[0]["partition"]
+    assert message.startswith(f"1 acknowledged offset(s) from 16 to 16 of orders-{partition}"), message
     times = f"epoch ms {captured}; the earliest such ack at {captured + 60_000}"
-    assert times in late["message"], late["message"]
+    assert times in message, message
 
 
 def _acked_at(at: Place, offsets: tuple[int, ...]) -> Case:
