@@ -160,12 +160,12 @@ def release(df: DataFrame) -> None:
         plan.rdd().unpersist(False)
 
 
-# The stored frames with a row per batch. They go straight to the executors' disks, serialized:
-# kept in memory first, Spark unrolls their rows as objects, finds they do not fit and spills them
-# anyway, and the garbage collector pays for the attempt. On 1 GB of one-record batches (a warm
-# local[2] session, 6g driver) storing the history took 12.7-13.8 s on disk against 15.7-19.6 s in
-# memory and on disk, and reading it back cost the same (1.5-2.1 s).
-ON_DISK = frozenset({"history"})
+# The stored frames with a row per batch (or per acknowledged offset and log). They go straight to
+# the executors' disks, serialized: kept in memory first, Spark unrolls their rows as objects, finds
+# they do not fit and spills them anyway, and the garbage collector pays for the attempt. On 1 GB of
+# one-record batches (a warm local[2] session, 6g driver) storing the history took 12.7-13.8 s on
+# disk against 15.7-19.6 s in memory and on disk, and reading it back cost the same (1.5-2.1 s).
+ON_DISK = frozenset({"history", "free offsets", "ack checks"})
 
 
 def local_checkpoint(df: DataFrame, name: str = "") -> DataFrame:
@@ -378,6 +378,15 @@ def audit(
         located,
     )
     persisted = tuple(df for df in stored_frames if df is not None) if background else ()
+    # What is stored below for the rules' readers (freed with the rest): each is read by several of them.
+    kept_by_rules: list[DataFrame] = []
+
+    def keep_late(df: DataFrame, name: str) -> DataFrame:
+        kept = keep(df, name)
+        if background:
+            kept_by_rules.append(kept)
+        return kept
+
     # The sequence rules only where the broker checked sequences (not a coordinator's internal topic).
     checked_rows, checked = event_rows.where(sequenced()), settled.where(sequenced())
     # Copies (on a healthy log, none: a small job over the stored events) are judged against the
@@ -390,9 +399,12 @@ def audit(
     )
     # Where compaction may have touched a log whose sequences the broker checked, the rules excuse
     # sequences the cleaner may have removed only where offsets no batch holds could have held them.
-    # (Only those topics' batches read: the bronze tables are partitioned by topic.)
+    # (Only those topics' batches read: the bronze tables are partitioned by topic. Stored once: four
+    # rules read it, and each would sort those batches again.)
     free = (
-        free_offsets(bronze.batches.where(F.col("topic").isin(*compacted_topics)), logs)
+        keep_late(
+            free_offsets(bronze.batches.where(F.col("topic").isin(*compacted_topics)), logs), "free offsets"
+        )
         if compacted_topics
         else None
     )
@@ -477,6 +489,7 @@ def audit(
             profile=profile,
             judged_elsewhere=reduce(DataFrame.unionByName, elsewhere) if elsewhere else None,
             unreadable=unreadable,
+            keep=keep_late,
         )
         frames.append(acked)
     frames += known_earlier
@@ -505,7 +518,7 @@ def audit(
     if "acks" in present and known_earlier:
         # One verdict per producer and log: where the ledger's rule judges a producer, it knew it later.
         findings = retention.one_verdict_per_producer(findings)
-    return AuditOutput(logs, silver, findings, bronze.quarantine, producers, persisted)
+    return AuditOutput(logs, silver, findings, bronze.quarantine, producers, (*persisted, *kept_by_rules))
 
 
 def started(

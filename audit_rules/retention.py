@@ -7,6 +7,7 @@ producer snapshots, earlier dumps of the same partition and the acknowledgement 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
@@ -758,6 +759,7 @@ def acked_records(
     profile: Profile | None = None,
     judged_elsewhere: DataFrame | None = None,
     unreadable: DataFrame | None = None,
+    keep: Callable[[DataFrame, str], DataFrame] | None = None,
 ) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
     checked against the newest dump of each replica. With `records` (record-level mode), an ack that
@@ -992,7 +994,13 @@ def acked_records(
     # the dump was taken before it, and cannot hold its record (a ledger that runs past the dump).
     later = F.coalesce(F.col("ack_timestamp") > F.col("capture_time_ms"), F.lit(False))
     outcome = F.when(~below & later & (outcome != "ok"), F.lit("later")).otherwise(outcome)
-    checked = located.join(F.broadcast(reach), "log_key", "left").withColumn("_outcome", outcome)
+    # Every ack against every target log, and the runs of offsets judged alike, are read by several
+    # findings (each of the kinds below, the producers' verdicts, the acks left unjudged): `keep`
+    # (`pipeline.local_checkpoint`) computes each once instead of once per reader.
+    store = keep or (lambda df, name: df)
+    checked = store(
+        located.join(F.broadcast(reach), "log_key", "left").withColumn("_outcome", outcome), "ack checks"
+    )
     judged = checked.where(~F.col("_outcome").isin("ok", "lag", "later"))
     rewritten = None
     uncompared = None
@@ -1036,6 +1044,7 @@ def acked_records(
         F.first("remote_end").alias("remote_end"),
         F.first("remote_log_start").alias("_remote_log_start"),
     )
+    ranges = store(ranges, "ack ranges")
     # " (producer N)" when the ledger names the producer.
     who = F.format_string(" (producer %s)", F.col("ack_producer_id").cast("string"))
     ranges = ranges.withColumn("_who", F.when(F.col("ack_producer_id").isNotNull(), who).otherwise(""))
