@@ -3,6 +3,8 @@ other."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -619,7 +621,12 @@ def unreadable_spans(unreadable: DataFrame, batches: DataFrame) -> DataFrame:
     )
 
 
-def replica_divergence(batches: DataFrame, logs: DataFrame, unreadable: DataFrame | None = None) -> DataFrame:
+def replica_divergence(
+    batches: DataFrame,
+    logs: DataFrame,
+    unreadable: DataFrame | None = None,
+    keep: Callable[[DataFrame, str], DataFrame] | None = None,
+) -> DataFrame:
     """REPLICA_DIVERGENCE (contract §4): two replicas of a partition, or two dumps of one replica taken
     at different times, of one topic incarnation (`logs.log_bounds`: a topic deleted and created again
     is another topic), hold different batches at the same offset, at or above both log starts and
@@ -711,6 +718,10 @@ def replica_divergence(batches: DataFrame, logs: DataFrame, unreadable: DataFram
         .distinct()
         .withColumn("_pair", F.xxhash64("log_key", "ref_key"))
     )
+    # The pairs (a row per two logs compared) are read three times below: `keep`
+    # (`pipeline.local_checkpoint`) computes them once.
+    if keep is not None:
+        pairs = keep(pairs, "log pairs")
     sides = pairs.select(
         "_pair",
         "lo",

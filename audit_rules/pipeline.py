@@ -197,7 +197,9 @@ def audit(
     copy_lookback: int = COPY_LOOKBACK,
 ) -> AuditOutput:
     """Every rule of RULES.md over the bronze tables; `materialize` stores what several rules read (the
-    log bounds, the history, its events and copies; None: recompute them in each rule).
+    log bounds, the history, its events and copies, the free offsets of compacted logs, the producers
+    gone since an earlier dump, and what one rule reads in several of its findings: the ack checks,
+    the pairs of logs compared; None: recompute them in each rule).
 
     `on_silver` is called with the silver history's frame as soon as it is final, before the findings
     are planned: a caller can start writing it while the driver builds the rules' plans.
@@ -430,7 +432,12 @@ def audit(
     # the earlier-dump rule, whichever saw the producer later (one verdict each).
     # Producers a log holds only in CRC-failed batches are there, unreadable: not absent.
     corrupt = retention.corrupt_holders(failed) if failed is not None else None
-    gone = retention.gone_since_previous_dump(producers, logs, corrupt) if "several logs" in present else None
+    # (Stored once: the earlier-dump, snapshot and ack rules read it, some more than once.)
+    gone = (
+        keep_late(retention.gone_since_previous_dump(producers, logs, corrupt), "gone producers")
+        if "several logs" in present
+        else None
+    )
     # The state the broker would load: each log's newest snapshot (read by four rules, planned once).
     entries = (
         retention.latest_snapshot_entries(bronze.producer_snapshots, bronze.files, bronze.quarantine)
@@ -451,7 +458,7 @@ def audit(
         ]
     if gone is not None:
         # Several logs of one partition: replicas, or dumps taken at different times.
-        frames.append(consistency.replica_divergence(bronze.batches, logs, unreadable))
+        frames.append(consistency.replica_divergence(bronze.batches, logs, unreadable, keep=keep_late))
     # Whole-producer verdicts from what the broker's state or an earlier dump knew of a producer the log
     # holds no batch of; the ack ledger's rule may know it later (below).
     known_earlier = []

@@ -296,17 +296,27 @@ def stored_rdds(spark: Any) -> set[str]:
 def test_release_frees_the_blocks_the_audit_stored(spark: Any, tmp_path: Path) -> None:
     """The stored history, its events and the log bounds are local checkpoints, which
     `DataFrame.unpersist` alone does not free: a session that audits again would keep every run's
-    blocks."""
+    blocks. So are the frames the rules store for their own readers (two dumps of a partition and an
+    ack ledger: the producers gone since the earlier dump, the pairs of logs compared, the ack checks
+    and their runs)."""
     from tests.integration.test_audit_kinds import batches_of, write_partition
 
     log_dir = write_partition(tmp_path, batches_of(7, 0, [b"a", b"b", b"c"], start_offset=0, start_seq=0))
-    ingest(spark, tmp_path / "out", f"d={log_dir}")
-    before = stored_rdds(spark)
-    out = audit(read_bronze(spark, str(tmp_path / "out")), load_profile())
-    assert out.findings.count() == 0
-    assert len(stored_rdds(spark) - before) >= 3
-    out.release()
-    assert stored_rdds(spark) - before == set()
+    ledger = tmp_path / "acks.jsonl"
+    ledger.write_text("".join(f'{{"topic": "orders", "partition": 0, "offset": {o}}}\n' for o in range(3)))
+    alone, together = tmp_path / "alone", tmp_path / "together"
+    ingest(spark, alone, f"d={log_dir}")
+    ingest(spark, together, f"d={log_dir}", f"e={log_dir}", acks=(ledger,))
+    stored: dict[Path, int] = {}
+    for output in (alone, together):
+        before = stored_rdds(spark)
+        out = audit(read_bronze(spark, str(output)), load_profile())
+        assert out.findings.count() == 0
+        stored[output] = len(stored_rdds(spark) - before)
+        out.release()
+        assert stored_rdds(spark) - before == set()
+    assert stored[alone] >= 3
+    assert stored[together] >= stored[alone] + 4
 
 
 def test_a_failed_report_lets_the_writes_beside_it_end_then_frees_what_the_audit_stored(
