@@ -652,7 +652,10 @@ def replica_divergence(
     where both logs hold the same batch again at a higher offset (a follower that fetched that batch
     had truncated to its leader's log below it: they differ below it only if a log was rewritten), or
     where both hold a batch of the same partition leader epoch with other contents (one leader wrote
-    both, and no election explains it)."""
+    both, and no election explains it).
+
+    `keep(frame, name)` (`pipeline.local_checkpoint`) stores the pairs of logs compared, read three
+    times below; without it each reader computes them again."""
     # Each replica's cleaner compacts on its own schedule: compacted logs differ without loss.
     replica = F.coalesce("replica", F.lit(""))
     eligible = logs.where(~F.col("compacted") & F.col("cleaned_to").isNull()).select(
@@ -718,8 +721,7 @@ def replica_divergence(
         .distinct()
         .withColumn("_pair", F.xxhash64("log_key", "ref_key"))
     )
-    # The pairs (a row per two logs compared) are read three times below: `keep`
-    # (`pipeline.local_checkpoint`) computes them once.
+    # (A row per two logs compared.)
     if keep is not None:
         pairs = keep(pairs, "log pairs")
     sides = pairs.select(

@@ -799,7 +799,10 @@ def acked_records(
     Acks of a partition no dump holds are judged by nothing: one ACKS_NOT_CHECKED (warning) per ledger
     and partition says so, with the offsets' range and number. So are acks timed after the capture of
     the logs that would hold them, that no log holds or judges (the others' newest log reaches no
-    further): one ACKS_NOT_CHECKED per partition (rule "ack ledger timed after the dump")."""
+    further): one ACKS_NOT_CHECKED per partition (rule "ack ledger timed after the dump").
+
+    `keep(frame, name)` (`pipeline.local_checkpoint`) stores the checks and their runs of offsets, which
+    several of these findings read; without it each reader computes them again."""
     acks = acks.where(F.col("offset") >= 0)
     newest = Window.partitionBy("replica", *PARTITION_OF_LOG).orderBy(*[F.col(c).desc() for c in _DUMP_ORDER])
     targets = (
