@@ -33,7 +33,7 @@ from jobs.ingest import (
     table_location,
     write_table,
 )
-from jobs.spark_session import concurrently
+from jobs.spark_session import PLAN_CONF, concurrently
 from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
 
 if TYPE_CHECKING:
@@ -354,9 +354,9 @@ def run_audit(
     # Ingest's writer settings: no sort by the table partition, no statistics of paths or
     # dictionaries of per-row values (the history has millions of rows, like the batches). Session
     # confs, which only writers read: the findings' write sees them too, which changes nothing for its
-    # few rows.
+    # few rows. And the planner's (`PLAN_CONF`), which a local session has from its start.
     out: AuditOutput | None = None
-    with session_conf(spark, WRITE_SESSION_CONF):
+    with session_conf(spark, {**WRITE_SESSION_CONF, **PLAN_CONF}):
         try:
             out = audit(bronze, profile, on_silver=write_silver)
             run_id = run_id_of_bronze()

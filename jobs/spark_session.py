@@ -43,6 +43,20 @@ IVY_SETTINGS = """<ivysettings>
 </ivysettings>
 """
 
+# Catalyst's constraint propagation off: the audit's plans are optimized without deriving the
+# constraints each operator's output satisfies (`InferFiltersFromConstraints` copies a join side's
+# conditions and null checks to the other side; `PruneFilters` drops a condition its input already
+# satisfies). Their cost grows with a plan's aliases and conditions, and the findings' plan of an
+# audit with records and an ack ledger unions dozens of rules over hundreds of operators: optimizing
+# the bundled sample's took 5.2 s of a warm audit (the tests' session, 2026-12-04; `PruneFilters`
+# 4.0 s of it, pruning nothing) and 6.8 s of a cold one, against 1.3 and 2.1 s without. What it would
+# add are null checks and a few conditions the rules' own filters apply a step later; the scans keep
+# their partition filters and dynamic pruning. Small plans gain little (the Python-built audits of
+# two test files: 262.9 s against 264.4 s), and the audit bench does not move (1 GB uniform, cold,
+# alternating: 53.9 and 50.6 s without, 56.3 and 51.4 s with). A SQL conf: `run_audit` sets it for
+# its run in a session it did not start (spark-submit, Databricks).
+PLAN_CONF = {"spark.sql.constraintPropagation.enabled": "false"}
+
 # The tuned conf of ecosystem.md §1.4: one small JVM, no UI, no adaptive re-planning of tiny plans.
 LOCAL_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -101,6 +115,7 @@ LOCAL_CONF: dict[str, str] = {
     # a test timed out (CI, 2026-11-30). A sort's rows span as many pages as they need, up to a task's
     # 8,192 (Spark's page table): 16 GiB of execution memory a task, beyond any local[2] heap.
     "spark.buffer.pageSize": "2m",
+    **PLAN_CONF,
 }
 
 

@@ -350,6 +350,38 @@ def test_a_failed_report_lets_the_writes_beside_it_end_then_frees_what_the_audit
     assert history.count() == 3
 
 
+def test_the_audit_plans_without_constraint_propagation_in_a_session_started_with_it(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`PLAN_CONF`: a local session has it from its start; in one the audit did not start (spark-submit,
+    Databricks) `run_audit` sets it for its run only, and the session has its own value back after it,
+    after a failure too."""
+    from jobs import audit as audit_job
+    from jobs.spark_session import LOCAL_CONF, PLAN_CONF
+    from tests.integration.test_audit_kinds import batches_of, write_partition
+
+    assert PLAN_CONF.items() <= LOCAL_CONF.items()
+    assert {key: spark.conf.get(key) for key in PLAN_CONF} == PLAN_CONF
+    log_dir = write_partition(tmp_path, batches_of(7, 0, [b"a"], start_offset=0, start_seq=0))
+    ingest(spark, tmp_path / "out", f"d={log_dir}")
+    seen: list[dict[str, str | None]] = []
+
+    class Planned(Exception):
+        pass
+
+    def planning(*args: Any, **kwargs: Any) -> None:
+        seen.append({key: spark.conf.get(key) for key in PLAN_CONF})
+        raise Planned
+
+    monkeypatch.setattr(audit_job, "audit", planning)
+    theirs = {key: "true" for key in PLAN_CONF}
+    with session_conf(spark, theirs):
+        with pytest.raises(Planned):
+            audit_job.run_audit(spark, str(tmp_path / "out"), load_profile(), gx=False)
+        assert {key: spark.conf.get(key) for key in PLAN_CONF} == theirs
+    assert seen == [PLAN_CONF]
+
+
 def test_log_and_file_ids_tell_nulls_apart(spark: Any) -> None:
     """The ids are hashes of the key columns, and Spark's hashes skip a null input: without the null
     flags (d, null, t) and (d, t, null) would share an id."""
