@@ -3,15 +3,13 @@ other."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules.findings import file_evidence, fmt, to_findings
 from audit_rules.history import ROW_KEY
 from audit_rules.kinds import KINDS
-from audit_rules.logs import PARTITION_OF_LOG, join_log, with_log_id, with_log_key
+from audit_rules.logs import PARTITION_OF_LOG, Store, as_is, join_log, with_log_id, with_log_key
 from audit_rules.profile import Profile
 from kafka_log_decoder.constants import INDEX_FILE_SUFFIX, OFFSET_INDEX_ENTRY_SIZE
 from kafka_log_decoder.errors import NOT_DECODED
@@ -625,7 +623,7 @@ def replica_divergence(
     batches: DataFrame,
     logs: DataFrame,
     unreadable: DataFrame | None = None,
-    keep: Callable[[DataFrame, str], DataFrame] | None = None,
+    keep: Store = as_is,
 ) -> DataFrame:
     """REPLICA_DIVERGENCE (contract §4): two replicas of a partition, or two dumps of one replica taken
     at different times, of one topic incarnation (`logs.log_bounds`: a topic deleted and created again
@@ -722,8 +720,7 @@ def replica_divergence(
         .withColumn("_pair", F.xxhash64("log_key", "ref_key"))
     )
     # (A row per two logs compared.)
-    if keep is not None:
-        pairs = keep(pairs, "log pairs")
+    pairs = keep(pairs, "log pairs")
     sides = pairs.select(
         "_pair",
         "lo",

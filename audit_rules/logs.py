@@ -7,6 +7,7 @@ offset (kafka-formats-and-rules §3.6, §5.7); it separates retention (below) fr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
@@ -15,6 +16,16 @@ from pyspark.sql import functions as F
 from audit_rules.findings import fmt, to_findings
 from audit_rules.profile import Profile
 from schemas.tables import LOG_KEY
+
+# How a rule stores a frame that several of its findings read (`pipeline.local_checkpoint`, which
+# names what it stores), or leaves each reader to compute it again (`as_is`).
+Store = Callable[[DataFrame, str], DataFrame]
+
+
+def as_is(df: DataFrame, name: str) -> DataFrame:
+    """The `Store` that stores nothing."""
+    return df
+
 
 # What makes logs the same partition, for the rules that compare logs (replicas, dumps over time,
 # acks): its topic, partition and topic incarnation (`log_bounds`).

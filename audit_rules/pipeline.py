@@ -37,6 +37,8 @@ from audit_rules.history import (
     with_log_columns,
 )
 from audit_rules.logs import (
+    Store,
+    as_is,
     check_ids,
     file_ids,
     file_producers,
@@ -192,7 +194,7 @@ def audit(
     bronze: Bronze,
     profile: Profile,
     *,
-    materialize: Callable[[DataFrame, str], DataFrame] | None = local_checkpoint,
+    materialize: Store | None = local_checkpoint,
     on_silver: Callable[[DataFrame], None] | None = None,
     copy_lookback: int = COPY_LOOKBACK,
 ) -> AuditOutput:
@@ -206,7 +208,7 @@ def audit(
 
     `copy_lookback`: how far back the history's scan looks for an exact copy's original
     (`replay.COPY_LOOKBACK`); the findings are the same whatever it is."""
-    keep = materialize or (lambda df, name: df)
+    keep = materialize or as_is
     background = materialize is not None
 
     # The history needs the batches alone (its log and file ids are hashes of each row's own columns),

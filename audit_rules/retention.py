@@ -7,7 +7,6 @@ producer snapshots, earlier dumps of the same partition and the acknowledgement 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
@@ -19,6 +18,8 @@ from audit_rules.findings import fmt, to_findings
 from audit_rules.history import SEQUENCE_MODULUS
 from audit_rules.logs import (
     PARTITION_OF_LOG,
+    Store,
+    as_is,
     below_start_cause,
     compaction_may_have_removed,
     join_log,
@@ -759,7 +760,7 @@ def acked_records(
     profile: Profile | None = None,
     judged_elsewhere: DataFrame | None = None,
     unreadable: DataFrame | None = None,
-    keep: Callable[[DataFrame, str], DataFrame] | None = None,
+    keep: Store = as_is,
 ) -> DataFrame:
     """ACKED_RECORD_RETENTION (info) or ACKED_RECORD_MISSING (critical) for every acknowledged offset,
     checked against the newest dump of each replica. With `records` (record-level mode), an ack that
@@ -1000,8 +1001,7 @@ def acked_records(
     # Every ack against every target log, and the runs of offsets judged alike, are read by several
     # findings (each of the kinds below, the producers' verdicts, the acks left unjudged): `keep`
     # (`pipeline.local_checkpoint`) computes each once instead of once per reader.
-    store = keep or (lambda df, name: df)
-    checked = store(
+    checked = keep(
         located.join(F.broadcast(reach), "log_key", "left").withColumn("_outcome", outcome), "ack checks"
     )
     judged = checked.where(~F.col("_outcome").isin("ok", "lag", "later"))
@@ -1047,7 +1047,7 @@ def acked_records(
         F.first("remote_end").alias("remote_end"),
         F.first("remote_log_start").alias("_remote_log_start"),
     )
-    ranges = store(ranges, "ack ranges")
+    ranges = keep(ranges, "ack ranges")
     # " (producer N)" when the ledger names the producer.
     who = F.format_string(" (producer %s)", F.col("ack_producer_id").cast("string"))
     ranges = ranges.withColumn("_who", F.when(F.col("ack_producer_id").isNotNull(), who).otherwise(""))

@@ -545,14 +545,13 @@ for _i, (_shape, _) in enumerate(JUMPS_AFTER_REGRESSIONS):
     TOGETHER.add(KAFKA_3_4, f"jump-after-a-regression-{_i}", _sequences(*_shape))
 
 
-@pytest.mark.parametrize(("shape", "expected"), JUMPS_AFTER_REGRESSIONS)
+@pytest.mark.parametrize(("index", "expected"), [(i, e) for i, (_, e) in enumerate(JUMPS_AFTER_REGRESSIONS)])
 def test_a_jump_after_a_regression_counts_only_what_it_skipped_past_the_highest(
-    spark: SparkSession, shape: list[tuple[int, int]], expected: list[tuple[int, int]]
+    spark: SparkSession, index: int, expected: list[tuple[int, int]]
 ) -> None:
     """The jump after a late batch was measured from that batch's next sequence: in 0-4, 10-14, 2-3,
     20-24 the hole 5-9 was counted by the jump to 10 and again by the jump to 20, a false or doubled
     SEQUENCE_GAP (critical). `expected`: (the batch's index, missing records). The reference agrees."""
-    index = [s for s, _ in JUMPS_AFTER_REGRESSIONS].index(shape)
     case, found = TOGETHER.audited(spark, KAFKA_3_4, f"jump-after-a-regression-{index}")
     offsets = case.facts["offsets"]
     gaps = [(f["first_offset"], f["missing_records"]) for f in of_kind(found, "SEQUENCE_GAP")]
@@ -584,14 +583,13 @@ for _i, (_sizes, _copied, _) in enumerate(KIP_758_WINDOW):
     TOGETHER.add(KIP_758, f"copy-of-the-first-request-{_i}", _copy_of_the_first_request(_sizes, _copied))
 
 
-@pytest.mark.parametrize(("sizes", "copied", "caught"), KIP_758_WINDOW)
+@pytest.mark.parametrize(("index", "caught"), [(i, c) for i, (_, _, c) in enumerate(KIP_758_WINDOW)])
 def test_the_kip_758_window_reads_the_copys_first_sequence(
-    spark: SparkSession, sizes: list[int], caught: bool, copied: int
+    spark: SparkSession, index: int, caught: bool
 ) -> None:
     """Seed 003's window ("within 1000 of the latest sequence number", a request's first): a copy of
     0-899 after 900-1800 is 1800 back, outside; a copy whose first sequence is exactly 1000 back is
     inside. The Spark rule and the reference agree."""
-    index = [s for s, _, _ in KIP_758_WINDOW].index(sizes)
     case, found = TOGETHER.audited(spark, KIP_758, f"copy-of-the-first-request-{index}")
     (copy,) = of_kind(found, "DUPLICATE_BATCH")
     assert ("should have caught" in copy["message"]) is caught, copy["message"]
