@@ -107,13 +107,20 @@ def file_evidence(file: Column | str, *more: Column | str) -> Column:
     return F.concat_ws("@", name, *more)
 
 
-def union_findings(frames: list[DataFrame]) -> DataFrame:
+def union_findings(frames: list[DataFrame], tasks: int | None = None) -> DataFrame:
     """All rule outputs as one findings DataFrame, a finding that a rule repeats whole kept once.
 
     Only whole repeats: two findings that share an id but differ elsewhere both stay, for the findings
     suite's uniqueness check to fail on. Dropping one by id alone would keep whichever the shuffle
-    brought first, and hide the collision."""
-    return reduce(DataFrame.unionByName, frames).dropDuplicates()
+    brought first, and hide the collision.
+
+    `tasks` (the session's cores): the union is read in at most that many tasks. Each task of its
+    stage deserializes the whole stage, every rule's last step: the bundled sample's findings ran 66
+    such tasks, 3.0 s of deserialization in a warm test session, against 0.1 s in two."""
+    union = reduce(DataFrame.unionByName, frames)
+    if tasks is not None:
+        union = union.coalesce(tasks)
+    return union.dropDuplicates()
 
 
 def fmt(template: str, *cols: Column | str) -> Column:

@@ -18,6 +18,7 @@ from audit_rules import consistency, duplicates, epochs, ordering, retention, se
 from audit_rules.findings import union_findings
 from audit_rules.history import (
     copies,
+    cores,
     corrupt_fills,
     coverage_holes,
     derived,
@@ -523,7 +524,7 @@ def audit(
                 )
             )
     frames.append(duplicates.duplicate_batches(checked, profile, history if any_copies() else None))
-    findings = union_findings(frames)
+    findings = union_findings(frames, cores(spark))
     if "acks" in present and known_earlier:
         # One verdict per producer and log: where the ledger's rule judges a producer, it knew it later.
         findings = retention.one_verdict_per_producer(findings)

@@ -299,6 +299,7 @@ def test_release_frees_the_blocks_the_audit_stored(spark: Any, tmp_path: Path) -
     blocks. So are the frames the rules store for their own readers (two dumps of a partition and an
     ack ledger: the producers gone since the earlier dump, the pairs of logs compared, the ack checks
     and their runs)."""
+    from audit_rules.history import cores
     from tests.integration.test_audit_kinds import batches_of, write_partition
 
     log_dir = write_partition(tmp_path, batches_of(7, 0, [b"a", b"b", b"c"], start_offset=0, start_seq=0))
@@ -311,6 +312,8 @@ def test_release_frees_the_blocks_the_audit_stored(spark: Any, tmp_path: Path) -
     for output in (alone, together):
         before = stored_rdds(spark)
         out = audit(read_bronze(spark, str(output)), load_profile())
+        # (The rules' findings are read in a task per core: `findings.union_findings`.)
+        assert f"Coalesce {cores(spark)}" in out.findings._jdf.queryExecution().executedPlan().toString()
         assert out.findings.count() == 0
         stored[output] = len(stored_rdds(spark) - before)
         out.release()

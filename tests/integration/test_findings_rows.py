@@ -159,6 +159,10 @@ def test_the_union_keeps_a_whole_repeat_once_and_both_sides_of_an_id_collision(s
     both = union_findings([gap("a"), gap("b")]).collect()
     assert sorted(r["message"] for r in both) == ["a", "b"]
     assert len({r["finding_id"] for r in both}) == 1
+    # Read in one task (`tasks`: the audit gives its session's cores), the same findings.
+    one = union_findings([gap("a"), gap("a"), gap("b")], tasks=1)
+    assert "Coalesce 1" in one._jdf.queryExecution().executedPlan().toString()
+    assert sorted(r["message"] for r in one.collect()) == ["a", "b"]
 
 
 def test_a_files_evidence_is_its_partition_directory_and_name_not_where_the_dump_was_read(
