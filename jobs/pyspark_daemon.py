@@ -1,5 +1,6 @@
 """PySpark's worker daemon, started without Spark's own zipped copies of pyspark and py4j on its
-path (`spark.python.daemon.module` of the local sessions, `jobs.spark_session.LOCAL_CONF`).
+path and with jars read once (`spark.python.daemon.module` of the local sessions,
+`jobs.spark_session.LOCAL_CONF`).
 
 Spark puts `$SPARK_HOME/python/lib/pyspark.zip`, the py4j zip and the jar it runs from at the head of
 every Python worker's path, so the workers import pyspark from the zip although pip installed it.
@@ -13,7 +14,16 @@ SQL query of the same rows: 0.07 s).
 With the copies dropped, pyspark and py4j come from the same installation as the driver's, and a
 task's cache invalidation only rescans directories. When pyspark cannot be found without them (Spark
 installed without pip), the path stays as Spark made it. Files a job ships (`--py-files`,
-`addPyFile`) are added by each worker after this, so they are untouched.
+`addPyFile`) are added by each worker after this, so they stay on its path.
+
+Among those files are the jars of `spark.jars.packages` (delta-spark and its dependencies: 33 jars,
+43,000 entries, 19,636 of them Hadoop's client runtime's): a Python application's Maven packages are
+its Python includes as well (delta-spark's jar carries its `delta` package), and each task puts them
+on the worker's path and calls `invalidate_caches()` again, which reads every jar's directory anew.
+The daemon gives jars an importer that reads a jar's directory once per worker (`ReadOnceJar`): a
+jar the session ships does not change while it runs. Measured on a warm local session (2026-12-05):
+a job of a Python UDF over 1,000 rows in two tasks took 0.22 s with the directories read again,
+0.10 s without (SQL alone: 0.05 s).
 """
 
 from __future__ import annotations
@@ -21,7 +31,31 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import zipimport
 from typing import Any
+
+
+class ReadOnceJar(zipimport.zipimporter):
+    """The importer of a `.jar` on the path: a zip importer whose directory is read once, not again at
+    every `importlib.invalidate_caches()`. A path that is not a jar is left to the other hooks."""
+
+    def __init__(self, path: str) -> None:
+        if not path.endswith(".jar"):
+            raise zipimport.ZipImportError(f"not a jar: {path}")
+        super().__init__(path)
+
+    def invalidate_caches(self) -> None:
+        """Nothing to do: the jar is read once."""
+
+
+def read_jars_once(hooks: list[Any], importer_cache: dict[str, Any]) -> None:
+    """Put `ReadOnceJar` first among the path `hooks` (once), and forget the importers already made for
+    jars so that the next import makes them with it."""
+    if ReadOnceJar not in hooks:
+        hooks.insert(0, ReadOnceJar)
+    stale = [k for k, v in importer_cache.items() if k.endswith(".jar") and not isinstance(v, ReadOnceJar)]
+    for key in stale:
+        del importer_cache[key]
 
 
 def _spark_copy(path: str, spark_home: str) -> bool:
@@ -59,6 +93,7 @@ def _importable_outside(name: str, removed: list[str]) -> bool:
 
 if __name__ == "__main__":
     drop_spark_copies(sys.path, sys.path_importer_cache, os.environ.get("SPARK_HOME", ""))
+    read_jars_once(sys.path_hooks, sys.path_importer_cache)
     from pyspark import daemon
 
     daemon.manager()

@@ -318,6 +318,28 @@ def test_local_python_workers_import_pyspark_from_the_installation_not_sparks_zi
         ), row
 
 
+def test_local_python_workers_read_the_sessions_jars_once(spark: Any) -> None:
+    """`jobs.pyspark_daemon.ReadOnceJar`: the jars the session ships (delta-spark's, its Python
+    includes too) are on the workers' path, and their importers do not read them again at each task."""
+    import pyspark.sql.functions as F
+
+    @F.udf("string")
+    def importers(_):  # no type hints: PySpark would read them as the UDF's eval type
+        import importlib.util as util_
+        import json as json_
+        import sys as sys_
+
+        util_.find_spec("kra_nowhere")  # an import that searches every path entry, making its importer
+        jars = [p for p in sys_.path if p.endswith(".jar")]
+        kinds = {type(sys_.path_importer_cache.get(p)).__name__ for p in jars}
+        return json_.dumps({"jars": len(jars), "kinds": sorted(kinds)})
+
+    for _ in range(2):  # the second job's tasks run in workers that ran a task before
+        rows = {r.w for r in spark.range(0, 4, numPartitions=2).select(importers("id").alias("w")).collect()}
+        for row in map(json.loads, rows):
+            assert row["jars"] > 0 and row["kinds"] == ["ReadOnceJar"], row
+
+
 def test_the_local_sessions_page_holds_a_broadcast_relation_in_two_mib(spark: Any) -> None:
     """The page size is read once, when the context starts: the factory's session must have it, or each
     hash relation a broadcast join reads holds a page of Spark's default (32-64 MiB with the tests' 4 GiB
