@@ -34,7 +34,17 @@ from jobs.ingest import (
     write_table,
 )
 from jobs.spark_session import PLAN_CONF, concurrently
-from schemas.tables import AUDIT_TABLES, FINDINGS, PARTITION_SUMMARY, RUNS, SEQUENCE_HISTORY, TABLES
+from schemas.tables import (
+    AUDIT_TABLES,
+    FINDINGS,
+    PARTITION_SUMMARY,
+    REPORT,
+    REPORT_PARTIAL,
+    REPORT_PREVIOUS,
+    RUNS,
+    SEQUENCE_HISTORY,
+    TABLES,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -504,18 +514,19 @@ def _set_aside_report(spark: SparkSession, output: str) -> Callable[[], None]:
     leaves no verdict of other tables under `report/`: the last one written stays in `report.previous`
     until an audit ends."""
     if not is_uri(output):
-        report = os.path.join(os.path.abspath(output), "report")
-        previous = report + ".previous"
+        report = os.path.join(os.path.abspath(output), REPORT)
+        previous = os.path.join(os.path.abspath(output), REPORT_PREVIOUS)
         if os.path.isdir(report):
             shutil.rmtree(previous, ignore_errors=True)
             os.rename(report, previous)
         return lambda: shutil.rmtree(previous, ignore_errors=True)
     from py4j.protocol import Py4JError
 
-    target = output.rstrip("/") + "/report"
+    target = output.rstrip("/") + "/" + REPORT
     try:
         dest, fs = hadoop_path(spark, target)
-        previous = _hadoop_jvm(spark, output).org.apache.hadoop.fs.Path(target + ".previous")
+        jvm_path = _hadoop_jvm(spark, output).org.apache.hadoop.fs.Path
+        previous = jvm_path(output.rstrip("/") + "/" + REPORT_PREVIOUS)
         if fs.exists(dest):
             fs.delete(previous, True)
             if not fs.rename(dest, previous):
@@ -536,8 +547,8 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
     folder whose files then replace `<output>/report` through the session's Hadoop file system.
     Returns the folder and the call, which returns where the reports are."""
     if not is_uri(output):
-        final = os.path.join(os.path.abspath(output), "report")
-        partial = final + ".partial"
+        final = os.path.join(os.path.abspath(output), REPORT)
+        partial = os.path.join(os.path.abspath(output), REPORT_PARTIAL)
         shutil.rmtree(partial, ignore_errors=True)
         os.makedirs(partial)
 
@@ -549,13 +560,14 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
         return partial, publish_local
     jvm = _hadoop_jvm(spark, output)
     local = tempfile.mkdtemp(prefix="replay-audit-report-")
-    target = output.rstrip("/") + "/report"
+    target = output.rstrip("/") + "/" + REPORT
 
     def publish() -> str:
         from py4j.protocol import Py4JError
 
         fs_path = jvm.org.apache.hadoop.fs.Path
-        partial = fs_path(target + ".partial")
+        partial_target = output.rstrip("/") + "/" + REPORT_PARTIAL
+        partial = fs_path(partial_target)
         try:
             dest, fs = hadoop_path(spark, target)
             # Copied beside the old reports first, which then give way whole (rebuilt on every audit).
@@ -567,7 +579,7 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
                 )
             fs.delete(dest, True)
             if not fs.rename(partial, dest):
-                raise OSError(f"{target}: the reports could not be moved from {target}.partial")
+                raise OSError(f"{target}: the reports could not be moved from {partial_target}")
         except Py4JError as exc:
             raise OSError(f"{target}: cannot write the reports: {str(exc).splitlines()[0]}") from None
         finally:

@@ -48,6 +48,7 @@ from schemas.tables import (
     QUARANTINE,
     RECORDS,
     REMOTE_LOG_METADATA,
+    REPORT_FOLDERS,
     TABLES,
     TXN_INDEX,
     TableSpec,
@@ -1128,10 +1129,10 @@ def _check_output(output: str, make: bool = True) -> None:
     except OSError as exc:
         raise UsageError(f"{output}: cannot make the output directory: {exc.strerror or exc}") from None
     # The reports are written in report.partial/ and the previous ones wait in report.previous/.
-    for name in (*TABLES, *AUDIT_TABLES, "report", "report.partial", "report.previous"):
+    for name in (*TABLES, *AUDIT_TABLES, *REPORT_FOLDERS):
         where = os.path.join(path, name)
         if os.path.lexists(where) and not os.path.isdir(where):
-            goes = "reports go" if name.startswith("report") else name + " Delta table goes"
+            goes = "reports go" if name in REPORT_FOLDERS else name + " Delta table goes"
             raise UsageError(
                 f"{where}: exists and is no directory, where the output's {goes}: give another output"
             )

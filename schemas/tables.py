@@ -448,6 +448,13 @@ AUDIT_TABLES: dict[str, TableSpec] = {
     spec.name: spec for spec in (SEQUENCE_HISTORY, FINDINGS, PARTITION_SUMMARY, RUNS)
 }
 
+# The output's report folders (contract §2): the reports, the ones an audit is writing (renamed the
+# reports once all are written) and the previous audit's (kept until this audit's are written).
+REPORT = "report"
+REPORT_PARTIAL = REPORT + ".partial"
+REPORT_PREVIOUS = REPORT + ".previous"
+REPORT_FOLDERS = (REPORT, REPORT_PARTIAL, REPORT_PREVIOUS)
+
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
