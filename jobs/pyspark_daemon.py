@@ -35,13 +35,19 @@ import zipimport
 from typing import Any
 
 
+def _in_jar(path: str) -> bool:
+    """A jar, or a folder in one (a package's path: `x.jar/delta`)."""
+    return path.endswith(".jar") or ".jar" + os.sep in path
+
+
 class ReadOnceJar(zipimport.zipimporter):
-    """The importer of a `.jar` on the path: a zip importer whose directory is read once, not again at
-    every `importlib.invalidate_caches()`. A path that is not a jar is left to the other hooks."""
+    """The importer of a `.jar` on the path, or of a package's folder in one: a zip importer whose
+    directory is read once, not again at every `importlib.invalidate_caches()`. A path that is not
+    in a jar is left to the other hooks."""
 
     def __init__(self, path: str) -> None:
-        if not path.endswith(".jar"):
-            raise zipimport.ZipImportError(f"not a jar: {path}")
+        if not _in_jar(path):
+            raise zipimport.ZipImportError(f"not in a jar: {path}")
         super().__init__(path)
 
     def invalidate_caches(self) -> None:
@@ -53,7 +59,7 @@ def read_jars_once(hooks: list[Any], importer_cache: dict[str, Any]) -> None:
     jars so that the next import makes them with it."""
     if ReadOnceJar not in hooks:
         hooks.insert(0, ReadOnceJar)
-    stale = [k for k, v in importer_cache.items() if k.endswith(".jar") and not isinstance(v, ReadOnceJar)]
+    stale = [k for k, v in importer_cache.items() if _in_jar(k) and not isinstance(v, ReadOnceJar)]
     for key in stale:
         del importer_cache[key]
 

@@ -96,6 +96,20 @@ def test_a_jar_imports_through_an_importer_that_reads_it_once(tmp_path: Path, ja
         importlib.import_module("kra_in_jar_later")
 
 
+def test_a_package_in_a_jar_imports_through_an_importer_that_reads_it_once(
+    tmp_path: Path, jars_read_once: None
+) -> None:
+    jar = _archive(tmp_path / "pkg.jar", {"kra_in_jar_pkg/__init__": "", "kra_in_jar_pkg/mod": "VALUE = 1\n"})
+    sys.path.insert(0, jar)
+    assert importlib.import_module("kra_in_jar_pkg.mod").VALUE == 1
+    folder = importlib.import_module("kra_in_jar_pkg").__path__[0]
+    assert folder.startswith(jar) and isinstance(sys.path_importer_cache[folder], ReadOnceJar)
+    _archive(tmp_path / "pkg.jar", {"kra_in_jar_pkg/later": "VALUE = 2\n"})
+    importlib.invalidate_caches()
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("kra_in_jar_pkg.later")
+
+
 def test_a_zip_keeps_the_standard_importer_and_is_read_again(tmp_path: Path, jars_read_once: None) -> None:
     archive = _archive(tmp_path / "deps.zip", {"kra_in_zip": "VALUE = 1\n"})
     sys.path.insert(0, archive)
@@ -110,7 +124,11 @@ def test_a_zip_keeps_the_standard_importer_and_is_read_again(tmp_path: Path, jar
 def test_read_jars_once_hooks_once_and_forgets_the_jars_standard_importers(tmp_path: Path) -> None:
     jar = _archive(tmp_path / "pkg.jar", {"kra_in_jar": ""})
     hooks: list[object] = [zipimport.zipimporter]
-    cache: dict[str, object] = {jar: zipimport.zipimporter(jar), "/work/project": "dir"}
+    cache: dict[str, object] = {
+        jar: zipimport.zipimporter(jar),
+        jar + "/kra_in_jar": zipimport.zipimporter(jar),
+        "/work/project": "dir",
+    }
     read_jars_once(hooks, cache)
     read_jars_once(hooks, cache)
     assert hooks == [ReadOnceJar, zipimport.zipimporter]
