@@ -514,19 +514,19 @@ def _set_aside_report(spark: SparkSession, output: str) -> Callable[[], None]:
     leaves no verdict of other tables under `report/`: the last one written stays in `report.previous`
     until an audit ends."""
     if not is_uri(output):
-        report = os.path.join(os.path.abspath(output), REPORT)
-        previous = os.path.join(os.path.abspath(output), REPORT_PREVIOUS)
+        report = table_location(output, REPORT)
+        previous = table_location(output, REPORT_PREVIOUS)
         if os.path.isdir(report):
             shutil.rmtree(previous, ignore_errors=True)
             os.rename(report, previous)
         return lambda: shutil.rmtree(previous, ignore_errors=True)
     from py4j.protocol import Py4JError
 
-    target = output.rstrip("/") + "/" + REPORT
+    target = table_location(output, REPORT)
     try:
         dest, fs = hadoop_path(spark, target)
         jvm_path = _hadoop_jvm(spark, output).org.apache.hadoop.fs.Path
-        previous = jvm_path(output.rstrip("/") + "/" + REPORT_PREVIOUS)
+        previous = jvm_path(table_location(output, REPORT_PREVIOUS))
         if fs.exists(dest):
             fs.delete(previous, True)
             if not fs.rename(dest, previous):
@@ -547,8 +547,8 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
     folder whose files then replace `<output>/report` through the session's Hadoop file system.
     Returns the folder and the call, which returns where the reports are."""
     if not is_uri(output):
-        final = os.path.join(os.path.abspath(output), REPORT)
-        partial = os.path.join(os.path.abspath(output), REPORT_PARTIAL)
+        final = table_location(output, REPORT)
+        partial = table_location(output, REPORT_PARTIAL)
         shutil.rmtree(partial, ignore_errors=True)
         os.makedirs(partial)
 
@@ -560,13 +560,13 @@ def _report_dir(spark: SparkSession, output: str) -> tuple[str, Callable[[], str
         return partial, publish_local
     jvm = _hadoop_jvm(spark, output)
     local = tempfile.mkdtemp(prefix="replay-audit-report-")
-    target = output.rstrip("/") + "/" + REPORT
+    target = table_location(output, REPORT)
 
     def publish() -> str:
         from py4j.protocol import Py4JError
 
         fs_path = jvm.org.apache.hadoop.fs.Path
-        partial_target = output.rstrip("/") + "/" + REPORT_PARTIAL
+        partial_target = table_location(output, REPORT_PARTIAL)
         partial = fs_path(partial_target)
         try:
             dest, fs = hadoop_path(spark, target)

@@ -1085,7 +1085,8 @@ def spark_output(output: str) -> str:
 
 
 def table_location(output: str, name: str) -> str:
-    """Where the table `name` of an output lives: `<output>/<name>`, absolute when local."""
+    """Where `name` (a table, or a report folder) of an output lives: `<output>/<name>`, absolute when
+    local."""
     if is_uri(output):
         return output.rstrip("/") + "/" + name
     return os.path.join(os.path.abspath(output), name)
