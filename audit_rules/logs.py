@@ -447,6 +447,9 @@ def log_bounds(
         "checkpoint_log_start": F.max,
         "high_watermark": F.max,
         "cleaner_offset": F.max,
+        # The highest epoch of the log's leader-epoch-checkpoint: a replica elected leader writes its
+        # epoch there before any batch of that epoch.
+        "checkpoint_leader_epoch": F.max,
         "remote_trace": F.max,
         # The first offset of the log's first segment with offsets free between its batches, and the end
         # of its last such segment, or of its last segment holding a trimmed batch.
@@ -500,6 +503,7 @@ def log_bounds(
         checkpoint_log_start=F.when(F.col("state") == "log_start_offset", F.col("offset")),
         high_watermark=F.when(F.col("state") == "high_watermark", F.col("offset")),
         cleaner_offset=F.when(F.col("state") == "cleaner_offset", F.col("offset")),
+        checkpoint_leader_epoch=F.when(F.col("state") == "leader_epoch", F.col("leader_epoch")),
         topic_id=F.when(F.col("state") == "topic_id", F.col("topic_id")),
     )
     sources = [from_batches, from_files, from_state]
@@ -582,6 +586,8 @@ def log_bounds(
         "max_timestamp",
         "max_data_timestamp",
         "max_leader_epoch",
+        # The latest leader epoch the replica knew of: its batches' or its leader-epoch-checkpoint's.
+        F.greatest("max_leader_epoch", "checkpoint_leader_epoch").alias("known_leader_epoch"),
         F.coalesce("batches", F.lit(0)).cast("long").alias("batches"),
         F.coalesce("records", F.lit(0)).cast("long").alias("records"),
         F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),

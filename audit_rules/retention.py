@@ -776,8 +776,9 @@ def acked_records(
     ACKED_RECORD_MISSING, rule "KIP-405 remote log metadata".
 
     An offset at or past a log's end that the newest log of another replica (same partition and
-    incarnation, from a dump captured as late or later) reaches past is that replica behind (a
-    follower catching up, or a replica the newer dump lacks): only the longer log judges it.
+    incarnation) holds in a batch of a leader epoch at least the latest this log knew of (where either
+    is unknown: that log reaches past it, from a dump captured as late or later) is that replica
+    behind (a follower catching up, or a replica the newer dump lacks): only the longer log judges it.
 
     With `incarnations` (some partition's dumps name two topic ids: the topic was deleted and created
     again, `logs.log_bounds`), each ack is checked against the newest dump of each replica in each
@@ -973,10 +974,23 @@ def acked_records(
         .when(~covered, F.lit("absent"))
         .otherwise(F.lit("other"))
     )
-    # A log that ends before the offset, where the newest log of another replica, captured as late or
-    # later, reaches past it: this replica was behind (a follower catching up, or a broker the newer
-    # dump lacks); the longer log judges the offset.
-    lagging = ~covered & (F.col("at") >= F.col("log_end_offset")) & (F.col("at") < F.col("_reach"))
+    at_offset = Window.partitionBy("topic", "partition", "incarnation", "at")
+    newest_leader = F.max(F.when(covered, F.col("cover.partition_leader_epoch"))).over(at_offset)
+    # A log that ends before the offset, where another replica's newest log holds it: this replica was
+    # behind (a follower catching up, or a broker the newer dump lacks); the longer log judges the
+    # offset. Where both leader epochs are known, it is behind when it knew of no leader epoch later
+    # than the one that wrote the offset there (`known_leader_epoch`: its batches' and its
+    # leader-epoch-checkpoint's): a follower truncates only to a later leader's epoch end, so one that
+    # knew none never gave the offset up, whenever each log was copied. One that did (a replica
+    # elected past the offset: an unclean election, an `acks=1` failover) is judged here, though the
+    # old leader's log was copied later and still holds its tail. Where either epoch is unknown (v0
+    # and v1 batches carry none), it is behind where that log was captured as late or later.
+    held_since = F.when(newest_leader >= 0, newest_leader) >= F.col("known_leader_epoch")
+    lagging = (
+        ~covered
+        & (F.col("at") >= F.col("log_end_offset"))
+        & F.coalesce(held_since, F.col("at") < F.col("_reach"))
+    )
     # At or above this replica's high watermark the offset was not committed here: a leader that crashed
     # holds its uncommitted tail until it follows again and truncates it to the new leader's epoch end
     # (`AbstractFetcherThread`). Where another replica's log holds the offset in a batch of a later
@@ -984,8 +998,6 @@ def acked_records(
     # its), and this one's other record is the tail it will truncate. A batch of the same or an older
     # epoch elsewhere superseded nothing (a new leader whose mark lags, an unclean election's loser):
     # the ack is judged here as anywhere.
-    at_offset = Window.partitionBy("topic", "partition", "incarnation", "at")
-    newest_leader = F.max(F.when(covered, F.col("cover.partition_leader_epoch"))).over(at_offset)
     superseded = (
         (F.col("at") >= F.col("high_watermark"))
         & covered
@@ -1520,14 +1532,16 @@ _ACK_IDENTITY = ("at", "ack_producer_id", "ack_producer_epoch", "ack_sequence", 
 
 def _reach(logs: DataFrame, targets: DataFrame) -> DataFrame:
     """Per target log of the acks (the newest log of each replica): its end, its incarnation, its high
-    watermark, and `_reach`, the furthest end of the other replicas' target logs of its partition and
-    incarnation whose dump was captured as late or later (null without one)."""
+    watermark, the latest leader epoch it knew of (`known_leader_epoch`), and `_reach`, the furthest
+    end of the other replicas' target logs of its partition and incarnation whose dump was captured as
+    late or later (null without one)."""
     mine = logs.join(targets.select("log_key"), "log_key", "left_semi").select(
         "log_key",
         *PARTITION_OF_LOG,
         "log_end_offset",
         "last_segment_offset",
         "high_watermark",
+        "known_leader_epoch",
         F.col("dump_time_ms").alias("_time"),
     )
     theirs = mine.select(
@@ -1543,7 +1557,13 @@ def _reach(logs: DataFrame, targets: DataFrame) -> DataFrame:
         .agg(F.max("_o_end").alias("_reach"))
     )
     return mine.join(further, "log_key", "left").select(
-        "log_key", "log_end_offset", "last_segment_offset", "incarnation", "high_watermark", "_reach"
+        "log_key",
+        "log_end_offset",
+        "last_segment_offset",
+        "incarnation",
+        "high_watermark",
+        "known_leader_epoch",
+        "_reach",
     )
 
 

@@ -5,7 +5,10 @@ dumps over time" and "no false alarms on real logs").
   out-of-sync follower is elected and given the same offsets for other records. The audit must find
   the rewritten offsets (`REPLICA_DIVERGENCE` between the replicas and between the dumps over time),
   every acknowledged record lost (`ACKED_RECORD_MISSING`, the rewritten ones by their keys in
-  record-level mode), the vanished producer (`UNKNOWN_PRODUCER_LOSS`), and nothing else.
+  record-level mode), the vanished producer (`UNKNOWN_PRODUCER_LOSS`), and nothing else. Before the
+  election, the leader and its stopped follower copied as dumps of their own, the follower's dated
+  later: the follower is behind, nothing lost; the elected replica's log alone beside the old
+  leader's of the same dump: it lost what it was elected past.
 - A clean failover: idempotent and transactional producers writing through a SIGKILL of the
   leader, its restart and a clean restart of another replica, with `acks=all` and two in-sync
   replicas required. Three replicas and the killed leader's own log: nothing above info.
@@ -110,7 +113,13 @@ def leader_epochs(log_dir: Path, partition: str) -> list[tuple[int, int]]:
     return [(int(e), int(o)) for e, o in (line.split() for line in lines)]
 
 
-def run_audit(spark: Any, out: Path, inputs: dict[str, Path], ledger: Path) -> list[dict[str, Any]]:
+def run_audit(
+    spark: Any,
+    out: Path,
+    inputs: dict[str, Path],
+    ledger: Path,
+    captured_at: dict[str | None, int] | None = None,
+) -> list[dict[str, Any]]:
     run_ingest(
         spark,
         IngestOptions(
@@ -118,6 +127,7 @@ def run_audit(spark: Any, out: Path, inputs: dict[str, Path], ledger: Path) -> l
             output=str(out),
             records=True,
             acks=[LabeledPath("acks", str(ledger))],
+            captured_at=captured_at or {},
         ),
     )
     result = audit(read_bronze(spark, str(out)), load_profile())
@@ -146,6 +156,8 @@ PHASES = {"before": 100, "alone": 100, "elected": 50, "rejoined": 20}
 
 
 class UncleanDumps(NamedTuple):
+    behind: Path  # the leader (broker2) and the stopped follower (broker3) before the election
+    behind_at: int  # when the leader's log dir was copied, epoch ms
     during: Path  # both replicas, the old leader dead and the elected one stopped: dump t1
     after: Path  # both replicas after the old leader rejoined and truncated: dump t2
     ledger: Path
@@ -169,6 +181,11 @@ def unclean(tmp_path_factory: pytest.TempPathFactory) -> UncleanDumps:
         produce(cluster.bootstrap, ledger, UNCLEAN, "alone", PHASES["alone"])  # acked by 2 alone
         # The high watermark reaches its checkpoint file every 500 ms: wait until it holds every ack.
         wait_for_checkpoint(b2.log_dir, f"{UNCLEAN}-0", max(r["offset"] for r in ledger.rows) + 1)
+        # The live leader and the follower behind it, each copied as a dump of its own (the checkpoints'
+        # temporary files, renamed over them as they are copied, left out).
+        behind, behind_at = work / "t0", int(time.time() * 1000)
+        shutil.copytree(b2.log_dir, behind / "broker2", ignore=shutil.ignore_patterns("*.tmp"))
+        shutil.copytree(b3.log_dir, behind / "broker3")
         cluster.kill(2)
         b3.start()  # the only live replica, out of sync: elected because the topic allows it
         cluster.wait_for(UNCLEAN, 0, [3])
@@ -189,7 +206,9 @@ def unclean(tmp_path_factory: pytest.TempPathFactory) -> UncleanDumps:
     acked: dict[str, list[int]] = {}
     for row in ledger.rows:
         acked.setdefault(row["key"].rsplit("-", 1)[0], []).append(row["offset"])
-    return UncleanDumps(during, after, ledger.write(), {k: sorted(v) for k, v in acked.items()})
+    return UncleanDumps(
+        behind, behind_at, during, after, ledger.write(), {k: sorted(v) for k, v in acked.items()}
+    )
 
 
 def test_the_elected_replica_gave_the_acknowledged_offsets_to_other_records(unclean: UncleanDumps) -> None:
@@ -253,6 +272,46 @@ def test_an_unclean_election_is_divergence_and_the_loss_of_every_record_acknowle
     (pid,) = {b.producer_id for b in old if b.base_offset >= first}
     lost = [f for f in findings if f["kind"] == "UNKNOWN_PRODUCER_LOSS"]
     assert [(f["dump_id"], f["replica"], f["producer_id"]) for f in lost] == [("t2", "2", pid)]
+
+
+def _ledger_of(unclean: UncleanDumps, phases: tuple[str, ...], path: Path) -> Path:
+    """The ledger's rows of `phases` alone: what had been acknowledged when those phases ended."""
+    rows = [json.loads(line) for line in unclean.ledger.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["key"].rsplit("-", 1)[0] in phases))
+    return path
+
+
+def test_a_follower_behind_copied_after_its_leader_lost_nothing(
+    spark: Any, unclean: UncleanDumps, tmp_path: Path
+) -> None:
+    """The follower stopped before the records the leader acknowledged alone; each broker's log dir is
+    a dump of its own, the follower's dated five seconds after the leader's (its copy came second).
+    It knew no leader epoch later than the one that wrote those records, so it is behind, not a log
+    that gave them up: nothing above info (they were ACKED_RECORD_MISSING and the producer that wrote
+    them UNKNOWN_PRODUCER_LOSS on the follower, critical)."""
+    leader, follower = unclean.behind / "broker2", unclean.behind / "broker3"
+    alone = unclean.acked["alone"]
+    assert max(b.last_offset for b in batches(follower, f"{UNCLEAN}-0")) + 1 == alone[0]
+    assert leader_epochs(follower, f"{UNCLEAN}-0")[-1][0] == leader_epochs(leader, f"{UNCLEAN}-0")[-1][0]
+    ledger = _ledger_of(unclean, ("before", "alone"), tmp_path / "acks.jsonl")
+    captured = {"leader": unclean.behind_at, "follower": unclean.behind_at + 5000}
+    findings = run_audit(spark, tmp_path / "out", {"leader": leader, "follower": follower}, ledger, captured)
+    assert above_info(findings) == [], [f["message"] for f in above_info(findings)]
+
+
+def test_a_replica_elected_past_the_acknowledged_offsets_lost_them_though_the_old_leader_holds_them(
+    spark: Any, unclean: UncleanDumps, tmp_path: Path
+) -> None:
+    """Dump t1 alone, with the acks written before the election: the elected replica (broker3) ends
+    inside the records the old leader acknowledged alone, and its leader-epoch-checkpoint names the
+    epoch it was elected at, later than theirs. The old leader's log of the same dump holds them, but
+    they are lost on the elected one: the offsets it reused by their keys, the rest as absent (those
+    were taken for a follower behind)."""
+    ledger = _ledger_of(unclean, ("before", "alone"), tmp_path / "acks.jsonl")
+    findings = run_audit(spark, tmp_path / "out", {"t1": unclean.during}, ledger)
+    alone = set(unclean.acked["alone"])
+    assert ranges(findings, "ACKED_RECORD_MISSING", "t1", "3") == alone
+    assert ranges(findings, "ACKED_RECORD_MISSING", "t1", "2") == set()
 
 
 def test_after_the_rejoin_the_replicas_agree_and_only_the_ledger_shows_the_loss(
