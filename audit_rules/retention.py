@@ -124,7 +124,8 @@ def snapshot_producers(
     broker deletes every snapshot past the log end when it truncates or recovers a log
     (`truncateAndReload`, §4.3), so this replica lost its tail after the snapshot was written (a broker
     that crashed and has not recovered yet, or a copy of the log taken before the snapshot). Where the
-    log of another replica, dumped as late or later, holds the producer that far (with `gone`: several
+    log of another replica (`held_elsewhere`: dumped as late or later, or knowing a leader epoch as
+    late) holds the producer that far (with `gone`: several
     logs), the replica is behind, not loss, as in `producers_across_dumps`.
 
     A producer whose first retained batch lies after the entry's last offset (an entry without one: at or
@@ -341,7 +342,8 @@ def gone_since_previous_dump(
     transactional data there has no marker after it), `previous_dump_id`, `previous_capture_time_ms`
     and `previous_high_watermark` (`producers`: `history.producer_summary`), and
     `held_elsewhere`: the log of another replica of the partition (and topic incarnation), in a dump
-    captured as late or later, holds the producer's batches up to `L` or further."""
+    captured as late or later (or where this log knew no later leader epoch: `held_elsewhere`), holds
+    the producer's batches up to `L` or further."""
     summary = producers.withColumn(
         "txn_open",
         F.coalesce(
@@ -355,8 +357,8 @@ def gone_since_previous_dump(
     if corrupt is not None:
         gone = gone.join(corrupt, ["log_key", "producer_id"], "left_anti")
     # Where the later log ends before L, the replica may be catching up (a follower, or a broker back
-    # with an empty volume): another replica's log, dumped as late or later, that holds the producer to
-    # L says nothing was lost.
+    # with an empty volume): another replica's log, dumped as late or later or of a leader epoch as late,
+    # that holds the producer to L says nothing was lost.
     held = held_elsewhere(gone, producers, logs, "retained_last_offset")
     return gone.join(held, ["log_key", "producer_id"], "left").withColumn(
         "held_elsewhere", F.coalesce(F.col("held_elsewhere"), F.lit(False))
@@ -369,7 +371,11 @@ def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last:
     partition and topic incarnation, in a dump captured as late or later, holds up to `last` or further
     (`producers`: `history.producer_summary`). A dump's time is its newest replica's (`dump_time_ms`):
     its replicas are one moment, whatever order their files were copied in (`cp` without -p dates each
-    replica's by its copy, seconds apart)."""
+    replica's by its copy, seconds apart). A dump captured earlier counts too where the row's log knew
+    of no leader epoch later than that log did (`known_leader_epoch`: its batches' and its
+    leader-epoch-checkpoint's): a replica gives up a tail only to a later leader's epoch, so one that
+    knew none is behind the other (a broker dumped under its own label after another, or a follower
+    back with an empty volume), whichever was copied first."""
     holders = producers.select(
         F.col("log_key").alias("_h_key"), "producer_id", F.col("retained_last_offset").alias("_h_last")
     ).join(
@@ -378,6 +384,7 @@ def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last:
                 F.col("log_key").alias("_h_key"),
                 *[F.col(c).alias(f"_h_{c}") for c in ("replica", *PARTITION_OF_LOG)],
                 F.col("dump_time_ms").alias("_h_time"),
+                F.col("known_leader_epoch").alias("_h_epoch"),
             )
         ),
         "_h_key",
@@ -391,7 +398,16 @@ def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last:
             *PARTITION_OF_LOG,
             F.col(last).alias("_last"),
         )
-        .join(F.broadcast(logs.select("log_key", F.col("dump_time_ms").alias("_time"))), "log_key")
+        .join(
+            F.broadcast(
+                logs.select(
+                    "log_key",
+                    F.col("dump_time_ms").alias("_time"),
+                    F.col("known_leader_epoch").alias("_epoch"),
+                )
+            ),
+            "log_key",
+        )
         # The partition's columns are join keys too (null-safe): a producer id is only met again in its
         # own partition's logs.
         .join(
@@ -404,7 +420,10 @@ def held_elsewhere(rows: DataFrame, producers: DataFrame, logs: DataFrame, last:
         )
         .where(
             ~F.col("replica").eqNullSafe(F.col("_h_replica"))
-            & (F.col("_h_time") >= F.col("_time"))
+            & (
+                (F.col("_h_time") >= F.col("_time"))
+                | F.coalesce(F.col("_h_epoch") >= F.col("_epoch"), F.lit(False))
+            )
             & (F.col("_h_last") >= F.col("_last"))
         )
         .select("log_key", "producer_id", F.lit(True).alias("held_elsewhere"))

@@ -115,3 +115,44 @@ def test_two_dumps_of_one_time_are_ordered_by_leader_epoch_before_the_logs_end(s
     bronze = replace(bronze, files=bronze.files.withColumn("mtime_ms", F.lit(T2)))
     found = audit(bronze, load_profile("kafka-3.4")).findings.where("severity != 'info'").collect()
     assert [(f["kind"], f["dump_id"]) for f in found] == []
+
+
+def _lost_beside(spark: SparkSession, elected: bool) -> list[tuple[str | None, int, int, int]]:
+    """Replica 1 held producers 5 and 6 (offsets 0-9) in dump d1; in dump d2 it holds producer 5 alone,
+    copied five seconds after replica 2's own dump `b2` (a dump per broker) that holds both. `elected`:
+    replica 1 then wrote producer 7's batch at offset 5 as the leader of epoch 1."""
+    from pyspark.sql import functions as F
+
+    later = _log("d2", "1", (5,))
+    if elected:
+        later.data(7, 0, 0)["partition_leader_epoch"] = 1
+    logs = [_log("d1", "1", (5, 6)), later, _log("b2", "2", (5, 6))]
+    bronze = Bronze.from_batches(
+        spark.createDataFrame([row for log in logs for row in log.rows], BATCHES.schema)
+    )
+    files = bronze.files
+    taken = F.when(files["dump_id"] == "d1", T1).when(files["dump_id"] == "d2", T2 + 5_000).otherwise(T2)
+    bronze = replace(bronze, files=files.withColumn("mtime_ms", taken))
+    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
+    return sorted(
+        (f["replica"], f["producer_id"], f["producer_epoch"], f["last_offset"])
+        for f in found
+        if f["kind"] == "UNKNOWN_PRODUCER_LOSS"
+    )
+
+
+def test_a_replica_behind_a_broker_dumped_before_it_under_its_own_label_lost_nothing(
+    spark: SparkSession,
+) -> None:
+    """Replica 2's dump was copied first, but replica 1 knew no leader epoch later than replica 2's:
+    it gave nothing up, it is behind (UNKNOWN_PRODUCER_LOSS, critical, when only a dump captured as late
+    or later counted)."""
+    assert _lost_beside(spark, elected=False) == []
+
+
+def test_a_replica_elected_past_a_producer_a_broker_dumped_before_it_holds_lost_it(
+    spark: SparkSession,
+) -> None:
+    """Replica 1 knew leader epoch 1, later than any of replica 2's: elected past producer 6's batches,
+    it gave them up, and replica 2's older copy does not excuse it."""
+    assert _lost_beside(spark, elected=True) == [("1", 6, 0, 9)]
