@@ -34,11 +34,15 @@ def run_dump_log_segments(
     deep_iteration: bool = True,
     extra_args: Iterable[str] = (),
     version: str = KAFKA_VERSION,
+    errors: list[str] | None = None,
 ) -> str:
     """DumpLogSegments' stdout for `.log`, `.index`, `.timeindex`, `.snapshot` or `.txnindex` files.
 
     `extra_args` go through as-is (e.g. `--print-data-log`, `--verify-index-only`). `version`: the
-    Kafka whose tool runs (`KAFKA_VERSION`, or `ZK_KAFKA_VERSION` for the 3.x tool).
+    Kafka whose tool runs (`KAFKA_VERSION`, or `ZK_KAFKA_VERSION` for the 3.x tool). `errors`, where
+    given, receives the lines of its stderr: its own checks print there (an index entry that names
+    another batch's last offset, `Mismatches in :<file>`; time index errors; `Non-consecutive offsets
+    in <file>`, which with `--deep-iteration` names every segment not starting at 0 as following -1).
     """
     if not files:
         raise ValueError("run_dump_log_segments needs at least one file")
@@ -61,4 +65,6 @@ def run_dump_log_segments(
             f"DumpLogSegments failed (exit {done.returncode}) on {', '.join(map(str, files))}: "
             + (done.stderr.strip() or "no stderr")
         )
+    if errors is not None:
+        errors.extend(done.stderr.splitlines())
     return done.stdout

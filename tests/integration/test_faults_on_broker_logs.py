@@ -373,6 +373,48 @@ def test_dump_log_segments_reads_every_rewritten_batch_and_only_the_injected_dam
     assert f"Found {_torn_size(corpus) - torn} invalid bytes at the end of" in text
 
 
+def tool_complaints(errors: list[str]) -> dict[str, list[str]]:
+    """DumpLogSegments' stderr lines by the file they name, but its note that a segment's first offset
+    follows -1 (with `--deep-iteration` it reads each file from -1: every segment not starting at 0)."""
+    complaints: dict[str, list[str]] = {}
+    current = ""
+    for line in errors:
+        if not line.startswith(" "):
+            current = line.split(":", 1)[1] if line.startswith("Mismatches in :") else line.rsplit(" ", 1)[-1]
+            complaints.setdefault(current, []).append(line)
+        elif current.endswith(".log") and line.strip() == f"-1 is followed by {int(Path(current).stem)}":
+            continue
+        else:
+            complaints.setdefault(current, []).append(line)
+    return {
+        f: lines for f, lines in complaints.items() if len(lines) > 1 or "Non-consecutive" not in lines[0]
+    }
+
+
+def test_dump_log_segments_own_checks_pass_on_every_rewritten_index_and_segment(
+    corpus: Corpus, tmp_path: Path
+) -> None:
+    """Kafka's tool verifies every case's offset and time indexes against its segments and each segment's
+    offsets follow one another (its stderr); an index entry moved to another batch is caught, so the
+    check can fail."""
+    copy = tmp_path / "corpus"
+    shutil.copytree(corpus.root, copy)
+    files = sorted(f for suffix in ("log", "index", "timeindex") for f in copy.rglob(f"*.{suffix}"))
+    ensure_kafka_jars()
+    errors: list[str] = []
+    run_dump_log_segments(files, extra_args=["--verify-index-only"], errors=errors)
+    assert tool_complaints(errors) == {}, "\n".join(errors)
+    # The control: the last entry of a segment's offset index (two entries or more) moved onto the
+    # segment's first batch, which ends below it.
+    index = next(f for f in sorted(copy.rglob("*.index")) if f.stat().st_size >= 16)
+    data = bytearray(index.read_bytes())
+    data[-4:] = (0).to_bytes(4, "big")
+    index.write_bytes(bytes(data))
+    errors = []
+    run_dump_log_segments([index], extra_args=["--verify-index-only"], errors=errors)
+    assert list(tool_complaints(errors)) == [str(index)], errors
+
+
 def _torn_size(corpus: Corpus) -> int:
     return decoded(source_of(corpus, "truncate_tail"))[0][-1].size_bytes
 
