@@ -287,8 +287,8 @@ def test_a_follower_behind_copied_after_its_leader_lost_nothing(
     """The follower stopped before the records the leader acknowledged alone; each broker's log dir is
     a dump of its own, the follower's dated five seconds after the leader's (its copy came second).
     It knew no leader epoch later than the one that wrote those records, so it is behind, not a log
-    that gave them up: nothing above info (they were ACKED_RECORD_MISSING and the producer that wrote
-    them UNKNOWN_PRODUCER_LOSS on the follower, critical)."""
+    that gave them up: nothing above info (they were ACKED_RECORD_MISSING on the follower, critical,
+    when only a log from a dump captured as late or later counted)."""
     leader, follower = unclean.behind / "broker2", unclean.behind / "broker3"
     alone = unclean.acked["alone"]
     assert max(b.last_offset for b in batches(follower, f"{UNCLEAN}-0")) + 1 == alone[0]
