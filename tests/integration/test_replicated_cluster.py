@@ -181,10 +181,12 @@ def unclean(tmp_path_factory: pytest.TempPathFactory) -> UncleanDumps:
         produce(cluster.bootstrap, ledger, UNCLEAN, "alone", PHASES["alone"])  # acked by 2 alone
         # The high watermark reaches its checkpoint file every 500 ms: wait until it holds every ack.
         wait_for_checkpoint(b2.log_dir, f"{UNCLEAN}-0", max(r["offset"] for r in ledger.rows) + 1)
-        # The live leader and the follower behind it, each copied as a dump of its own (the checkpoints'
-        # temporary files, renamed over them as they are copied, left out).
+        # The live leader and the follower behind it, each copied as a dump of its own. Left out of the
+        # live copy: the checkpoints' temporary files, renamed over them as they are copied, and the
+        # metadata log, which the broker appends to every half second (a copy could end mid-batch).
         behind, behind_at = work / "t0", int(time.time() * 1000)
-        shutil.copytree(b2.log_dir, behind / "broker2", ignore=shutil.ignore_patterns("*.tmp"))
+        live = shutil.ignore_patterns("*.tmp", "__cluster_metadata-0")
+        shutil.copytree(b2.log_dir, behind / "broker2", ignore=live)
         shutil.copytree(b3.log_dir, behind / "broker3")
         cluster.kill(2)
         b3.start()  # the only live replica, out of sync: elected because the topic allows it
