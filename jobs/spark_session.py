@@ -185,17 +185,18 @@ def job_local_conf(command: str = "audit") -> dict[str, str]:
 
 def concurrently(spark: SparkSession, tasks: Sequence[Callable[[], object]]) -> None:
     """Run `tasks` (each a few Spark jobs) on threads of this driver, which inherit the caller's job
-    group and local properties; re-raise the first task's error once every task has ended."""
+    group and local properties; re-raise the first task's error once every task has ended.
+
+    Each task is wrapped on its own: `inheritable_thread_target` clones the local properties once per
+    wrapping and hands that one `Properties` to every thread of it, so threads of one wrapping share
+    them, and a query ending on one clears `spark.sql.execution.root.id` under another's running query
+    (`NumberFormatException: Cannot parse null string`, SPARK-55505)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from pyspark.util import inheritable_thread_target
 
-    @inheritable_thread_target(spark)
-    def call(task: Callable[[], object]) -> None:
-        task()
-
     with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
-        futures = [pool.submit(call, task) for task in tasks]
+        futures = [pool.submit(inheritable_thread_target(spark)(task)) for task in tasks]
     for future in futures:
         future.result()
 

@@ -346,3 +346,30 @@ def test_the_local_sessions_page_holds_a_broadcast_relation_in_two_mib(spark: An
     heap) on the heap for as long as its plan lives."""
     env = spark.sparkContext._jsc.sc().env()
     assert env.memoryManager().pageSizeBytes() == 2 * 1024 * 1024
+
+
+def test_concurrent_tasks_inherit_the_callers_local_properties_each_into_its_own(spark: Any) -> None:
+    """`spark_session.concurrently`: each thread starts with the caller's local properties, and what one
+    sets is not seen by another. Sharing one copy, a Delta write ending on one thread cleared the
+    `spark.sql.execution.root.id` of another's write: `NumberFormatException: Cannot parse null string`
+    in a CI run's ingest (SPARK-55505)."""
+    import threading
+
+    sc = spark.sparkContext
+    met = threading.Barrier(2, timeout=60)
+    seen: dict[str, tuple[str | None, str | None]] = {}
+
+    def task(name: str) -> None:
+        if name == "a":
+            sc.setLocalProperty("kra.test.mark", "a")
+        met.wait()  # a has set its mark before b reads
+        seen[name] = (sc.getLocalProperty("kra.test.caller"), sc.getLocalProperty("kra.test.mark"))
+        met.wait()  # b has read before a's thread ends
+
+    sc.setLocalProperty("kra.test.caller", "c")
+    try:
+        spark_session.concurrently(spark, [lambda: task("a"), lambda: task("b")])
+    finally:
+        sc.setLocalProperty("kra.test.caller", None)
+    assert seen == {"a": ("c", "a"), "b": ("c", None)}
+    assert sc.getLocalProperty("kra.test.mark") is None
