@@ -5,6 +5,7 @@ without one, the producer is lost (seed 000 rule 4)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ from schemas.tables import BATCHES
 from tests.strategies import LogBuilder
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 pytestmark = pytest.mark.integration
 
@@ -42,18 +43,26 @@ def _lost(
     from pyspark.sql import functions as F
 
     logs = [_log("d1", "1", (5, 6)), _log("d2", "1", (5,)), _log("d2", "2", leader_holds)]
-    rows = [row for log in logs for row in log.rows]
-    bronze = Bronze.from_batches(spark.createDataFrame(rows, BATCHES.schema))
-    files = bronze.files
-    bronze = replace(
-        bronze,
-        files=files.withColumn(
-            "mtime_ms",
+    return _losses_of(
+        spark,
+        logs,
+        lambda files: (
             F.when(files["dump_id"] == "d1", T1)
             .when(files["replica"] == "1", T2 + copied_later_ms)
-            .otherwise(T2),
+            .otherwise(T2)
         ),
     )
+
+
+def _losses_of(
+    spark: SparkSession, logs: list[LogBuilder], taken: Callable[[DataFrame], Column]
+) -> list[tuple[str | None, int, int, int]]:
+    """Audit `logs`' batches, each file's `mtime_ms` given by `taken(files)`: the UNKNOWN_PRODUCER_LOSS
+    findings as (replica, producer id, epoch, last offset)."""
+    bronze = Bronze.from_batches(
+        spark.createDataFrame([row for log in logs for row in log.rows], BATCHES.schema)
+    )
+    bronze = replace(bronze, files=bronze.files.withColumn("mtime_ms", taken(bronze.files)))
     found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
     return sorted(
         (f["replica"], f["producer_id"], f["producer_epoch"], f["last_offset"])
@@ -127,17 +136,12 @@ def _lost_beside(spark: SparkSession, elected: bool) -> list[tuple[str | None, i
     if elected:
         later.data(7, 0, 0)["partition_leader_epoch"] = 1
     logs = [_log("d1", "1", (5, 6)), later, _log("b2", "2", (5, 6))]
-    bronze = Bronze.from_batches(
-        spark.createDataFrame([row for log in logs for row in log.rows], BATCHES.schema)
-    )
-    files = bronze.files
-    taken = F.when(files["dump_id"] == "d1", T1).when(files["dump_id"] == "d2", T2 + 5_000).otherwise(T2)
-    bronze = replace(bronze, files=files.withColumn("mtime_ms", taken))
-    found = audit(bronze, load_profile("kafka-3.4")).findings.collect()
-    return sorted(
-        (f["replica"], f["producer_id"], f["producer_epoch"], f["last_offset"])
-        for f in found
-        if f["kind"] == "UNKNOWN_PRODUCER_LOSS"
+    return _losses_of(
+        spark,
+        logs,
+        lambda files: (
+            F.when(files["dump_id"] == "d1", T1).when(files["dump_id"] == "d2", T2 + 5_000).otherwise(T2)
+        ),
     )
 
 
