@@ -270,6 +270,7 @@ def _record_contents(history: DataFrame, records: DataFrame) -> DataFrame:
         "file",
         "batch_position",
         "offset",
+        "timestamp",
         F.xxhash64(
             F.coalesce(F.col("key"), F.lit(b"")),
             F.col("key").isNull(),
@@ -346,7 +347,9 @@ def _client_bumps(epoch_ends: DataFrame) -> DataFrame:
     )
 
 
-def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile: Profile) -> DataFrame:
+def duplicate_records_new_epoch(
+    history: DataFrame, records: DataFrame, profile: Profile, bronze_batches: DataFrame | None = None
+) -> DataFrame:
     """DUPLICATE_RECORDS_NEW_EPOCH: a record's key and value re-appear in the first batches of an epoch a
     client raised, repeating a record of the last batches of the producer's epoch before (the batches in
     flight when it bumped), or at the head of the producer id that took over from it (RULES.md)."""
@@ -375,21 +378,22 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
         # One row per content: the join pairs each copy with its first original, not with every record
         # of equal content (a load generator's 10,000 equal values made 10,000 x 10,000 rows).
         .groupBy("log_key", "producer_id", "content", F.col("producer_epoch").alias("previous_epoch"))
-        .agg(F.min("offset").alias("_original_offset"))
+        .agg(F.min("offset").alias("_original_offset"), F.collect_set("timestamp").alias("_stamps"))
     )
     copies = heads.join(tails, ["log_key", "producer_id", "previous_epoch", "content"], "inner")
     per_batch = copies.groupBy(*_COPY_BATCH, "base_offset", "last_offset").agg(
         F.countDistinct("offset").alias("copied"),
+        *_kept_stamps(),
         F.min("_original_offset").alias("original_offset"),
         F.first("previous_epoch").alias("original_epoch"),
     )
     same_pid = to_findings(
-        per_batch,
+        _with_stamp_note(per_batch, bronze_batches),
         "DUPLICATE_RECORDS_NEW_EPOCH",
         fmt(
             "Producer %s re-wrote %s record(s) under epoch %s at offsets %s-%s that were already written "
             "under epoch %s (first at offset %s): a retry after an epoch bump duplicated them (KAFKA-14034, "
-            "librdkafka #4953).",
+            "librdkafka #4953).%s",
             "producer_id",
             "copied",
             "producer_epoch",
@@ -397,6 +401,7 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
             "last_offset",
             "original_epoch",
             "original_offset",
+            "_stamp_note",
         ),
         producer_id="producer_id",
         producer_epoch="producer_epoch",
@@ -404,11 +409,71 @@ def duplicate_records_new_epoch(history: DataFrame, records: DataFrame, profile:
         last_offset="last_offset",
         related_offset="original_offset",
     )
-    return same_pid.unionByName(_duplicates_under_new_producer_id(history, joined, epoch_ends, profile))
+    return same_pid.unionByName(
+        _duplicates_under_new_producer_id(history, joined, epoch_ends, profile, bronze_batches)
+    )
+
+
+def _kept_stamps() -> list[Column]:
+    """Aggregates of a copy batch's copied records (rows with `offset`, `timestamp`, `file`,
+    `batch_position` and `_stamps`, the timestamps of the originals of the row's content): `kept`, how
+    many carry an original's timestamp, and `_at`, the batch's (file, position)."""
+    kept = F.array_contains(F.col("_stamps"), F.col("timestamp"))
+    return [
+        F.countDistinct(F.when(kept, F.col("offset"))).alias("kept"),
+        F.min(F.struct("file", "batch_position")).alias("_at"),
+    ]
+
+
+def _with_stamp_note(per_batch: DataFrame, bronze_batches: DataFrame | None) -> DataFrame:
+    """`_stamp_note`: what the copies' timestamps say of who wrote them again, for a copy batch of
+    CreateTime (the producer's clock). A client re-sending its in-flight batches (KAFKA-14034, a
+    librdkafka retry) sends the same records, timestamps included; an application that produces a
+    record again (its own retry of a send that failed, a heartbeat or an unchanged state of equal
+    content) gives it a new timestamp, unless it sets one. Under LogAppendTime the broker stamps every
+    append, and without the batches' timestamp types (`bronze_batches` None) nothing is said."""
+    if bronze_batches is None:
+        return per_batch.withColumn("_stamp_note", F.lit(""))
+    # The copy batches are few: sent to every task that reads the batches' types (no shuffle of those).
+    at = per_batch.withColumns({"file": F.col("_at.file"), "batch_position": F.col("_at.batch_position")})
+    types = (
+        bronze_batches.where(F.col("timestamp_type") == "CreateTime")
+        .select(
+            "dump_id", "file", F.col("position").alias("batch_position"), F.lit(True).alias("_create_time")
+        )
+        .join(F.broadcast(at), ["dump_id", "file", "batch_position"], "right")
+    )
+    note = (
+        F.when(F.col("_create_time").isNull(), F.lit(""))
+        .when(
+            F.col("kept") == F.col("copied"),
+            F.lit(" Each copy keeps its original's CreateTime, as a client's re-send of its batches does."),
+        )
+        .when(
+            F.col("kept") == 0,
+            F.lit(
+                " No copy keeps its original's CreateTime, which a client's re-send of its batches keeps: "
+                "the application produced these records again (its retry of sends that failed, or "
+                "records of equal content such as a heartbeat)."
+            ),
+        )
+        .otherwise(
+            F.format_string(
+                " %d of the copies keep their original's CreateTime (a client's re-send of its batches); "
+                "the application produced the others again.",
+                F.col("kept"),
+            )
+        )
+    )
+    return types.withColumn("_stamp_note", note)
 
 
 def _duplicates_under_new_producer_id(
-    history: DataFrame, joined: DataFrame, epoch_ends: DataFrame, profile: Profile
+    history: DataFrame,
+    joined: DataFrame,
+    epoch_ends: DataFrame,
+    profile: Profile,
+    bronze_batches: DataFrame | None,
 ) -> DataFrame:
     """The same re-send under a new producer id (a client that reset its idempotent session, pre-KIP-360):
     records of the first `duplicate_window_batches` data batches of pid B, starting with B's very first
@@ -443,7 +508,16 @@ def _duplicates_under_new_producer_id(
         ranked.where((F.col("_from_head") <= window) | (F.col("_from_tail") <= window)), batch, "inner"
     )
     heads = edge.where(F.col("_from_head") <= window).select(
-        *_COPY_BATCH, "base_offset", "last_offset", "offset", "content", "_from_head", "_first_offset"
+        *_COPY_BATCH,
+        "file",
+        "batch_position",
+        "base_offset",
+        "last_offset",
+        "offset",
+        "timestamp",
+        "content",
+        "_from_head",
+        "_first_offset",
     )
     # Per earlier producer, its first record of each content.
     tails = (
@@ -452,6 +526,7 @@ def _duplicates_under_new_producer_id(
         .groupBy("log_key", "content", "producer_id", "_ended")
         .agg(
             F.min(F.struct("offset", "producer_epoch", "_last_offset")).alias("_t"),
+            F.collect_set("timestamp").alias("_stamps"),
         )
         .select(
             "log_key",
@@ -461,18 +536,30 @@ def _duplicates_under_new_producer_id(
             F.col("_t.offset").alias("original_offset"),
             F.col("_t._last_offset").alias("_original_last"),
             F.coalesce(F.col("_ended"), F.lit(False)).alias("_original_ended"),
+            "_stamps",
         )
     )
     # Each copy pairs with the producer that wrote its content last before the new one's first batch
     # (an as-of join: one sort by content, not every earlier producer of equal content, which gave K
     # short sessions re-sending one payload K x K rows and each of them a finding per earlier session).
-    columns = [*_COPY_BATCH, "base_offset", "last_offset", "offset", "_from_head", "_first_offset"]
+    columns = [
+        *_COPY_BATCH,
+        "file",
+        "batch_position",
+        "base_offset",
+        "last_offset",
+        "offset",
+        "timestamp",
+        "_from_head",
+        "_first_offset",
+    ]
     tail_columns = [
         "original_producer_id",
         "original_epoch",
         "original_offset",
         "_original_last",
         "_original_ended",
+        "_stamps",
     ]
     events = heads.select(
         "log_key",
@@ -510,6 +597,7 @@ def _duplicates_under_new_producer_id(
     )
     per_batch = pairs.groupBy(*_COPY_BATCH, "base_offset", "last_offset", "original_producer_id").agg(
         F.countDistinct("offset").alias("copied"),
+        *_kept_stamps(),
         F.min("original_offset").alias("original_offset"),
         F.min("original_epoch").alias("original_epoch"),
         F.min("_from_head").alias("_from_head"),
@@ -518,12 +606,12 @@ def _duplicates_under_new_producer_id(
     starts = Window.partitionBy("log_key", "producer_id", "original_producer_id")
     resent = per_batch.withColumn("_opens", F.min("_from_head").over(starts) == 1).where(F.col("_opens"))
     return to_findings(
-        resent,
+        _with_stamp_note(resent, bronze_batches),
         "DUPLICATE_RECORDS_NEW_EPOCH",
         fmt(
             "Producer %s (epoch %s) re-wrote %s record(s) at offsets %s-%s that producer %s (epoch %s) had "
             "written in its last batches (first at offset %s) before it stopped: a client that reset its "
-            "idempotent session under a new producer id re-sent its in-flight batches (KAFKA-14034 shape).",
+            "idempotent session under a new producer id re-sent its in-flight batches (KAFKA-14034 shape).%s",
             "producer_id",
             "producer_epoch",
             "copied",
@@ -532,6 +620,7 @@ def _duplicates_under_new_producer_id(
             "original_producer_id",
             "original_epoch",
             "original_offset",
+            "_stamp_note",
         ),
         evidence=F.col("original_producer_id"),
         producer_id="producer_id",

@@ -509,7 +509,9 @@ def audit(
     # Zeros ending a segment older than the active one (the decoder takes zeros for preallocation).
     frames.append(consistency.zeroed_tails(bronze.files, segments, bronze.quarantine))
     if bronze.records is not None:
-        frames.append(duplicates.duplicate_records_new_epoch(history, bronze.records, profile))
+        frames.append(
+            duplicates.duplicate_records_new_epoch(history, bronze.records, profile, bronze.batches)
+        )
         if profile.app_sequence is not None:
             rotted = (
                 bronze.quarantine.where(F.col("kind") == "CRC_MISMATCH").select(

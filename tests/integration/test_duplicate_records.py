@@ -31,23 +31,39 @@ class Written:
         self.records: list[dict[str, Any]] = []
 
     def data(self, pid: int, epoch: int, seq: int, value: bytes, *, transactional: bool = False) -> int:
-        row = self.log.data(pid, epoch, seq, transactional=transactional)
-        self.records.append(
-            {
-                **{k: row[k] for k in ("dump_id", "replica", "topic", "partition", "file")},
-                "batch_position": row["position"],
-                "offset": row["base_offset"],
-                "timestamp": row["max_timestamp"],
-                "sequence": seq,
-                "key_size": len(value),
-                "value_size": len(value),
-                "key": value,
-                "value": value,
-                "header_keys": [],
-                "header_values": [],
-            }
-        )
+        return self.batch(pid, epoch, seq, [(value, None)], transactional=transactional)
+
+    def batch(
+        self,
+        pid: int,
+        epoch: int,
+        seq: int,
+        contents: list[tuple[bytes, int | None]],
+        *,
+        transactional: bool = False,
+    ) -> int:
+        """A batch of a record per (value, timestamp) (the batch's clock where None); its base offset."""
+        row = self.log.data(pid, epoch, seq, len(contents), transactional=transactional)
+        for i, (value, stamp) in enumerate(contents):
+            self.records.append(
+                {
+                    **{k: row[k] for k in ("dump_id", "replica", "topic", "partition", "file")},
+                    "batch_position": row["position"],
+                    "offset": row["base_offset"] + i,
+                    "timestamp": row["max_timestamp"] if stamp is None else stamp,
+                    "sequence": seq + i,
+                    "key_size": len(value),
+                    "value_size": len(value),
+                    "key": value,
+                    "value": value,
+                    "header_keys": [],
+                    "header_values": [],
+                }
+            )
         return int(row["base_offset"])
+
+    def stamp_of(self, offset: int) -> int:
+        return next(int(r["timestamp"]) for r in self.records if r["offset"] == offset)
 
     def marker(self, pid: int, epoch: int, control_type: str) -> None:
         self.log.marker(pid, epoch, control_type)
@@ -187,3 +203,51 @@ def test_a_new_producer_ids_copy_pairs_with_the_latest_earlier_session_only(spar
         ("sessions", 22, 4, 2),
         ("sessions", 23, 6, 4),
     ], dups
+
+
+def test_the_copies_timestamps_say_whether_the_client_or_the_application_wrote_them_again(
+    spark: SparkSession,
+) -> None:
+    """A client re-sending its in-flight batches sends the same records, CreateTime included; records the
+    application produced again (its retry of failed sends, a heartbeat) carry new timestamps. The
+    finding says which, from the copy batch's CreateTime; under LogAppendTime (the broker's clock) it
+    says nothing of it."""
+    client = Written("client")
+    originals = [client.data(40, 0, i, b"c%d" % i) for i in range(3)]
+    client.batch(40, 1, 0, [(b"c1", client.stamp_of(originals[1])), (b"c2", client.stamp_of(originals[2]))])
+    app = Written("app")
+    app.data(41, 0, 0, b"ping")
+    app.data(41, 1, 0, b"ping")
+    mixed = Written("mixed")
+    kept = mixed.data(42, 0, 0, b"m0")
+    mixed.data(42, 0, 1, b"m1")
+    mixed.batch(42, 1, 0, [(b"m0", mixed.stamp_of(kept)), (b"m1", None)])
+    # new-pid: producer 44 opens with producer 43's last record, its timestamp kept.
+    new_pid = Written("new-pid")
+    tail = new_pid.data(43, 0, 0, b"n0")
+    new_pid.batch(44, 0, 0, [(b"n0", new_pid.stamp_of(tail))])
+    append_time = Written("append-time")
+    append_time.data(45, 0, 0, b"ping")
+    append_time.data(45, 1, 0, b"ping")
+    for row in append_time.log.rows:
+        row["timestamp_type"] = "LogAppendTime"
+    written = (client, app, mixed, new_pid, append_time)
+    batches = spark.createDataFrame([r for w in written for r in w.log.rows], BATCHES.schema)
+    records = spark.createDataFrame([r for w in written for r in w.records], RECORDS.schema)
+    found = audit(replace(Bronze.from_batches(batches), records=records), load_profile("kafka-3.4")).findings
+    messages = {
+        f["topic"]: f["message"] for f in found.where("kind = 'DUPLICATE_RECORDS_NEW_EPOCH'").collect()
+    }
+    assert sorted(messages) == ["app", "append-time", "client", "mixed", "new-pid"], messages
+    assert "re-wrote 2 record(s)" in messages["client"]
+    assert messages["client"].endswith(
+        "Each copy keeps its original's CreateTime, as a client's re-send of its batches does."
+    )
+    assert messages["new-pid"].endswith(
+        "Each copy keeps its original's CreateTime, as a client's re-send of its batches does."
+    )
+    assert "No copy keeps its original's CreateTime" in messages["app"]
+    assert "heartbeat" in messages["app"]
+    assert " 1 of the copies keep their original's CreateTime" in messages["mixed"]
+    assert "CreateTime" not in messages["append-time"]
+    assert messages["append-time"].endswith("(KAFKA-14034, librdkafka #4953).")

@@ -173,6 +173,8 @@ def test_the_resent_records_are_duplicates_across_the_epoch_bump(
         assert copies and f"re-wrote {len(copies)} record(s)" in f["message"], f["message"]
         assert f["related_offset"] == min(twice[o] for o in copies)
         assert f["producer_epoch"] == stalled.bumps
+        # The application produced them again, seconds later: new CreateTimes, which the finding reads.
+        assert "No copy keeps its original's CreateTime" in f["message"], f["message"]
     assert set(kinds_above_info(findings)) == {"DUPLICATE_RECORDS_NEW_EPOCH"}
     infos = [f["kind"] for f in findings if KINDS[f["kind"]].severity == Severity.INFO]
     assert infos == ["EPOCH_BUMP"] * stalled.bumps
