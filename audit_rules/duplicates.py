@@ -507,7 +507,8 @@ def _duplicates_under_new_producer_id(
     edge = joined.join(
         ranked.where((F.col("_from_head") <= window) | (F.col("_from_tail") <= window)), batch, "inner"
     )
-    heads = edge.where(F.col("_from_head") <= window).select(
+    # A copy's columns (`content` is the match's key, beside them).
+    columns = [
         *_COPY_BATCH,
         "file",
         "batch_position",
@@ -515,10 +516,10 @@ def _duplicates_under_new_producer_id(
         "last_offset",
         "offset",
         "timestamp",
-        "content",
         "_from_head",
         "_first_offset",
-    )
+    ]
+    heads = edge.where(F.col("_from_head") <= window).select(*columns, "content")
     # Per earlier producer, its first record of each content.
     tails = (
         edge.where(F.col("_from_tail") <= window)
@@ -542,17 +543,6 @@ def _duplicates_under_new_producer_id(
     # Each copy pairs with the producer that wrote its content last before the new one's first batch
     # (an as-of join: one sort by content, not every earlier producer of equal content, which gave K
     # short sessions re-sending one payload K x K rows and each of them a finding per earlier session).
-    columns = [
-        *_COPY_BATCH,
-        "file",
-        "batch_position",
-        "base_offset",
-        "last_offset",
-        "offset",
-        "timestamp",
-        "_from_head",
-        "_first_offset",
-    ]
     tail_columns = [
         "original_producer_id",
         "original_epoch",
