@@ -92,6 +92,14 @@ KINDS: dict[str, Kind] = {
         # Addition beside the contract (prior-art §1.7 EMPTY_TXN_MARKER, klog's `empty_txn`): a COMMIT or
         # ABORT marker with no data of its producer since its previous marker.
         _k("EMPTY_TXN_MARKER", S.INFO, "transaction", "KIP-98 transaction markers on every added partition"),
+        # Addition beside the contract (prior-art §5, KIP-890 row): under transactions V2 a marker carrying
+        # its own transaction's epoch is the earlier transaction's, written again, that closed this one.
+        _k(
+            "STALE_TXN_MARKER",
+            S.ERROR,
+            "transaction",
+            "KIP-890 transactions V2: a marker is one epoch above its data (KAFKA-19446)",
+        ),
         # Corruption and consistency
         _k("CRC_MISMATCH", S.ERROR, "corruption", "KIP-98 batch CRC-32C"),
         _k("TRUNCATED_TAIL", S.WARNING, "corruption", "LogSegment.recover truncated tail"),

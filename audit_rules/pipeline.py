@@ -424,6 +424,7 @@ def audit(
         transactions.swept_transactions(event_rows, producers, profile, failed, unreadable),
         transactions.coordinator_epoch_regression(event_rows),
         transactions.empty_transaction_markers(event_rows, logs, failed, unreadable),
+        transactions.stale_transaction_markers(event_rows),
         overlaps,
     ]
     if holed_topics:

@@ -398,6 +398,99 @@ def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
     )
 
 
+def stale_transaction_markers(history: DataFrame) -> DataFrame:
+    """STALE_TXN_MARKER (error; KIP-890 part 2, KAFKA-19446): under transactions V2 the coordinator writes
+    each COMMIT or ABORT marker one epoch above its transaction's data, and the producer's next
+    transaction goes on at the marker's epoch. A marker of the earlier transaction written again (the
+    coordinator retries its WriteTxnMarkers after a failover or a lost response) carries that same
+    epoch: with no transaction open the broker takes it as the retry it is (KAFKA-19999, an
+    `EMPTY_TXN_MARKER` here), but once the next transaction's data is in, a broker before KAFKA-19446
+    (`ProducerStateManager.checkProducerEpoch` without the transaction version) took it too, and it
+    ended that transaction with the earlier one's outcome: its records committed or aborted before
+    their own end, whose marker then closes nothing, or only what came after.
+
+    The log shows a marker `m` whose transaction's data (the producer's rows the replay took since its
+    previous marker, `markers_before`) is all at `m`'s own epoch, right after the producer's previous
+    marker `p`, at that same epoch and above the data `p` closed (a V2 end), in a producer whose markers
+    are V2 ones: a COMMIT at or before `p` raised the epoch over its data. Transactions V1 never raise
+    a COMMIT's epoch (only the coordinator's fencing ABORT does, and a V1 producer may go on at that
+    epoch), so a producer whose raised markers are ABORTs only is left alone. Under V2 no marker
+    carries its data's epoch, so neither the cleaner's removals nor unreadable batches between can make
+    one look so. A marker whose epoch regressed, or whose previous marker did, is not read."""
+    # One shuffle by producer: the transactions' windows (a producer's rows since a marker, and the
+    # marker) and its markers' window are both clustered by it.
+    rows = history.where(F.col("ok") & F.col("is_transactional")).repartition("log_key", "producer_id")
+    data = ~F.col("is_control")
+    txn = Window.partitionBy("log_key", "producer_id", "markers_before")
+    ends = (
+        rows.withColumns(
+            {
+                "_low": F.min(F.when(data, F.col("producer_epoch"))).over(txn),
+                "_high": F.max(F.when(data, F.col("producer_epoch"))).over(txn),
+                "_data_first": F.min(F.when(data, F.col("base_offset"))).over(txn),
+            }
+        )
+        .where(F.col("is_control") & F.col("control_type").isin("COMMIT", "ABORT"))
+        # A V2 end, or a V1 fencing abort: above every epoch of the data it closes.
+        .withColumn("_raised", F.coalesce(F.col("_high") < F.col("producer_epoch"), F.lit(False)))
+    )
+    markers = Window.partitionBy("log_key", "producer_id").orderBy("base_offset", *REPLAY_TIES)
+    v2 = F.col("_raised") & (F.col("control_type") == "COMMIT")
+    rows = (
+        ends.withColumns(
+            {
+                "_prev": F.lag(
+                    F.struct("markers_before", "producer_epoch", "base_offset", "control_type", "_raised")
+                ).over(markers),
+                "_v2": F.max(v2).over(markers.rowsBetween(Window.unboundedPreceding, -1)),
+            }
+        )
+        .where(
+            (F.col("_low") == F.col("producer_epoch"))
+            & (F.col("_high") == F.col("producer_epoch"))
+            # The marker right before it (no other control batch of the producer between) was a V2 end
+            # at its epoch, and a COMMIT at or before it raised the epoch.
+            & (F.col("_prev.markers_before") == F.col("markers_before") - 1)
+            & F.col("_prev._raised")
+            & (F.col("_prev.producer_epoch") == F.col("producer_epoch"))
+            & F.col("_v2")
+        )
+        .withColumns(
+            {
+                "_prev_offset": F.col("_prev.base_offset"),
+                "_prev_type": F.col("_prev.control_type"),
+            }
+        )
+    )
+    return to_findings(
+        rows,
+        "STALE_TXN_MARKER",
+        fmt(
+            "The %s marker of producer %s epoch %s at offset %s ends a transaction of its own epoch (its "
+            "data from offset %s), right after the %s marker at offset %s had ended one at that epoch: "
+            "under transactions V2 each marker is one epoch above its transaction's data, as this "
+            "producer's are, so this is the earlier transaction's marker written again (a coordinator's "
+            "retry) that the broker took while the next transaction was open, ending it with the "
+            "earlier one's outcome before its own end (KAFKA-19446; brokers with that fix refuse it). "
+            "Read its records from offset %s with care: read_committed consumers were given that "
+            "outcome, not the transaction's own.",
+            "control_type",
+            "producer_id",
+            "producer_epoch",
+            "base_offset",
+            "_data_first",
+            "_prev_type",
+            "_prev_offset",
+            "_data_first",
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="base_offset",
+        last_offset="last_offset",
+        related_offset="_prev_offset",
+    )
+
+
 def empty_transaction_markers(
     history: DataFrame, logs: DataFrame, failed: DataFrame | None = None, unreadable: DataFrame | None = None
 ) -> DataFrame:

@@ -196,6 +196,14 @@ class _ProducerState:
     coordinator_marker: Batch | None = None
     # A transactional data batch the replay skipped (invalid, or a lower epoch) since the last accepted.
     skipped_data: bool = False
+    # The accepted transactional data since the producer's last marker: lowest and highest epoch, first
+    # offset.
+    txn: tuple[int, int, int] | None = None
+    # The producer's last marker, if the replay took it and it was above every epoch of the data it
+    # closed: its epoch, offset and type.
+    raised_marker: tuple[int, int, str] | None = None
+    # A COMMIT of the producer was above every epoch of its data: its markers are transactions V2 ones.
+    v2: bool = False
 
 
 class _Replay:
@@ -549,9 +557,38 @@ class _Replay:
                 )
             if state.coordinator_epoch is None or coordinator_epoch > state.coordinator_epoch:
                 state.coordinator_epoch, state.coordinator_marker = coordinator_epoch, marker
+        txn, previous = state.txn, state.raised_marker
+        state.txn = state.raised_marker = None
         if not self._epoch_regressed(state, marker):
             self._empty_transaction(state, marker)
+            self._stale_marker(state, marker, txn, previous)
             self._accept(state, marker)
+
+    def _stale_marker(
+        self,
+        state: _ProducerState,
+        marker: Batch,
+        txn: tuple[int, int, int] | None,
+        previous: tuple[int, int, str] | None,
+    ) -> None:
+        """STALE_TXN_MARKER: a COMMIT or ABORT marker whose transaction's data is all at its own epoch,
+        right after a marker at that epoch that was above the data it closed, in a producer one of whose
+        COMMITs before it was above its data (transactions V2, KAFKA-19446). Keeps `raised_marker` and
+        `v2` for the producer's next marker."""
+        kind, epoch = marker.get("control_type"), marker["producer_epoch"]
+        if kind not in ("COMMIT", "ABORT"):
+            return
+        at_its_data = txn is not None and txn[0] == txn[1] == epoch
+        if at_its_data and previous is not None and previous[0] == epoch and state.v2:
+            self._emit(
+                "STALE_TXN_MARKER",
+                marker,
+                related_offset=previous[1],
+                message=f"{kind} marker at its data's epoch {epoch} after a V2 marker at that epoch",
+            )
+        if txn is not None and txn[1] < epoch:
+            state.raised_marker = (epoch, marker["base_offset"], kind)
+            state.v2 |= kind == "COMMIT"
 
     def _empty_transaction(self, state: _ProducerState, marker: Batch) -> None:
         """EMPTY_TXN_MARKER: a COMMIT or ABORT marker whose producer's previous accepted batch is not
@@ -603,6 +640,9 @@ class _Replay:
         state.skipped_data = False
         if not batch["is_control"]:
             state.previous_data = batch
+            if batch["is_transactional"]:
+                low, high, first = state.txn or (epoch, epoch, batch["base_offset"])
+                state.txn = (min(low, epoch), max(high, epoch), first)
 
     def _emit(self, kind: str, batch: Batch, **fields: Any) -> None:
         self.findings.append(_finding(kind, batch, **fields))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -1080,3 +1081,58 @@ def test_a_new_epochs_nonzero_start_after_the_marker_that_raised_it_names_that_m
     (wrong,) = of_kind(found, "NEW_EPOCH_NONZERO_SEQUENCE")
     assert (wrong["first_offset"], wrong["related_offset"]) == (2, 1)
     assert "instead of 0 (after the marker at offset 1 that raised the epoch)" in wrong["message"], wrong
+
+
+def _transaction_markers_v2_and_v1(at: Place) -> Case:
+    """Producers 1 and 4 end their transactions the V2 way (each marker one epoch above its data), and
+    each takes a marker of its previous transaction written again while the next one was open: a
+    COMMIT, and an ABORT. Producer 2 (V2) takes its marker again with no transaction open (the retry
+    KAFKA-19999 accepts). Producer 3 ends its transactions the V1 way, and the coordinator fenced it
+    with an ABORT one epoch up (a timed-out transaction), after which it went on at that epoch."""
+    log = at.log()
+    stale: dict[int, tuple[int, int]] = {}
+    log.data(1, 0, 0, transactional=True)
+    first_end = log.marker(1, 1)["base_offset"]
+    log.data(1, 1, 0, transactional=True)
+    stale[1] = (log.marker(1, 1)["base_offset"], first_end)
+    log.data(1, 1, 1, transactional=True)
+    log.marker(1, 2)
+    log.data(2, 0, 0, transactional=True)
+    log.marker(2, 1)
+    log.marker(2, 1)
+    log.data(2, 1, 0, transactional=True)
+    log.marker(2, 2)
+    log.data(3, 0, 0, transactional=True)
+    log.marker(3, 0)
+    log.data(3, 0, 1, transactional=True)
+    log.marker(3, 1, "ABORT")
+    log.data(3, 1, 0, transactional=True)
+    log.marker(3, 1)
+    log.data(4, 0, 0, transactional=True)
+    log.marker(4, 1)
+    log.data(4, 1, 0, transactional=True)
+    aborted = log.marker(4, 2, "ABORT")["base_offset"]
+    log.data(4, 2, 0, transactional=True)
+    stale[4] = (log.marker(4, 2, "ABORT")["base_offset"], aborted)
+    return Case(log.rows, facts={"stale": stale})
+
+
+TOGETHER.add(KAFKA_3_4, "transaction-markers-v2-and-v1", _transaction_markers_v2_and_v1)
+
+
+def test_a_v2_producers_marker_at_its_own_transactions_epoch_is_a_stale_marker(spark: SparkSession) -> None:
+    """KAFKA-19446: the marker written again after the next transaction's data (producers 1 and 4) is a
+    STALE_TXN_MARKER related to the marker it repeats; the one written again with nothing open
+    (producer 2) only an EMPTY_TXN_MARKER; the V1 producer fenced and going on at the fence's epoch
+    (producer 3) neither. Every finding of the log is the reference's."""
+    case, found = TOGETHER.audited(spark, KAFKA_3_4, "transaction-markers-v2-and-v1")
+    stale = {
+        f["producer_id"]: (f["first_offset"], f["related_offset"]) for f in of_kind(found, "STALE_TXN_MARKER")
+    }
+    assert stale == case.facts["stale"]
+    assert {(f["producer_id"], f["severity"]) for f in above_info(found)} == {(1, "error"), (4, "error")}
+    assert [f["producer_id"] for f in of_kind(found, "EMPTY_TXN_MARKER")] == [2]
+    assert "KAFKA-19446" in messages(found, "STALE_TXN_MARKER")[1]
+    reference = reference_findings(case.rows, profile=KAFKA_3_4, log_start_offset=0, compacted=False)
+    key = itemgetter("kind", "producer_id", "first_offset", "related_offset")
+    assert sorted(map(key, found)) == sorted(map(key, reference))

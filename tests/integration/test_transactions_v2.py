@@ -278,3 +278,58 @@ def test_an_epoch_wrapped_past_32767_is_a_regression_at_every_batch_and_marker_a
         expected += [("EPOCH_REGRESSION", partition, b.base_offset, last_marker) for b in second[partition]]
     got = [(f["kind"], f["partition"], f["first_offset"], f["related_offset"]) for f in above_info(found)]
     assert sorted(got) == sorted(expected)
+
+
+def with_a_marker_written_again(
+    log_dir: Path, out: Path, *, open_transaction: bool
+) -> tuple[Path, dict[int, tuple[int, int]]]:
+    """`log_dir`'s partitions of the producers' topic, with a COMMIT of the `many` producer's (the eleventh;
+    every fifth transaction is aborted) written again as a coordinator's retry would write it: after the next transaction's first data
+    batch (`open_transaction`: a broker before KAFKA-19446 took it so), or right after itself (the
+    retry with no transaction open that KAFKA-19999 accepts). Returns the log directory and, per
+    partition, (the copy's offset, the original's offset)."""
+    placed: dict[int, tuple[int, int]] = {}
+    for partition in (0, 1):
+        log = PartitionLog.read(log_dir / f"{TOPIC}-{partition}")
+        many = log.producer_batches(log.batches[-1].producer_id)
+        markers = [i for i, b in enumerate(many) if b.is_control]
+        k = markers[COMMITS // 2]
+        marker, opened = many[k], many[k + 1]
+        # Transactions V2: the next transaction's data goes on at the marker's epoch.
+        assert marker.control_type == "COMMIT" and not opened.is_control
+        assert opened.producer_epoch == marker.producer_epoch == many[k - 1].producer_epoch + 1
+        again = marker.copy(marker.segment)
+        log.insert_after(opened if open_transaction else marker, again)
+        log.renumber()
+        log.write(out / log.name)
+        placed[partition] = (again.base_offset, marker.base_offset)
+    return out, placed
+
+
+@pytest.mark.parametrize("open_transaction", [True, False])
+def test_a_commit_written_again_is_stale_only_once_the_next_transaction_is_open(
+    spark: Any, v2_log: V2Dump, tmp_path: Path, open_transaction: bool
+) -> None:
+    """A coordinator retries its markers after a failover or a lost response. On the broker's real V2
+    log, a COMMIT written again after the next transaction's first data batch (at the COMMIT's epoch:
+    V2's next transaction) is one STALE_TXN_MARKER per partition, related to the original; the same
+    COMMIT written again before that data is the retry KAFKA-19999 accepts, an EMPTY_TXN_MARKER (info)
+    repeating it, and nothing above info."""
+    log_dir, placed = with_a_marker_written_again(
+        v2_log.log_dir, tmp_path / "logs", open_transaction=open_transaction
+    )
+    found = audited_log(spark, log_dir, tmp_path / "out")
+    stale = sorted((f["partition"], f["first_offset"], f["related_offset"]) for f in above_info(found))
+    empty = sorted(
+        (f["partition"], f["first_offset"], f["related_offset"])
+        for f in found
+        if f["kind"] == "EMPTY_TXN_MARKER"
+    )
+    expected = sorted((p, offset, original) for p, (offset, original) in placed.items())
+    if open_transaction:
+        assert kinds_above_info(found) == Counter({"STALE_TXN_MARKER": 2})
+        assert stale == expected
+        assert all("KAFKA-19446" in f["message"] for f in above_info(found))
+    else:
+        assert kinds_above_info(found) == Counter()
+        assert empty == expected

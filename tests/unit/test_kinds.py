@@ -57,6 +57,7 @@ ADDED_KINDS = {
     "ACKS_NOT_CHECKED",
     "OFFSET_HOLE",
     "EMPTY_TXN_MARKER",
+    "STALE_TXN_MARKER",
 }
 
 
