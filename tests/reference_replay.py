@@ -196,12 +196,11 @@ class _ProducerState:
     coordinator_marker: Batch | None = None
     # A transactional data batch the replay skipped (invalid, or a lower epoch) since the last accepted.
     skipped_data: bool = False
-    # The accepted transactional data since the producer's last marker: lowest and highest epoch, first
-    # offset.
-    txn: tuple[int, int, int] | None = None
+    # The lowest and highest epoch of the accepted transactional data since the producer's last marker.
+    txn: tuple[int, int] | None = None
     # The producer's last marker, if the replay took it and it was above every epoch of the data it
-    # closed: its epoch, offset and type.
-    raised_marker: tuple[int, int, str] | None = None
+    # closed: its epoch and offset.
+    raised_marker: tuple[int, int] | None = None
     # A COMMIT of the producer was above every epoch of its data: its markers are transactions V2 ones.
     v2: bool = False
 
@@ -568,8 +567,8 @@ class _Replay:
         self,
         state: _ProducerState,
         marker: Batch,
-        txn: tuple[int, int, int] | None,
-        previous: tuple[int, int, str] | None,
+        txn: tuple[int, int] | None,
+        previous: tuple[int, int] | None,
     ) -> None:
         """STALE_TXN_MARKER: a COMMIT or ABORT marker whose transaction's data is all at its own epoch,
         right after a marker at that epoch that was above the data it closed, in a producer one of whose
@@ -587,7 +586,7 @@ class _Replay:
                 message=f"{kind} marker at its data's epoch {epoch} after a V2 marker at that epoch",
             )
         if txn is not None and txn[1] < epoch:
-            state.raised_marker = (epoch, marker["base_offset"], kind)
+            state.raised_marker = (epoch, marker["base_offset"])
             state.v2 |= kind == "COMMIT"
 
     def _empty_transaction(self, state: _ProducerState, marker: Batch) -> None:
@@ -641,8 +640,8 @@ class _Replay:
         if not batch["is_control"]:
             state.previous_data = batch
             if batch["is_transactional"]:
-                low, high, first = state.txn or (epoch, epoch, batch["base_offset"])
-                state.txn = (min(low, epoch), max(high, epoch), first)
+                low, high = state.txn or (epoch, epoch)
+                state.txn = (min(low, epoch), max(high, epoch))
 
     def _emit(self, kind: str, batch: Batch, **fields: Any) -> None:
         self.findings.append(_finding(kind, batch, **fields))

@@ -283,11 +283,11 @@ def test_an_epoch_wrapped_past_32767_is_a_regression_at_every_batch_and_marker_a
 def with_a_marker_written_again(
     log_dir: Path, out: Path, *, open_transaction: bool
 ) -> tuple[Path, dict[int, tuple[int, int]]]:
-    """`log_dir`'s partitions of the producers' topic, with a COMMIT of the `many` producer's (the eleventh;
-    every fifth transaction is aborted) written again as a coordinator's retry would write it: after the next transaction's first data
-    batch (`open_transaction`: a broker before KAFKA-19446 took it so), or right after itself (the
-    retry with no transaction open that KAFKA-19999 accepts). Returns the log directory and, per
-    partition, (the copy's offset, the original's offset)."""
+    """`log_dir`'s partitions of the producers' topic, with a COMMIT of the `many` producer's (the
+    eleventh; every fifth transaction is aborted) written again as a coordinator's retry writes it:
+    after the next transaction's first data batch (`open_transaction`: a broker before KAFKA-19446 took
+    it so), or right after itself (the retry with no transaction open that KAFKA-19999 accepts).
+    Returns the log directory and, per partition, (the copy's offset, the original's offset)."""
     placed: dict[int, tuple[int, int]] = {}
     for partition in (0, 1):
         log = PartitionLog.read(log_dir / f"{TOPIC}-{partition}")
