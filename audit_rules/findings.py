@@ -7,7 +7,7 @@ evidence, so the same input always yields the same ids.
 
 from __future__ import annotations
 
-from functools import reduce
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -107,6 +107,21 @@ def file_evidence(file: Column | str, *more: Column | str) -> Column:
     return F.concat_ws("@", name, *more)
 
 
+def union_by_name(frames: Sequence[DataFrame]) -> DataFrame:
+    """`frames` as one DataFrame (`unionByName`), joined pairwise as a balanced tree.
+
+    Each union is analysed whole when it is made, its children's plans walked again, so a chain
+    `((a + b) + c) + ...` walks the first frame's plan n times and pairs walk each about log2(n)
+    times. The findings' union of the bundled sample's 20 rule outputs, in a warm test session:
+    1.2-1.6 s of the driver's time as a chain, 0.7-0.9 s in pairs (the same frames, both ways, in
+    each of three audits)."""
+    level = list(frames)
+    while len(level) > 1:
+        paired = [a.unionByName(b) for a, b in zip(level[::2], level[1::2], strict=False)]
+        level = paired + level[len(paired) * 2 :]
+    return level[0]
+
+
 def union_findings(frames: list[DataFrame], tasks: int | None = None) -> DataFrame:
     """All rule outputs as one findings DataFrame, a finding that a rule repeats whole kept once.
 
@@ -117,7 +132,7 @@ def union_findings(frames: list[DataFrame], tasks: int | None = None) -> DataFra
     `tasks` (the session's cores): the union is read in at most that many tasks. Each task of its
     stage deserializes the whole stage, every rule's last step: the bundled sample's findings ran 66
     such tasks, 3.0 s of deserialization in a warm test session, against 0.1 s in two."""
-    union = reduce(DataFrame.unionByName, frames)
+    union = union_by_name(frames)
     if tasks is not None:
         union = union.coalesce(tasks)
     return union.dropDuplicates()

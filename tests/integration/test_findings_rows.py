@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from audit_rules.findings import file_evidence, fmt, to_findings, union_findings
+from audit_rules.findings import file_evidence, fmt, to_findings, union_by_name, union_findings
 from audit_rules.kinds import KINDS, Kind
 from jobs.ingest import session_conf
 from schemas.tables import FINDINGS
@@ -163,6 +163,22 @@ def test_the_union_keeps_a_whole_repeat_once_and_both_sides_of_an_id_collision(s
     one = union_findings([gap("a"), gap("a"), gap("b")], tasks=1)
     assert "Coalesce 1" in one._jdf.queryExecution().executedPlan().toString()
     assert sorted(r["message"] for r in one.collect()) == ["a", "b"]
+
+
+def test_the_union_in_pairs_takes_every_frames_rows_by_name_whatever_their_count(spark: SparkSession) -> None:
+    """Joined pairwise (a balanced tree, not a chain): each frame's rows once, its columns matched by
+    name (every other frame lists them in the other order), for one frame, an even and an odd count.
+    (The analysed plan cannot tell the two shapes apart: Spark flattens nested unions into one.)"""
+    for count in (1, 2, 7):
+        frames = [
+            spark.createDataFrame([(i, f"f{i}")], "n int, name string").select(
+                *(("n", "name") if i % 2 else ("name", "n"))
+            )
+            for i in range(count)
+        ]
+        union = union_by_name(frames)
+        assert sorted((r["n"], r["name"]) for r in union.collect()) == [(i, f"f{i}") for i in range(count)]
+        assert union.columns == ["name", "n"]
 
 
 def test_a_files_evidence_is_its_partition_directory_and_name_not_where_the_dump_was_read(
