@@ -261,6 +261,7 @@ _ACTIONS = (
     ["send"] * 8
     + ["gap", "duplicate", "reorder", "bump", "marker", "idle"] * 2
     + ["regress", "zombie", "invalid", "corrupt", "rot", "bump_rot", "plain", "overlap", "restart"]
+    + ["marker_again"]
 )
 
 _first_sequences = st.one_of(
@@ -379,6 +380,22 @@ def _marker(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
         p.bump(bumps)
 
 
+def _marker_again(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
+    """A transaction (one batch) ended under transactions V2 (the marker one epoch above its data; the
+    producer goes on at the marker's epoch), and its marker written again by the coordinator: once the
+    next transaction's data is in (taken by brokers before KAFKA-19446), or right after itself (the
+    retry with nothing open, KAFKA-19999). A producer without transactions gets a plain marker."""
+    if not p.transactional:
+        return _marker(draw, log, p)
+    _send(draw, log, p)
+    p.bump(1)
+    kind = draw(st.sampled_from(["COMMIT", "COMMIT", "ABORT"]))
+    log.marker(p.producer_id, p.epoch, kind, p.coordinator_epoch)
+    if draw(st.sampled_from([True, True, False])):
+        _send(draw, log, p)
+    log.marker(p.producer_id, p.epoch, kind, p.coordinator_epoch)
+
+
 def _idle(draw: st.DrawFn, log: LogBuilder, p: _Producer) -> None:
     log.wait(draw(_idle_times))
     _ACT[draw(st.sampled_from(["send", "gap", "duplicate", "marker"]))](draw, log, p)
@@ -458,4 +475,5 @@ _ACT = {
     "plain": _plain,
     "overlap": _overlap,
     "restart": _restart,
+    "marker_again": _marker_again,
 }
