@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit_rules.findings import file_evidence, fmt, to_findings
+from audit_rules.findings import file_evidence, fmt, to_findings, union_by_name
 from audit_rules.history import ROW_KEY
 from audit_rules.kinds import KINDS
 from audit_rules.logs import PARTITION_OF_LOG, Store, as_is, join_log, with_log_id, with_log_key
@@ -72,10 +72,7 @@ def quarantined(located: DataFrame, fills: DataFrame | None = None) -> DataFrame
                 rule=_rule_of_file(kind),
             )
         )
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
+    return union_by_name(frames)
 
 
 # Quarantined segment regions from which no batch header could be read.
