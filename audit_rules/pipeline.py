@@ -413,6 +413,8 @@ def audit(
         if compacted_topics
         else None
     )
+    # (One frame for both rules that read the stale markers: the findings' union plans it once.)
+    stale = transactions.stale_markers(event_rows)
     frames = [
         sequences.invalid_sequence(checked_rows),
         sequences.history_start(checked_rows, profile, starts, unreadable, fills, free),
@@ -423,8 +425,8 @@ def audit(
         transactions.hanging_transactions(event_rows, producers, profile, failed),
         transactions.swept_transactions(event_rows, producers, profile, failed, unreadable),
         transactions.coordinator_epoch_regression(event_rows),
-        transactions.empty_transaction_markers(event_rows, logs, failed, unreadable),
-        transactions.stale_transaction_markers(event_rows),
+        transactions.empty_transaction_markers(event_rows, logs, failed, unreadable, stale),
+        transactions.stale_transaction_markers(stale),
         overlaps,
     ]
     if holed_topics:

@@ -398,9 +398,42 @@ def coordinator_epoch_regression(history: DataFrame) -> DataFrame:
     )
 
 
-def stale_transaction_markers(history: DataFrame) -> DataFrame:
-    """STALE_TXN_MARKER (error; KIP-890 part 2, KAFKA-19446): under transactions V2 the coordinator writes
-    each COMMIT or ABORT marker one epoch above its transaction's data, and the producer's next
+def stale_transaction_markers(stale: DataFrame) -> DataFrame:
+    """STALE_TXN_MARKER (error; KIP-890 part 2, KAFKA-19446): the markers of `stale_markers`."""
+    return to_findings(
+        stale,
+        "STALE_TXN_MARKER",
+        fmt(
+            "The %s marker of producer %s epoch %s at offset %s ends a transaction of its own epoch (its "
+            "data from offset %s), right after the %s marker at offset %s had ended one at that epoch: "
+            "under transactions V2 each marker is one epoch above its transaction's data, as this "
+            "producer's are, so this is the earlier transaction's marker written again (a coordinator's "
+            "retry) that the broker took while the next transaction was open, ending it with the "
+            "earlier one's outcome before its own end (KAFKA-19446; brokers with that fix refuse it). "
+            "Read its records from offset %s with care: read_committed consumers were given that "
+            "outcome, not the transaction's own.",
+            "control_type",
+            "producer_id",
+            "producer_epoch",
+            "base_offset",
+            "_data_first",
+            "_prev_type",
+            "_prev_offset",
+            "_data_first",
+        ),
+        producer_id="producer_id",
+        producer_epoch="producer_epoch",
+        first_offset="base_offset",
+        last_offset="last_offset",
+        related_offset="_prev_offset",
+    )
+
+
+def stale_markers(history: DataFrame) -> DataFrame:
+    """The rows of the markers `STALE_TXN_MARKER` names (`empty_transaction_markers` reads them too).
+
+    Under transactions V2 the coordinator writes each COMMIT or ABORT marker one epoch above its
+    transaction's data, and the producer's next
     transaction goes on at the marker's epoch. A marker of the earlier transaction written again (the
     coordinator retries its WriteTxnMarkers after a failover or a lost response) carries that same
     epoch: with no transaction open the broker takes it as the retry it is (KAFKA-19999, an
@@ -436,7 +469,7 @@ def stale_transaction_markers(history: DataFrame) -> DataFrame:
     )
     markers = Window.partitionBy("log_key", "producer_id").orderBy("base_offset", *REPLAY_TIES)
     v2 = F.col("_raised") & (F.col("control_type") == "COMMIT")
-    rows = (
+    return (
         ends.withColumns(
             {
                 "_prev": F.lag(
@@ -462,37 +495,14 @@ def stale_transaction_markers(history: DataFrame) -> DataFrame:
             }
         )
     )
-    return to_findings(
-        rows,
-        "STALE_TXN_MARKER",
-        fmt(
-            "The %s marker of producer %s epoch %s at offset %s ends a transaction of its own epoch (its "
-            "data from offset %s), right after the %s marker at offset %s had ended one at that epoch: "
-            "under transactions V2 each marker is one epoch above its transaction's data, as this "
-            "producer's are, so this is the earlier transaction's marker written again (a coordinator's "
-            "retry) that the broker took while the next transaction was open, ending it with the "
-            "earlier one's outcome before its own end (KAFKA-19446; brokers with that fix refuse it). "
-            "Read its records from offset %s with care: read_committed consumers were given that "
-            "outcome, not the transaction's own.",
-            "control_type",
-            "producer_id",
-            "producer_epoch",
-            "base_offset",
-            "_data_first",
-            "_prev_type",
-            "_prev_offset",
-            "_data_first",
-        ),
-        producer_id="producer_id",
-        producer_epoch="producer_epoch",
-        first_offset="base_offset",
-        last_offset="last_offset",
-        related_offset="_prev_offset",
-    )
 
 
 def empty_transaction_markers(
-    history: DataFrame, logs: DataFrame, failed: DataFrame | None = None, unreadable: DataFrame | None = None
+    history: DataFrame,
+    logs: DataFrame,
+    failed: DataFrame | None = None,
+    unreadable: DataFrame | None = None,
+    stale: DataFrame | None = None,
 ) -> DataFrame:
     """EMPTY_TXN_MARKER (info; prior-art §1.7, klog's `empty_txn`): a COMMIT or ABORT marker that closes
     no data of its producer in this log. The coordinator writes a transaction's markers to every
@@ -513,7 +523,10 @@ def empty_transaction_markers(
     sequence range its offsets do not fit, a lower epoch: the broker appended both, and such a batch
     opened the transaction), a CRC-failed batch whose header names the producer (`failed`:
     `history.failed_producer_batches`), or bytes no header could be read from in the log
-    (`unreadable`: `consistency.unreadable_regions`)."""
+    (`unreadable`: `consistency.unreadable_regions`).
+
+    After a stale marker (`stale`: `stale_markers`), which ended the open transaction early, the
+    transaction's own end closes nothing: the message names the stale marker and the data it took."""
     candidates = history.where(
         F.col("is_control")
         & F.col("control_type").isin("COMMIT", "ABORT")
@@ -559,6 +572,19 @@ def empty_transaction_markers(
         ["log_id", "producer_id", "prev_offset"],
         "left",
     )
+    if stale is not None:
+        rows = rows.join(
+            stale.select(
+                "log_key",
+                "producer_id",
+                F.col("base_offset").alias("prev_offset"),
+                F.col("_data_first").alias("_stale_data"),
+            ).dropDuplicates(["log_key", "producer_id", "prev_offset"]),
+            ["log_key", "producer_id", "prev_offset"],
+            "left",
+        )
+    else:
+        rows = rows.withColumn("_stale_data", F.lit(None).cast("long"))
     repeated = (F.col("_prev_type") == F.col("control_type")) & (
         F.col("_prev_epoch") == F.col("producer_epoch")
     )
@@ -566,36 +592,46 @@ def empty_transaction_markers(
         F.col("prev_offset").isNotNull(),
         fmt("its previous batch in this log, at offset %s, is not transactional data", "prev_offset"),
     ).otherwise(F.lit("it has no batch before it, and the log holds every offset from 0"))
-    message = F.when(
-        repeated,
+    after_stale = fmt(
+        "The %s marker of producer %s epoch %s at offset %s closes no data: the %s marker at offset %s "
+        "before it, a marker of the transaction before written again (STALE_TXN_MARKER), had already "
+        "ended the transaction whose data begins at offset %s, with that earlier transaction's "
+        "outcome. This marker is that transaction's own end, come after it.",
+        "control_type",
+        "producer_id",
+        "producer_epoch",
+        "base_offset",
+        "_prev_type",
+        "prev_offset",
+        "_stale_data",
+    )
+    again = fmt(
+        "The %s marker of producer %s epoch %s at offset %s repeats the one at offset %s, of the same "
+        "epoch with nothing between: the coordinator wrote it again (it retries a transaction's markers "
+        "after a failover or a lost response).",
+        "control_type",
+        "producer_id",
+        "producer_epoch",
+        "base_offset",
+        "prev_offset",
+    )
+    no_data = F.concat(
         fmt(
-            "The %s marker of producer %s epoch %s at offset %s repeats the one at offset %s, of the same "
-            "epoch with nothing between: the coordinator wrote it again (it retries a transaction's markers "
-            "after a failover or a lost response).",
+            "The %s marker of producer %s epoch %s at offset %s closes a transaction that wrote no data "
+            "to this partition: ",
             "control_type",
             "producer_id",
             "producer_epoch",
             "base_offset",
-            "prev_offset",
         ),
-    ).otherwise(
-        F.concat(
-            fmt(
-                "The %s marker of producer %s epoch %s at offset %s closes a transaction that wrote no data "
-                "to this partition: ",
-                "control_type",
-                "producer_id",
-                "producer_epoch",
-                "base_offset",
-            ),
-            before,
-            F.lit(
-                ". The coordinator marks every partition a transaction added, whether or not the "
-                "producer's data reached it (a produce that failed or timed out, a producer fenced or "
-                "aborted before sending)."
-            ),
-        )
+        before,
+        F.lit(
+            ". The coordinator marks every partition a transaction added, whether or not the "
+            "producer's data reached it (a produce that failed or timed out, a producer fenced or "
+            "aborted before sending)."
+        ),
     )
+    message = F.when(F.col("_stale_data").isNotNull(), after_stale).when(repeated, again).otherwise(no_data)
     return to_findings(
         rows,
         "EMPTY_TXN_MARKER",

@@ -1088,7 +1088,9 @@ def _transaction_markers_v2_and_v1(at: Place) -> Case:
     each takes a marker of its previous transaction written again while the next one was open: a
     COMMIT, and an ABORT. Producer 2 (V2) takes its marker again with no transaction open (the retry
     KAFKA-19999 accepts). Producer 3 ends its transactions the V1 way, and the coordinator fenced it
-    with an ABORT one epoch up (a timed-out transaction), after which it went on at that epoch."""
+    with an ABORT one epoch up (a timed-out transaction), after which it went on at that epoch.
+    Producer 5's stale COMMIT takes its next transaction's only batch, so that transaction's own end
+    closes nothing."""
     log = at.log()
     stale: dict[int, tuple[int, int]] = {}
     log.data(1, 0, 0, transactional=True)
@@ -1114,7 +1116,12 @@ def _transaction_markers_v2_and_v1(at: Place) -> Case:
     aborted = log.marker(4, 2, "ABORT")["base_offset"]
     log.data(4, 2, 0, transactional=True)
     stale[4] = (log.marker(4, 2, "ABORT")["base_offset"], aborted)
-    return Case(log.rows, facts={"stale": stale})
+    log.data(5, 0, 0, transactional=True)
+    ended = log.marker(5, 1)["base_offset"]
+    taken = log.data(5, 1, 0, transactional=True)["base_offset"]
+    stale[5] = (log.marker(5, 1)["base_offset"], ended)
+    own_end = log.marker(5, 2)["base_offset"]
+    return Case(log.rows, facts={"stale": stale, "own_end": own_end, "taken": taken})
 
 
 TOGETHER.add(KAFKA_3_4, "transaction-markers-v2-and-v1", _transaction_markers_v2_and_v1)
@@ -1124,15 +1131,28 @@ def test_a_v2_producers_marker_at_its_own_transactions_epoch_is_a_stale_marker(s
     """KAFKA-19446: the marker written again after the next transaction's data (producers 1 and 4) is a
     STALE_TXN_MARKER related to the marker it repeats; the one written again with nothing open
     (producer 2) only an EMPTY_TXN_MARKER; the V1 producer fenced and going on at the fence's epoch
-    (producer 3) neither. Every finding of the log is the reference's."""
+    (producer 3) neither. The own end of the transaction a stale marker ended (producer 5) is an
+    EMPTY_TXN_MARKER that names the stale marker and the data it took. Every finding of the log is the
+    reference's."""
     case, found = TOGETHER.audited(spark, KAFKA_3_4, "transaction-markers-v2-and-v1")
     stale = {
         f["producer_id"]: (f["first_offset"], f["related_offset"]) for f in of_kind(found, "STALE_TXN_MARKER")
     }
     assert stale == case.facts["stale"]
-    assert {(f["producer_id"], f["severity"]) for f in above_info(found)} == {(1, "error"), (4, "error")}
-    assert [f["producer_id"] for f in of_kind(found, "EMPTY_TXN_MARKER")] == [2]
+    assert {(f["producer_id"], f["severity"]) for f in above_info(found)} == {(p, "error") for p in (1, 4, 5)}
+    empty = {f["producer_id"]: f for f in of_kind(found, "EMPTY_TXN_MARKER")}
+    assert set(empty) == {2, 5}
     assert "KAFKA-19446" in messages(found, "STALE_TXN_MARKER")[1]
+    stale_at, _ = case.facts["stale"][5]
+    after_stale = empty[5]
+    assert (after_stale["first_offset"], after_stale["related_offset"]) == (case.facts["own_end"], stale_at)
+    taken = case.facts["taken"]
+    named = (
+        f"the COMMIT marker at offset {stale_at} before it, a marker of the transaction before written "
+        f"again (STALE_TXN_MARKER), had already ended the transaction whose data begins at offset {taken}"
+    )
+    assert named in after_stale["message"], after_stale["message"]
+    assert "STALE_TXN_MARKER" not in empty[2]["message"], empty[2]["message"]
     reference = reference_findings(case.rows, profile=KAFKA_3_4, log_start_offset=0, compacted=False)
     key = itemgetter("kind", "producer_id", "first_offset", "related_offset")
     assert sorted(map(key, found)) == sorted(map(key, reference))

@@ -314,7 +314,8 @@ def test_a_commit_written_again_is_stale_only_once_the_next_transaction_is_open(
     log, a COMMIT written again after the next transaction's first data batch (at the COMMIT's epoch:
     V2's next transaction) is one STALE_TXN_MARKER per partition, related to the original; the same
     COMMIT written again before that data is the retry KAFKA-19999 accepts, an EMPTY_TXN_MARKER (info)
-    repeating it, and nothing above info."""
+    repeating it, and nothing above info. After the stale copy, the transaction's own end is an
+    EMPTY_TXN_MARKER that names it."""
     log_dir, placed = with_a_marker_written_again(
         v2_log.log_dir, tmp_path / "logs", open_transaction=open_transaction
     )
@@ -330,6 +331,20 @@ def test_a_commit_written_again_is_stale_only_once_the_next_transaction_is_open(
         assert kinds_above_info(found) == Counter({"STALE_TXN_MARKER": 2})
         assert stale == expected
         assert all("KAFKA-19446" in f["message"] for f in above_info(found))
+        # Where the copy took all the transaction's data (the producer's next batch is its own end),
+        # that end closes nothing, and says why.
+        closed_nothing = []
+        for partition, copy, _ in expected:
+            log = PartitionLog.read(log_dir / f"{TOPIC}-{partition}")
+            many = log.producer_batches(log.batches[-1].producer_id)
+            after = next(b for b in many if b.base_offset > copy)
+            if after.is_control:
+                closed_nothing.append((partition, after.base_offset, copy))
+        ends = [f for f in found if f["kind"] == "EMPTY_TXN_MARKER"]
+        at = sorted((f["partition"], f["first_offset"], f["related_offset"]) for f in ends)
+        assert at == closed_nothing, ends
+        assert all(f"marker at offset {f['related_offset']} before it" in f["message"] for f in ends), ends
+        assert all("(STALE_TXN_MARKER), had already ended" in f["message"] for f in ends), ends
     else:
         assert kinds_above_info(found) == Counter()
         assert empty == expected
