@@ -413,7 +413,7 @@ def audit(
         if compacted_topics
         else None
     )
-    # (One frame for both rules that read the stale markers: the findings' union plans it once.)
+    # (One frame for the two rules that read the stale markers: built once, read by both.)
     stale = transactions.stale_markers(event_rows)
     frames = [
         sequences.invalid_sequence(checked_rows),

@@ -433,14 +433,14 @@ def stale_markers(history: DataFrame) -> DataFrame:
     """The rows of the markers `STALE_TXN_MARKER` names (`empty_transaction_markers` reads them too).
 
     Under transactions V2 the coordinator writes each COMMIT or ABORT marker one epoch above its
-    transaction's data, and the producer's next
-    transaction goes on at the marker's epoch. A marker of the earlier transaction written again (the
-    coordinator retries its WriteTxnMarkers after a failover or a lost response) carries that same
-    epoch: with no transaction open the broker takes it as the retry it is (KAFKA-19999, an
-    `EMPTY_TXN_MARKER` here), but once the next transaction's data is in, a broker before KAFKA-19446
-    (`ProducerStateManager.checkProducerEpoch` without the transaction version) took it too, and it
-    ended that transaction with the earlier one's outcome: its records committed or aborted before
-    their own end, whose marker then closes nothing, or only what came after.
+    transaction's data, and the producer's next transaction goes on at the marker's epoch. A marker of
+    the earlier transaction written again (the coordinator retries its WriteTxnMarkers after a failover
+    or a lost response) carries that same epoch: with no transaction open the broker takes it as the
+    retry it is (KAFKA-19999, an `EMPTY_TXN_MARKER` here), but once the next transaction's data is in,
+    a broker before KAFKA-19446 (`ProducerStateManager.checkProducerEpoch` without the transaction
+    version) took it too, and it ended that transaction with the earlier one's outcome: its records
+    committed or aborted before their own end, whose marker then closes nothing (an `EMPTY_TXN_MARKER`
+    naming the stale one), or only what came after.
 
     The log shows a marker `m` whose transaction's data (the producer's rows the replay took since its
     previous marker, `markers_before`) is all at `m`'s own epoch, right after the producer's previous
