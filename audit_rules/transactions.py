@@ -631,7 +631,10 @@ def empty_transaction_markers(
             "aborted before sending)."
         ),
     )
-    message = F.when(F.col("_stale_data").isNotNull(), after_stale).when(repeated, again).otherwise(no_data)
+    # Right after a stale marker: the same marker again is one more copy of it; one of a later epoch
+    # is the transaction's own end (under V2, one epoch above the data the stale marker took).
+    own_end = F.col("_stale_data").isNotNull() & (F.col("producer_epoch") > F.col("_prev_epoch"))
+    message = F.when(repeated, again).when(own_end, after_stale).otherwise(no_data)
     return to_findings(
         rows,
         "EMPTY_TXN_MARKER",

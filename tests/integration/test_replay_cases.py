@@ -1090,7 +1090,7 @@ def _transaction_markers_v2_and_v1(at: Place) -> Case:
     KAFKA-19999 accepts). Producer 3 ends its transactions the V1 way, and the coordinator fenced it
     with an ABORT one epoch up (a timed-out transaction), after which it went on at that epoch.
     Producer 5's stale COMMIT takes its next transaction's only batch, so that transaction's own end
-    closes nothing."""
+    closes nothing; producer 6's stale COMMIT is written once more before that end."""
     log = at.log()
     stale: dict[int, tuple[int, int]] = {}
     log.data(1, 0, 0, transactional=True)
@@ -1121,7 +1121,13 @@ def _transaction_markers_v2_and_v1(at: Place) -> Case:
     taken = log.data(5, 1, 0, transactional=True)["base_offset"]
     stale[5] = (log.marker(5, 1)["base_offset"], ended)
     own_end = log.marker(5, 2)["base_offset"]
-    return Case(log.rows, facts={"stale": stale, "own_end": own_end, "taken": taken})
+    log.data(6, 0, 0, transactional=True)
+    ended_6 = log.marker(6, 1)["base_offset"]
+    log.data(6, 1, 0, transactional=True)
+    stale[6] = (log.marker(6, 1)["base_offset"], ended_6)
+    again = log.marker(6, 1)["base_offset"]
+    log.marker(6, 2)
+    return Case(log.rows, facts={"stale": stale, "own_end": own_end, "taken": taken, "again": again})
 
 
 TOGETHER.add(KAFKA_3_4, "transaction-markers-v2-and-v1", _transaction_markers_v2_and_v1)
@@ -1132,16 +1138,21 @@ def test_a_v2_producers_marker_at_its_own_transactions_epoch_is_a_stale_marker(s
     STALE_TXN_MARKER related to the marker it repeats; the one written again with nothing open
     (producer 2) only an EMPTY_TXN_MARKER; the V1 producer fenced and going on at the fence's epoch
     (producer 3) neither. The own end of the transaction a stale marker ended (producer 5) is an
-    EMPTY_TXN_MARKER that names the stale marker and the data it took. Every finding of the log is the
-    reference's."""
+    EMPTY_TXN_MARKER that names the stale marker and the data it took; the stale marker written once
+    more (producer 6) is an EMPTY_TXN_MARKER repeating it. Every finding of the log is the reference's."""
     case, found = TOGETHER.audited(spark, KAFKA_3_4, "transaction-markers-v2-and-v1")
     stale = {
         f["producer_id"]: (f["first_offset"], f["related_offset"]) for f in of_kind(found, "STALE_TXN_MARKER")
     }
     assert stale == case.facts["stale"]
-    assert {(f["producer_id"], f["severity"]) for f in above_info(found)} == {(p, "error") for p in (1, 4, 5)}
-    empty = {f["producer_id"]: f for f in of_kind(found, "EMPTY_TXN_MARKER")}
+    errors = {(p, "error") for p in (1, 4, 5, 6)}
+    assert {(f["producer_id"], f["severity"]) for f in above_info(found)} == errors
+    empty = {f["producer_id"]: f for f in of_kind(found, "EMPTY_TXN_MARKER") if f["producer_id"] != 6}
     assert set(empty) == {2, 5}
+    stale_6, _ = case.facts["stale"][6]
+    copy = [f for f in of_kind(found, "EMPTY_TXN_MARKER") if f["first_offset"] == case.facts["again"]]
+    assert [(f["producer_id"], f["related_offset"]) for f in copy] == [(6, stale_6)], copy
+    assert f"repeats the one at offset {stale_6}" in copy[0]["message"], copy[0]["message"]
     assert "KAFKA-19446" in messages(found, "STALE_TXN_MARKER")[1]
     stale_at, _ = case.facts["stale"][5]
     after_stale = empty[5]
