@@ -449,7 +449,11 @@ def stale_markers(history: DataFrame) -> DataFrame:
     a COMMIT's epoch (only the coordinator's fencing ABORT does, and a V1 producer may go on at that
     epoch), so a producer whose raised markers are ABORTs only is left alone. Under V2 no marker
     carries its data's epoch, so neither the cleaner's removals nor unreadable batches between can make
-    one look so. A marker whose epoch regressed, or whose previous marker did, is not read."""
+    one look so. A marker whose epoch regressed, or whose previous marker did, is not read.
+
+    `_own_end`: the offset of the transaction's own end where it closes nothing: the producer's first
+    marker after the stale one and its copies (the same type and epoch, each right after the one before
+    with no data between), of a later epoch, with no data since the marker before it."""
     # One shuffle by producer: the transactions' windows (a producer's rows since a marker, and the
     # marker) and its markers' window are both clustered by it.
     rows = history.where(F.col("ok") & F.col("is_transactional")).repartition("log_key", "producer_id")
@@ -469,29 +473,54 @@ def stale_markers(history: DataFrame) -> DataFrame:
     )
     markers = Window.partitionBy("log_key", "producer_id").orderBy("base_offset", *REPLAY_TIES)
     v2 = F.col("_raised") & (F.col("control_type") == "COMMIT")
+    flagged = ends.withColumns(
+        {
+            "_prev": F.lag(
+                F.struct("markers_before", "producer_epoch", "base_offset", "control_type", "_raised")
+            ).over(markers),
+            "_v2": F.max(v2).over(markers.rowsBetween(Window.unboundedPreceding, -1)),
+        }
+    ).withColumn(
+        "_stale",
+        (F.col("_low") == F.col("producer_epoch"))
+        & (F.col("_high") == F.col("producer_epoch"))
+        # The marker right before it (no other control batch of the producer between) was a V2 end at
+        # its epoch, and a COMMIT at or before it raised the epoch.
+        & (F.col("_prev.markers_before") == F.col("markers_before") - 1)
+        & F.col("_prev._raised")
+        & (F.col("_prev.producer_epoch") == F.col("producer_epoch"))
+        & F.col("_v2"),
+    )
+    # A marker's copies: the same type and epoch right after it, closing no data. A run is a marker
+    # and its copies; the transaction's own end is the first marker of the run after the stale one's,
+    # when it closes no data and is of a later epoch.
+    copy = (
+        F.col("_high").isNull()
+        & (F.col("_prev.markers_before") == F.col("markers_before") - 1)
+        & (F.col("_prev.control_type") == F.col("control_type"))
+        & (F.col("_prev.producer_epoch") == F.col("producer_epoch"))
+    )
+    runs = flagged.withColumn(
+        "_run",
+        F.sum(F.when(F.coalesce(copy, F.lit(False)), 0).otherwise(1)).over(
+            markers.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        ),
+    )
+    next_run = Window.partitionBy("log_key", "producer_id").orderBy("_run").rangeBetween(1, 1)
+    head = F.min(F.struct("base_offset", "producer_epoch", F.col("_high").isNull().alias("empty"))).over(
+        next_run
+    )
     return (
-        ends.withColumns(
-            {
-                "_prev": F.lag(
-                    F.struct("markers_before", "producer_epoch", "base_offset", "control_type", "_raised")
-                ).over(markers),
-                "_v2": F.max(v2).over(markers.rowsBetween(Window.unboundedPreceding, -1)),
-            }
-        )
-        .where(
-            (F.col("_low") == F.col("producer_epoch"))
-            & (F.col("_high") == F.col("producer_epoch"))
-            # The marker right before it (no other control batch of the producer between) was a V2 end
-            # at its epoch, and a COMMIT at or before it raised the epoch.
-            & (F.col("_prev.markers_before") == F.col("markers_before") - 1)
-            & F.col("_prev._raised")
-            & (F.col("_prev.producer_epoch") == F.col("producer_epoch"))
-            & F.col("_v2")
-        )
+        runs.withColumn("_next", head)
+        .where(F.col("_stale"))
         .withColumns(
             {
                 "_prev_offset": F.col("_prev.base_offset"),
                 "_prev_type": F.col("_prev.control_type"),
+                "_own_end": F.when(
+                    F.col("_next.empty") & (F.col("_next.producer_epoch") > F.col("producer_epoch")),
+                    F.col("_next.base_offset"),
+                ),
             }
         )
     )
@@ -574,17 +603,27 @@ def empty_transaction_markers(
     )
     if stale is not None:
         rows = rows.join(
-            stale.select(
+            stale.where(F.col("_own_end").isNotNull())
+            .select(
                 "log_key",
                 "producer_id",
-                F.col("base_offset").alias("prev_offset"),
+                F.col("_own_end").alias("base_offset"),
+                F.col("base_offset").alias("_stale_offset"),
+                F.col("control_type").alias("_stale_type"),
                 F.col("_data_first").alias("_stale_data"),
-            ).dropDuplicates(["log_key", "producer_id", "prev_offset"]),
-            ["log_key", "producer_id", "prev_offset"],
+            )
+            .dropDuplicates(["log_key", "producer_id", "base_offset"]),
+            ["log_key", "producer_id", "base_offset"],
             "left",
         )
     else:
-        rows = rows.withColumn("_stale_data", F.lit(None).cast("long"))
+        rows = rows.withColumns(
+            {
+                "_stale_offset": F.lit(None).cast("long"),
+                "_stale_type": F.lit(None).cast("string"),
+                "_stale_data": F.lit(None).cast("long"),
+            }
+        )
     repeated = (F.col("_prev_type") == F.col("control_type")) & (
         F.col("_prev_epoch") == F.col("producer_epoch")
     )
@@ -601,8 +640,8 @@ def empty_transaction_markers(
         "producer_id",
         "producer_epoch",
         "base_offset",
-        "_prev_type",
-        "prev_offset",
+        "_stale_type",
+        "_stale_offset",
         "_stale_data",
     )
     again = fmt(
@@ -631,10 +670,9 @@ def empty_transaction_markers(
             "aborted before sending)."
         ),
     )
-    # Right after a stale marker: the same marker again is one more copy of it; one of a later epoch
-    # is the transaction's own end (under V2, one epoch above the data the stale marker took).
-    own_end = F.col("_stale_data").isNotNull() & (F.col("producer_epoch") > F.col("_prev_epoch"))
-    message = F.when(repeated, again).when(own_end, after_stale).otherwise(no_data)
+    # After a stale marker, the same marker again is one more copy of it; the first marker of a later
+    # epoch after it and its copies is the transaction's own end (`stale_markers`' `_own_end`).
+    message = F.when(repeated, again).when(F.col("_stale_data").isNotNull(), after_stale).otherwise(no_data)
     return to_findings(
         rows,
         "EMPTY_TXN_MARKER",

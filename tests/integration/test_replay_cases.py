@@ -1123,11 +1123,12 @@ def _transaction_markers_v2_and_v1(at: Place) -> Case:
     own_end = log.marker(5, 2)["base_offset"]
     log.data(6, 0, 0, transactional=True)
     ended_6 = log.marker(6, 1)["base_offset"]
-    log.data(6, 1, 0, transactional=True)
+    taken_6 = log.data(6, 1, 0, transactional=True)["base_offset"]
     stale[6] = (log.marker(6, 1)["base_offset"], ended_6)
     again = log.marker(6, 1)["base_offset"]
-    log.marker(6, 2)
-    return Case(log.rows, facts={"stale": stale, "own_end": own_end, "taken": taken, "again": again})
+    own_end_6 = log.marker(6, 2)["base_offset"]
+    facts = {"stale": stale, "own_end": own_end, "taken": taken, "again": again, "own_end_6": own_end_6}
+    return Case(log.rows, facts={**facts, "taken_6": taken_6})
 
 
 TOGETHER.add(KAFKA_3_4, "transaction-markers-v2-and-v1", _transaction_markers_v2_and_v1)
@@ -1139,7 +1140,8 @@ def test_a_v2_producers_marker_at_its_own_transactions_epoch_is_a_stale_marker(s
     (producer 2) only an EMPTY_TXN_MARKER; the V1 producer fenced and going on at the fence's epoch
     (producer 3) neither. The own end of the transaction a stale marker ended (producer 5) is an
     EMPTY_TXN_MARKER that names the stale marker and the data it took; the stale marker written once
-    more (producer 6) is an EMPTY_TXN_MARKER repeating it. Every finding of the log is the reference's."""
+    more (producer 6) is an EMPTY_TXN_MARKER repeating it, and the own end after that copy names the
+    stale marker too. Every finding of the log is the reference's."""
     case, found = TOGETHER.audited(spark, KAFKA_3_4, "transaction-markers-v2-and-v1")
     stale = {
         f["producer_id"]: (f["first_offset"], f["related_offset"]) for f in of_kind(found, "STALE_TXN_MARKER")
@@ -1163,6 +1165,16 @@ def test_a_v2_producers_marker_at_its_own_transactions_epoch_is_a_stale_marker(s
         f"again (STALE_TXN_MARKER), had already ended the transaction whose data begins at offset {taken}"
     )
     assert named in after_stale["message"], after_stale["message"]
+    (after_copy,) = [
+        f for f in of_kind(found, "EMPTY_TXN_MARKER") if f["first_offset"] == case.facts["own_end_6"]
+    ]
+    assert (after_copy["producer_id"], after_copy["related_offset"]) == (6, case.facts["again"]), after_copy
+    named_6 = (
+        f"the COMMIT marker at offset {stale_6} before it, a marker of the transaction before written "
+        f"again (STALE_TXN_MARKER), had already ended the transaction whose data begins at offset "
+        f"{case.facts['taken_6']}"
+    )
+    assert named_6 in after_copy["message"], after_copy["message"]
     assert "STALE_TXN_MARKER" not in empty[2]["message"], empty[2]["message"]
     reference = reference_findings(case.rows, profile=KAFKA_3_4, log_start_offset=0, compacted=False)
     key = itemgetter("kind", "producer_id", "first_offset", "related_offset")
