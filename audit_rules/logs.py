@@ -8,12 +8,11 @@ offset (kafka-formats-and-rules §3.6, §5.7); it separates retention (below) fr
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings
+from audit_rules.findings import fmt, to_findings, union_by_name
 from audit_rules.profile import Profile
 from schemas.tables import LOG_KEY
 
@@ -130,9 +129,7 @@ def with_free_before(rows: DataFrame, free: DataFrame, columns: list[str], where
     (no shuffle of them all per column). The difference of two counts is the offsets no batch holds
     from the lower one up to the higher; one alone counts those below it from offset 0."""
     picked = rows.where(where)
-    ends = reduce(
-        DataFrame.unionByName, [picked.select("log_id", F.col(c).alias("base_offset")) for c in columns]
-    )
+    ends = union_by_name([picked.select("log_id", F.col(c).alias("base_offset")) for c in columns])
     free = free.join(ends, ["log_id", "base_offset"], "left_semi")
     for c in columns:
         rows = rows.join(
@@ -513,7 +510,7 @@ def log_bounds(
         unread = quarantine.where(F.col("kind").isin(*UNREADABLE_KINDS) & F.col("topic").isNotNull())
         sources.append(facts(unread, unreadable_regions=F.lit(1)))
     per_log = (
-        reduce(DataFrame.unionByName, sources)
+        union_by_name(sources)
         .groupBy(*LOG_KEY)
         .agg(*[agg(name).alias(name) for name, agg in measures.items()], F.max("topic_id").alias("topic_id"))
     )

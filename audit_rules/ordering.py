@@ -9,12 +9,10 @@ messages before sending them (#2163, PR #2188): its app sequences are read for t
 
 from __future__ import annotations
 
-from functools import reduce
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit_rules.findings import fmt, to_findings
+from audit_rules.findings import fmt, to_findings, union_by_name
 from audit_rules.logs import compaction_may_have_removed, compaction_room, with_log_key
 from audit_rules.profile import AppSequenceSpec
 from audit_rules.replay import SEQUENCE_MODULUS
@@ -171,7 +169,7 @@ def app_sequence_rules(
         evidence=F.col("app_producer"),
     )
     frames.append(regression)
-    return reduce(DataFrame.unionByName, frames)
+    return union_by_name(frames)
 
 
 # One app producer in one topic of one dump: what a topic-wide counter numbers.

@@ -8,14 +8,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import reduce
 from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit_rules import consistency, duplicates, epochs, ordering, retention, sequences, transactions
-from audit_rules.findings import union_findings
+from audit_rules.findings import union_by_name, union_findings
 from audit_rules.history import (
     copies,
     cores,
@@ -500,7 +499,7 @@ def audit(
             remote=remote,
             producers=producers,
             profile=profile,
-            judged_elsewhere=reduce(DataFrame.unionByName, elsewhere) if elsewhere else None,
+            judged_elsewhere=union_by_name(elsewhere) if elsewhere else None,
             unreadable=unreadable,
             keep=keep_late,
         )

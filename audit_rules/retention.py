@@ -7,14 +7,13 @@ producer snapshots, earlier dumps of the same partition and the acknowledgement 
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from audit_rules import ordering
-from audit_rules.findings import fmt, to_findings
+from audit_rules.findings import fmt, to_findings, union_by_name
 from audit_rules.history import SEQUENCE_MODULUS
 from audit_rules.logs import (
     PARTITION_OF_LOG,
@@ -1639,7 +1638,7 @@ def _rewritten(
         )
     # An ack both of whose values differ is one ack.
     rewritten = found[0] if len(found) == 1 else found[0].unionByName(found[1]).distinct()
-    return rewritten.withColumn("_outcome", F.lit("rewritten")), reduce(DataFrame.unionByName, uncompared)
+    return rewritten.withColumn("_outcome", F.lit("rewritten")), union_by_name(uncompared)
 
 
 def _uncompared_findings(uncompared: DataFrame) -> DataFrame:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from audit_rules.findings import union_by_name
 from audit_rules.kinds import Severity
 from audit_rules.pipeline import AuditOutput, Bronze, audit, local_checkpoint, release, started
 from audit_rules.profile import AppSequenceSpec, Profile
@@ -141,9 +142,8 @@ def _check_complete(bronze: Bronze, output: str) -> None:
 
     pair = [F.col("dump_id"), F.coalesce("replica", F.lit("")).alias("replica")]
     tables = [(f.name, getattr(bronze, f.name)) for f in dataclasses.fields(bronze) if f.name != "files"]
-    held = functools.reduce(
-        lambda a, b: a.unionByName(b),
-        [df.select(F.lit(name).alias("table"), *pair).distinct() for name, df in tables if df is not None],
+    held = union_by_name(
+        [df.select(F.lit(name).alias("table"), *pair).distinct() for name, df in tables if df is not None]
     )
     missing = (
         held.join(bronze.files.select(*pair).distinct(), ["dump_id", "replica"], "left_anti")
