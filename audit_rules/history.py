@@ -3,12 +3,15 @@
 Replays `ProducerAppendInfo` (kafka-formats-and-rules §5.3-§5.4, RULES.md) per `(log, producer_id)`
 in offset order: one shuffle, one sort and a streaming scan (`audit_rules.replay`). No per-producer
 state is collected anywhere: a producer with ten million batches costs one sort, which Spark spills
-to disk as needed, and one row of state in its task.
+to disk as needed, and one row of state in its task. A producer holding most of the batches has its
+offset ranges scanned in tasks of their own where its state at each range's start follows from
+aggregates (`split_plan`).
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -24,7 +27,7 @@ from pyspark.sql.types import (
 )
 
 from audit_rules import replay
-from audit_rules.logs import with_log_id
+from audit_rules.logs import log_id, with_log_id
 from audit_rules.profile import Profile
 from schemas.tables import LOG_KEY, SEQUENCE_HISTORY
 
@@ -69,7 +72,10 @@ REPLAY_TIES = ("position", "file_id")
 
 
 def replayed(
-    batches: DataFrame, copy_lookback: int = replay.COPY_LOOKBACK, markers_refresh: bool = True
+    batches: DataFrame,
+    copy_lookback: int = replay.COPY_LOOKBACK,
+    markers_refresh: bool = True,
+    split: Split | None = None,
 ) -> DataFrame:
     """Producer batches with the columns of their replay, keyed by the ids of their log and file
     (`logs.with_log_id`, hashes of each row's own columns: the history waits for no other frame): what
@@ -92,20 +98,206 @@ def replayed(
     # Batches of one producer at one offset (an OFFSET_OVERLAP) in a fixed order, whatever the shuffle
     # brought first: the same input gives the same transitions and finding ids (contract §3). (The
     # further keys are compared only where the offsets tie.)
-    b = b.repartition("log_id", "producer_id").sortWithinPartitions(*_REPLAY_ORDER)
+    inputs = [F.col(c) for c in replay.INPUTS]
+    if split is None:
+        b = b.repartition("log_id", "producer_id").sortWithinPartitions(*_REPLAY_ORDER)
+    else:
+        # A hot producer's offset ranges in tasks of their own (`split_plan`); the same order within.
+        b = (
+            b.withColumn("_range", split.column())
+            .withColumn("_part", split.part_column())
+            .repartition(len(split.slots), "_part")
+            .sortWithinPartitions("log_id", "producer_id", "_range", *_REPLAY_ORDER[2:])
+        )
+        inputs.append(F.col("_range"))
     # The scan reads its input columns in the sort's order and returns its own: a scalar Arrow UDF sends
     # only those through Python (nondeterministic: it carries state from row to row, so Spark must
     # evaluate it once per row, where it stands).
     outputs = StructType([StructField(name, _parse_type(kind)) for name, kind in replay.OUTPUTS])
-    body = replay.replay_columns(copy_lookback, markers_refresh)
+    body = replay.replay_columns(copy_lookback, markers_refresh, split.starts if split else None)
     if hasattr(F, "arrow_udf"):
         # (pyspark's stubs have no overload for a struct-returning UDF typed by its hints)
         scan = F.arrow_udf(body, outputs).asNondeterministic()  # type: ignore[call-overload]
     else:
-        scan = _pandas_scan(body, outputs, [b.schema[c].dataType for c in replay.INPUTS])
-    b = b.withColumn("_scan", scan(*[F.col(c) for c in replay.INPUTS]))
+        scan = _pandas_scan(body, outputs, [b.select(c).schema[0].dataType for c in inputs])
+    b = b.withColumn("_scan", scan(*inputs))
     scanned = [F.col("_scan")[name].alias(name) for name, _ in replay.OUTPUTS]
-    return b.select(*[c for c in b.columns if c != "_scan"], *scanned)
+    return b.select(*[c for c in b.columns if c not in ("_scan", "_range", "_part")], *scanned)
+
+
+@dataclass(frozen=True)
+class Split:
+    """Hot producers' rows cut into offset ranges for the history's scan (`split_plan`): `cuts` the
+    first offset of each range after the first, per (log id, producer id); `starts` what the rows
+    before each such range leave (`replay.split_start`'s `prior`), per (log id, producer id, range)."""
+
+    cuts: dict[tuple[int, int], list[int]]
+    starts: dict[tuple[int, int, int], dict[str, Any] | None]
+    # slots[p]: a value whose hash puts a row in shuffle partition p (Spark's `HashPartitioning`).
+    slots: list[int]
+
+    def _cut(self) -> Column:
+        """True for the rows of a cut producer."""
+        expr: Column = F.lit(False)
+        for log, producer in self.cuts:
+            expr = expr | ((F.col("log_id") == log) & (F.col("producer_id") == producer))
+        return expr
+
+    def column(self) -> Column:
+        """Each row's range: 0 but for the rows of a cut producer at or above its cuts."""
+        expr: Column = F.lit(0)
+        for (log, producer), cuts in self.cuts.items():
+            at = sum(((F.col("base_offset") >= c).cast("int") for c in cuts), F.lit(0))
+            expr = F.when((F.col("log_id") == log) & (F.col("producer_id") == producer), at).otherwise(expr)
+        return expr
+
+    def part_column(self) -> Column:
+        """The slot of each row's shuffle partition: range r of a cut producer in partition r mod n, the
+        rows of every other producer where the hash of (log id, producer id) puts them."""
+        n = len(self.slots)
+        home = F.pmod(F.hash("log_id", "producer_id"), F.lit(n))
+        at = F.when(self._cut(), F.pmod(F.col("_range"), F.lit(n))).otherwise(home)
+        return F.element_at(F.array(*[F.lit(v) for v in self.slots]), at + 1)
+
+
+# A producer's rows are cut into this many ranges per shuffle partition of the history.
+RANGES_PER_PARTITION = 1
+
+
+def split_plan(batches: DataFrame, facts: DataFrame, min_rows: int | None = None) -> Split | None:
+    """The hot producers whose history the scan can cut into offset ranges scanned in parallel, with
+    what the rows before each range leave the scan (one small job over `facts`, `logs.file_producers`;
+    one aggregate over the hot producers' batches): None when no producer holds more than a core's
+    share of at least `min_rows` (`SPREAD_MIN_ROWS`) producer batches, or none of those can be cut.
+
+    A producer can be cut where its running values are a count, a maximum and its first and last
+    valid batches (`replay.split_start`): all its batches of one epoch, none a marker, and its valid
+    batches' sequences neither wrapping inside a batch nor spanning half the sequence range (no 2^31
+    lap anywhere). Such a producer is one epoch stream, and the rows before an offset leave the scan
+    their number of valid batches, their highest last sequence and their first and last valid batch,
+    aggregates of each range summed on the driver. Its ranges cut its offsets into equal spans."""
+    spark = batches.sparkSession
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    floor = SPREAD_MIN_ROWS if min_rows is None else min_rows
+    per = (
+        facts.where(F.col("producer_id").isNotNull())
+        .groupBy(*LOG_KEY, "producer_id")
+        .agg(
+            F.sum("batches").alias("n"),
+            F.min("retained_first_offset").alias("lo"),
+            F.max("retained_last_offset").alias("hi"),
+        )
+    )
+    hot = (
+        per.crossJoin(per.agg(F.sum("n").alias("_all")))
+        .where(
+            (F.col("n") * cores(spark) > F.col("_all"))
+            & (F.col("_all") >= floor)
+            & (F.col("hi") > F.col("lo"))
+        )
+        .select(log_id().alias("log_id"), "producer_id", "lo", "hi")
+        .collect()
+    )
+    if not hot:
+        return None
+    ranges = max(2, RANGES_PER_PARTITION * partitions)
+    cuts = {
+        (int(r["log_id"]), int(r["producer_id"])): sorted(
+            {r["lo"] + (r["hi"] - r["lo"] + 1) * k // ranges for k in range(1, ranges)}
+        )
+        for r in hot
+    }
+    # One small job: for each shuffle partition, a value whose hash puts a row there.
+    candidates = spark.range(0, 64 * partitions).select(F.col("id").cast("int").alias("v"))
+    slot_rows = (
+        candidates.groupBy(F.pmod(F.hash("v"), F.lit(partitions)).alias("p"))
+        .agg(F.min("v").alias("v"))
+        .collect()
+    )
+    found = {int(r["p"]): int(r["v"]) for r in slot_rows}
+    slots = [found[p] for p in range(partitions)]
+    plan = Split(cuts, {}, slots)
+    rows = with_log_id(producer_batches(batches), *HISTORY_BATCH_COLUMNS)
+    pairs = F.lit(False)
+    for log, producer in cuts:
+        pairs = pairs | ((F.col("log_id") == log) & (F.col("producer_id") == producer))
+    invalid = ~F.col("is_control") & (
+        (F.col("base_sequence") < 0)
+        | (
+            F.pmod(F.col("last_sequence").cast("long") - F.col("base_sequence"), F.lit(SEQUENCE_MODULUS))
+            != F.col("last_offset") - F.col("base_offset")
+        )
+    )
+    valid = F.coalesce(~invalid, F.lit(False))
+    order = [F.col(c) for c in _REPLAY_ORDER[2:]]
+    aggregates = (
+        rows.where(pairs)
+        .withColumn("_range", plan.column())
+        .groupBy("log_id", "producer_id", "_range")
+        .agg(
+            F.count(F.when(F.col("is_control"), 1)).alias("markers"),
+            F.min("producer_epoch").alias("low_epoch"),
+            F.max("producer_epoch").alias("high_epoch"),
+            F.count(F.when(F.col("producer_epoch").isNull(), 1)).alias("no_epoch"),
+            F.count(F.when(valid, 1)).alias("valid"),
+            F.count(F.when(valid & (F.col("last_sequence") < F.col("base_sequence")), 1)).alias("spans"),
+            F.min(F.when(valid, F.col("base_sequence"))).alias("low_sequence"),
+            F.max(F.when(valid, F.col("last_sequence"))).alias("max_last"),
+            F.min(
+                F.when(
+                    valid,
+                    F.struct(
+                        *order, F.col("base_offset").alias("offset"), F.col("base_sequence").alias("base")
+                    ),
+                )
+            ).alias("first"),
+            F.max(
+                F.when(
+                    valid,
+                    F.struct(
+                        *order,
+                        F.col("base_offset").alias("offset"),
+                        F.col("producer_epoch").alias("epoch"),
+                        F.col("max_timestamp").alias("timestamp"),
+                        F.col("is_transactional").alias("transactional"),
+                        F.col("base_sequence").alias("base"),
+                        F.col("last_sequence").alias("last"),
+                    ),
+                )
+            ).alias("last"),
+        )
+        .collect()
+    )
+    by_producer: dict[tuple[int, int], dict[int, Any]] = {}
+    for row in aggregates:
+        by_producer.setdefault((int(row["log_id"]), int(row["producer_id"])), {})[int(row["_range"])] = row
+    starts: dict[tuple[int, int, int], dict[str, Any] | None] = {}
+    for key, per_range in by_producer.items():
+        every = list(per_range.values())
+        low = [r["low_sequence"] for r in every if r["low_sequence"] is not None]
+        high = [r["max_last"] for r in every if r["max_last"] is not None]
+        if (
+            any(r["markers"] or r["no_epoch"] or r["spans"] for r in every)
+            or min(r["low_epoch"] for r in every) != max(r["high_epoch"] for r in every)
+            or (low and max(high) - min(low) >= replay.HALF_RANGE)
+        ):
+            continue  # not a producer the scan can cut
+        prior: dict[str, Any] = {"valid": 0, "first": None, "last": None, "max_last": None}
+        for r in range(len(cuts[key]) + 1):
+            if r:
+                starts[(*key, r)] = dict(prior)
+            got = per_range.get(r)
+            if got is None or not got["valid"]:
+                continue
+            prior["valid"] += got["valid"]
+            prior["first"] = prior["first"] or got["first"].asDict()
+            prior["last"] = got["last"].asDict()
+            before = prior["max_last"]
+            prior["max_last"] = got["max_last"] if before is None else max(before, got["max_last"])
+    kept = {key: c for key, c in cuts.items() if (*key, 1) in starts}
+    if not kept:
+        return None
+    return Split(kept, starts, slots)
 
 
 def _pandas_scan(body: Any, outputs: StructType, input_types: list[Any]) -> Any:
@@ -617,8 +809,9 @@ def skewed(facts: DataFrame) -> bool:
 def spread(stored: DataFrame) -> DataFrame:
     """The stored history (`replayed`) through one shuffle by (producer id, base offset), so that every
     core reads a share of a hot producer's rows: for the `sequence_history` write of a `skewed`
-    history, where the hot task then only reads and re-serialises its rows and every core derives and
-    encodes its share. On a balanced history the shuffle would only add its cost."""
+    history whose hot producer was scanned whole (`split_plan` could not cut it), where the hot task
+    then only reads and re-serialises its rows and every core derives and encodes its share. On a
+    balanced history the shuffle would only add its cost."""
     return stored.repartition("producer_id", "base_offset")
 
 

@@ -32,6 +32,7 @@ from audit_rules.history import (
     replayed,
     settle,
     skewed,
+    split_plan,
     spread,
     undecided,
     with_log_columns,
@@ -254,8 +255,9 @@ def audit(
         background=background,
     )
 
-    def log_facts() -> tuple[tuple[DataFrame, ...], Callable[[], bool], set[str], list[str], list[str]]:
-        facts = keep(file_producers(bronze.batches), "file producers")
+    def log_facts(
+        facts: DataFrame,
+    ) -> tuple[tuple[DataFrame, ...], Callable[[], bool], set[str], list[str], list[str]]:
         # Whether one producer holds most of the history (`history.skewed`: one small job), asked
         # beside the logs: only the silver write needs the answer.
         hot = started(spark, lambda: skewed(facts)) if background else (lambda: False)
@@ -302,11 +304,16 @@ def audit(
         return (facts, segments, logs, files, summary(), overlaps), hot, present, compacted, holed
 
     spark = bronze.batches.sparkSession
-    beside = started(spark, log_facts, background=background, pool="audit-beside")
+    facts = keep(file_producers(bronze.batches), "file producers")
+    beside = started(spark, lambda: log_facts(facts), background=background, pool="audit-beside")
+    # A producer holding most of the history has its offset ranges scanned in tasks of their own
+    # (`history.split_plan`: one small job over the facts, and where there is such a producer, one
+    # aggregate over its batches), so that every pass over the stored history shares its rows out.
+    split = split_plan(bronze.batches, facts) if background else None
     # The history is stored narrow: keyed by the numeric log and file ids, without the columns that
     # follow from each row alone (`derived`, which each reader adds) or from its log (the per-log facts
     # every producer rule needs, joined by `readable`: no join per rule).
-    stored = keep(replayed(bronze.batches, copy_lookback, profile.markers_refresh_expiry), "history")
+    stored = keep(replayed(bronze.batches, copy_lookback, profile.markers_refresh_expiry, split), "history")
     # The events (the few rows the rules over single batches and markers can fire on) and the exact
     # copies are found by the ids alone, while the logs are still being bounded.
     event_base = keep(events(derived(stored)), "history events")
@@ -341,8 +348,9 @@ def audit(
     event_rows = keep(with_log_columns(event_base, logs, files), "history events (logs)")
     if background:
         release(event_base)
-    # The silver write reads every row: spread over the cores when one producer holds most of them.
-    silver_rows = readable(spread(stored)) if hot() else history
+    # The silver write reads every row: spread over the cores when one producer holds most of them and
+    # its rows were not cut into ranges (`split`).
+    silver_rows = readable(spread(stored)) if hot() and split is None else history
     silver = history_table(settle(silver_rows, copied))
     if on_silver is not None:
         on_silver(silver)

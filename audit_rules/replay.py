@@ -7,7 +7,9 @@ RULES.md (the highest epoch so far, the last valid batch, the stream counters) i
 over one Arrow batch, vectorised with numpy, started from the values the previous Arrow batch ended
 with when the producer carries on. A task holds one Arrow batch and one row of state: a producer with
 ten million batches costs its sort and nothing more (Spark's window buffers a whole producer and
-spills it for every window pass).
+spills it for every window pass). A producer that holds most of the batches may come cut into offset
+ranges in several tasks (`history.split_plan`), each range starting from the state the producer's
+earlier rows leave (`split_start`).
 """
 
 from __future__ import annotations
@@ -107,6 +109,42 @@ class _State:
     stream_max: int | None = None  # the highest unwrapped last sequence of the stream so far
     # The producer's last COPY_LOOKBACK in-stream batches (the columns `_copies` reads), for its lookback.
     recent: dict[str, np.ndarray] | None = None
+
+
+def split_start(key: tuple[Any, Any], prior: dict[str, Any] | None) -> _State:
+    """The state a producer's rows before an offset leave its next row, from their aggregates
+    (`history.split_plan`), for a producer whose batches are all of one epoch, none a marker, and whose
+    valid batches' sequences neither wrap inside a batch nor span half the sequence range: then every
+    valid batch is in one epoch stream, unwrapped as it is, and the scan's running values are a count,
+    a maximum and the first and last valid batches. `prior`: `valid` (how many valid batches), `first`
+    (the first one's `offset` and `base`), `last` (the last one's `offset`, `epoch`, `timestamp`,
+    `transactional`, `base` and `last`) and `max_last` (the highest last sequence); None or no valid
+    batch: rows the scan took none of (every one invalid). The lookback starts empty: a late batch
+    within it whose original came before is UNDECIDED, and the audit's pass over the stored history
+    finds its copies (`history.copies`)."""
+    state = _State(key=key)
+    if prior is None or not prior["valid"]:
+        return state
+    first, last = prior["first"], prior["last"]
+    state.max_epoch = (int(last["epoch"]) + EPOCH_BIAS, int(first["offset"]))
+    state.last_ok = {
+        "offset": int(last["offset"]),
+        "epoch": int(last["epoch"]),
+        "timestamp": int(last["timestamp"]),
+        "open_txn": bool(last["transactional"]),
+    }
+    state.min_epoch = EPOCH_BIAS - int(last["epoch"])
+    state.last_stream = {
+        "e": int(last["epoch"]),
+        "o": int(last["offset"]),
+        "b": int(last["base"]),
+        "l": int(last["last"]),
+        "t": int(last["timestamp"]),
+    }
+    state.n = int(prior["valid"])
+    state.stream_start = (0, 0, 0, int(first["base"]), 0)
+    state.stream_max = int(prior["max_last"])
+    return state
 
 
 def _segments(start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -591,7 +629,11 @@ def through_pandas(scan: Callable[..., pa.Array], input_types: list[Any]) -> Cal
     return via_pandas
 
 
-def replay_columns(lookback: int = COPY_LOOKBACK, markers_refresh: bool = True) -> Callable[..., pa.Array]:
+def replay_columns(
+    lookback: int = COPY_LOOKBACK,
+    markers_refresh: bool = True,
+    starts: dict[tuple[int, int, int], dict[str, Any] | None] | None = None,
+) -> Callable[..., pa.Array]:
     """The scan as the body of a scalar Arrow UDF over the INPUTS columns, returning a struct of OUTPUTS.
 
     Spark evaluates a scalar Arrow UDF batch by batch in the order of the task's rows (the sort's), in
@@ -599,9 +641,14 @@ def replay_columns(lookback: int = COPY_LOOKBACK, markers_refresh: bool = True) 
     columns of the row stay in the JVM (`mapInArrow` would send every column there and back). The state
     the scan carries from one batch to the next lives in this closure and starts afresh with each task
     attempt (a reused worker runs several tasks).
+
+    `starts` (`history.split_plan`): a producer's rows cut into offset ranges, scanned in several tasks.
+    The UDF then takes one more column, each row's range (0 for every producer not cut), and the first
+    row of a range `r > 0` of (log id, producer id) starts from `split_start(starts[log id, producer
+    id, r])` instead of what the task's rows before it left.
     """
     names = [name for name, _ in OUTPUTS]
-    carried: dict[str, Any] = {"task": None, "state": _State()}
+    carried: dict[str, Any] = {"task": None, "state": _State(), "at": None}
 
     def scan(*arrays: pa.Array) -> pa.Array:
         from pyspark import TaskContext
@@ -609,12 +656,51 @@ def replay_columns(lookback: int = COPY_LOOKBACK, markers_refresh: bool = True) 
         context = TaskContext.get()
         task = context.taskAttemptId() if context is not None else None
         if task != carried["task"]:
-            carried["task"], carried["state"] = task, _State()
-        if len(arrays[0]) == 0:
+            carried["task"], carried["state"], carried["at"] = task, _State(), None
+        columns = list(arrays[: len(INPUTS)])
+        if len(columns[0]) == 0:
             empty = [pa.array([], type=_arrow_type(sql_type)) for _, sql_type in OUTPUTS]
             return pa.StructArray.from_arrays(empty, names=names)
-        return pa.StructArray.from_arrays(
-            _output_arrays(list(arrays), carried["state"], lookback, markers_refresh), names=names
-        )
+        if starts is None:
+            out = _output_arrays(columns, carried["state"], lookback, markers_refresh)
+        else:
+            out = _split_output_arrays(
+                columns, arrays[len(INPUTS)], carried, starts, lookback, markers_refresh
+            )
+        return pa.StructArray.from_arrays(out, names=names)
 
     return scan
+
+
+def _split_output_arrays(
+    columns: list[Any],
+    ranges: Any,
+    carried: dict[str, Any],
+    starts: dict[tuple[int, int, int], dict[str, Any] | None],
+    lookback: int,
+    markers_refresh: bool,
+) -> list[Any]:
+    """`_output_arrays` of one Arrow batch whose rows carry their range (`replay_columns`' `starts`):
+    the batch cut where a range `r > 0` begins, each piece scanned on from the state before it, but
+    a range's first piece, which starts from that range's own start state."""
+    n = len(columns[0])
+    logs = np.asarray(columns[0])
+    pids = np.asarray(columns[1])
+    rng = np.asarray(ranges)
+    moved = np.ones(n, dtype=bool)
+    if n > 1:
+        moved[1:] = (logs[1:] != logs[:-1]) | (pids[1:] != pids[:-1]) | (rng[1:] != rng[:-1])
+    moved[0] = carried["at"] != (int(logs[0]), int(pids[0]), int(rng[0]))
+    cuts = np.flatnonzero(moved & (rng > 0)).tolist()
+    bounds = sorted({0, *cuts, n})
+    pieces: list[list[Any]] = []
+    for a, b in pairwise(bounds):
+        if a in cuts:
+            key = (int(logs[a]), int(pids[a]))
+            carried["state"] = split_start(key, starts[(*key, int(rng[a]))])
+        piece = [c.slice(a, b - a) for c in columns] if (a, b) != (0, n) else columns
+        pieces.append(_output_arrays(piece, carried["state"], lookback, markers_refresh))
+    carried["at"] = (int(logs[-1]), int(pids[-1]), int(rng[-1]))
+    if len(pieces) == 1:
+        return pieces[0]
+    return [pa.concat_arrays([p[i] for p in pieces]) for i in range(len(OUTPUTS))]

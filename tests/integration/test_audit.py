@@ -170,14 +170,23 @@ def test_clean_broker_log_with_restarts_epoch_bumps_and_aborts_raises_nothing_ab
 def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_stored(
     spark: Any, broker_out: BrokerOut, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`history.skewed` and `history.spread`: when one producer holds more than a core's share of the
-    history, the `sequence_history` rows come through one more shuffle, and must be the very same rows."""
-    from audit_rules import history
+    """`history.skewed`, `history.split_plan` and `history.spread`: when one producer holds more than a
+    core's share of the history, its offset ranges are scanned in tasks of their own where it can be
+    cut, and otherwise the `sequence_history` rows come through one more shuffle. Either way they must
+    be the very same rows as those of the history scanned and stored as it is."""
+    from audit_rules import history, pipeline
 
-    def silver(spread: bool) -> tuple[list[tuple[Any, ...]], str]:
-        monkeypatch.setattr(history, "SPREAD_MIN_ROWS", 0 if spread else 1 << 62)
+    def silver(mode: str) -> tuple[list[tuple[Any, ...]], str, Any]:
+        monkeypatch.setattr(history, "SPREAD_MIN_ROWS", 1 << 62 if mode == "kept" else 0)
         # So many cores that every producer holds more than a core's share.
         monkeypatch.setattr(history, "cores", lambda session: 1 << 40)
+        plans: list[Any] = []
+
+        def plan_of(*args: Any, **kwargs: Any) -> Any:
+            plans.append(None if mode == "spread" else history.split_plan(*args, **kwargs))
+            return plans[-1]
+
+        monkeypatch.setattr(pipeline, "split_plan", plan_of)
         handed: list[Any] = []
         out = audit(read_bronze(spark, str(broker_out.out)), load_profile(), on_silver=handed.append)
         # The caller gets the silver frame once, before the findings are planned, to start its write.
@@ -185,16 +194,22 @@ def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_st
         plan = out.history._jdf.queryExecution().executedPlan().toString()
         rows = sorted(tuple(r) for r in out.history.collect())
         out.release()
-        return rows, plan
+        return rows, plan, plans[0]
 
-    spread, spread_plan = silver(True)
-    kept, kept_plan = silver(False)
+    spread, spread_plan, _ = silver("spread")
+    split, split_plan, cut = silver("split")
+    kept, kept_plan, none = silver("kept")
     assert "hashpartitioning(producer_id" in spread_plan
     assert "hashpartitioning(producer_id" not in kept_plan
+    # The broker's idempotent producers (one epoch, no marker) are cut; not its transactional ones.
+    assert none is None and cut is not None and len(cut.cuts) >= 1, cut
+    # A hot producer cut: the silver write reads the stored rows as they are, already shared out.
+    assert "hashpartitioning(producer_id" not in split_plan
     # Every producer batch of the broker's logs, once.
     producer_batches = history.producer_batches(read_bronze(spark, str(broker_out.out)).batches).count()
     assert len(spread) == producer_batches > 0
     assert spread == kept
+    assert split == kept
 
 
 def test_only_the_wrong_acks_are_missing(broker_out: BrokerOut) -> None:
