@@ -136,11 +136,15 @@ class Split:
     # slots[p]: a value whose hash puts a row in shuffle partition p (Spark's `HashPartitioning`).
     slots: list[int]
 
+    @staticmethod
+    def _of(log: int, producer: int) -> Column:
+        return (F.col("log_id") == log) & (F.col("producer_id") == producer)
+
     def _cut(self) -> Column:
         """True for the rows of a cut producer."""
         expr: Column = F.lit(False)
         for log, producer in self.cuts:
-            expr = expr | ((F.col("log_id") == log) & (F.col("producer_id") == producer))
+            expr = expr | self._of(log, producer)
         return expr
 
     def column(self) -> Column:
@@ -148,7 +152,7 @@ class Split:
         expr: Column = F.lit(0)
         for (log, producer), cuts in self.cuts.items():
             at = sum(((F.col("base_offset") >= c).cast("int") for c in cuts), F.lit(0))
-            expr = F.when((F.col("log_id") == log) & (F.col("producer_id") == producer), at).otherwise(expr)
+            expr = F.when(self._of(log, producer), at).otherwise(expr)
         return expr
 
     def part_column(self) -> Column:
@@ -160,24 +164,24 @@ class Split:
         return F.element_at(F.array(*[F.lit(v) for v in self.slots]), at + 1)
 
 
-# A producer's rows are cut into this many ranges per shuffle partition of the history.
-RANGES_PER_PARTITION = 1
+@dataclass(frozen=True)
+class Hot:
+    """A producer holding more than a core's share of the history (`hot_producers`): its log's id and
+    its lowest and highest retained offsets."""
+
+    log_id: int
+    producer_id: int
+    first: int | None
+    last: int | None
 
 
-def split_plan(batches: DataFrame, facts: DataFrame, min_rows: int | None = None) -> Split | None:
-    """The hot producers whose history the scan can cut into offset ranges scanned in parallel, with
-    what the rows before each range leave the scan (one small job over `facts`, `logs.file_producers`;
-    one aggregate over the hot producers' batches): None when no producer holds more than a core's
-    share of at least `min_rows` (`SPREAD_MIN_ROWS`) producer batches, or none of those can be cut.
-
-    A producer can be cut where its running values are a count, a maximum and its first and last
-    valid batches (`replay.split_start`): all its batches of one epoch, none a marker, and its valid
-    batches' sequences neither wrapping inside a batch nor spanning half the sequence range (no 2^31
-    lap anywhere). Such a producer is one epoch stream, and the rows before an offset leave the scan
-    their number of valid batches, their highest last sequence and their first and last valid batch,
-    aggregates of each range summed on the driver. Its ranges cut its offsets into equal spans."""
-    spark = batches.sparkSession
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+def hot_producers(facts: DataFrame, min_rows: int | None = None) -> list[Hot]:
+    """The producers each holding more than a core's share of the producer batches of `facts`
+    (`logs.file_producers`, stored: one small job), when those are at least `min_rows`
+    (`SPREAD_MIN_ROWS`): a pass over every row of the history in its own layout (a task per hash of
+    (log, producer id)) would run mostly in their tasks while the other cores wait. `split_plan` cuts
+    what it can of them into offset ranges; the silver write's `spread` serves those left whole."""
+    spark = facts.sparkSession
     floor = SPREAD_MIN_ROWS if min_rows is None else min_rows
     per = (
         facts.where(F.col("producer_id").isNotNull())
@@ -188,24 +192,44 @@ def split_plan(batches: DataFrame, facts: DataFrame, min_rows: int | None = None
             F.max("retained_last_offset").alias("hi"),
         )
     )
-    hot = (
+    rows = (
         per.crossJoin(per.agg(F.sum("n").alias("_all")))
-        .where(
-            (F.col("n") * cores(spark) > F.col("_all"))
-            & (F.col("_all") >= floor)
-            & (F.col("hi") > F.col("lo"))
-        )
+        .where((F.col("n") * cores(spark) > F.col("_all")) & (F.col("_all") >= floor))
         .select(log_id().alias("log_id"), "producer_id", "lo", "hi")
         .collect()
     )
-    if not hot:
+    return [Hot(int(r["log_id"]), int(r["producer_id"]), r["lo"], r["hi"]) for r in rows]
+
+
+def left_whole(hot: list[Hot], split: Split | None) -> bool:
+    """Whether a hot producer's history is scanned in one task (`split` did not cut it)."""
+    return any(split is None or (h.log_id, h.producer_id) not in split.cuts for h in hot)
+
+
+# A producer's rows are cut into this many ranges per shuffle partition of the history.
+RANGES_PER_PARTITION = 1
+
+
+def split_plan(batches: DataFrame, hot: list[Hot]) -> Split | None:
+    """The `hot_producers` whose history the scan can cut into offset ranges scanned in parallel, with
+    what the rows before each range leave the scan (one aggregate over their batches): None when
+    none of them can be cut.
+
+    A producer can be cut where its running values are a count, a maximum and its first and last
+    valid batches (`replay.split_start`): all its batches of one epoch, none a marker, and its valid
+    batches' sequences neither wrapping inside a batch nor spanning half the sequence range (no 2^31
+    lap anywhere). Such a producer is one epoch stream, and the rows before an offset leave the scan
+    their number of valid batches, their highest last sequence and their first and last valid batch,
+    aggregates of each range summed on the driver. Its ranges cut its offsets into equal spans."""
+    bounded = [(h, h.first, h.last) for h in hot if h.first is not None and h.last is not None]
+    if not (bounded := [(h, lo, hi) for h, lo, hi in bounded if hi > lo]):
         return None
+    spark = batches.sparkSession
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
     ranges = max(2, RANGES_PER_PARTITION * partitions)
     cuts = {
-        (int(r["log_id"]), int(r["producer_id"])): sorted(
-            {r["lo"] + (r["hi"] - r["lo"] + 1) * k // ranges for k in range(1, ranges)}
-        )
-        for r in hot
+        (h.log_id, h.producer_id): sorted({lo + (hi - lo + 1) * k // ranges for k in range(1, ranges)})
+        for h, lo, hi in bounded
     }
     # One small job: for each shuffle partition, a value whose hash puts a row there.
     candidates = spark.range(0, 64 * partitions).select(F.col("id").cast("int").alias("v"))
@@ -218,9 +242,6 @@ def split_plan(batches: DataFrame, facts: DataFrame, min_rows: int | None = None
     slots = [found[p] for p in range(partitions)]
     plan = Split(cuts, {}, slots)
     rows = with_log_id(producer_batches(batches), *HISTORY_BATCH_COLUMNS)
-    pairs = F.lit(False)
-    for log, producer in cuts:
-        pairs = pairs | ((F.col("log_id") == log) & (F.col("producer_id") == producer))
     invalid = ~F.col("is_control") & (
         (F.col("base_sequence") < 0)
         | (
@@ -231,7 +252,7 @@ def split_plan(batches: DataFrame, facts: DataFrame, min_rows: int | None = None
     valid = F.coalesce(~invalid, F.lit(False))
     order = [F.col(c) for c in _REPLAY_ORDER[2:]]
     aggregates = (
-        rows.where(pairs)
+        rows.where(plan._cut())
         .withColumn("_range", plan.column())
         .groupBy("log_id", "producer_id", "_range")
         .agg(
@@ -790,26 +811,10 @@ def cores(spark: SparkSession) -> int:
 SPREAD_MIN_ROWS = 1_000_000
 
 
-def skewed(facts: DataFrame) -> bool:
-    """True when one producer holds more than a core's share of the producer batches of `facts`
-    (`logs.file_producers`, stored: one small job), and they are at least `SPREAD_MIN_ROWS`: then a
-    pass over every row of the stored history in its own layout (a task per hash of (log, producer
-    id)) runs mostly in that producer's one task while the other cores wait."""
-    per_producer = (
-        facts.where(F.col("producer_id").isNotNull())
-        .groupBy(*LOG_KEY, "producer_id")
-        .agg(F.sum("batches").alias("n"))
-    )
-    row = per_producer.agg(F.max("n").alias("top"), F.sum("n").alias("all")).first()
-    if row is None or not row["all"] or row["all"] < SPREAD_MIN_ROWS:
-        return False
-    return bool(row["top"] * cores(facts.sparkSession) > row["all"])
-
-
 def spread(stored: DataFrame) -> DataFrame:
     """The stored history (`replayed`) through one shuffle by (producer id, base offset), so that every
-    core reads a share of a hot producer's rows: for the `sequence_history` write of a `skewed`
-    history whose hot producer was scanned whole (`split_plan` could not cut it), where the hot task
+    core reads a share of a hot producer's rows: for the `sequence_history` write of a history
+    whose hot producer (`hot_producers`) was scanned whole (`split_plan` could not cut it), where the hot task
     then only reads and re-serialises its rows and every core derives and encodes its share. On a
     balanced history the shuffle would only add its cost."""
     return stored.repartition("producer_id", "base_offset")

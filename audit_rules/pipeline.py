@@ -26,12 +26,13 @@ from audit_rules.history import (
     failed_producer_batches,
     filled_starts,
     history_table,
+    hot_producers,
     late_ranges,
+    left_whole,
     numbered,
     producer_summary,
     replayed,
     settle,
-    skewed,
     split_plan,
     spread,
     undecided,
@@ -257,10 +258,7 @@ def audit(
 
     def log_facts(
         facts: DataFrame,
-    ) -> tuple[tuple[DataFrame, ...], Callable[[], bool], set[str], list[str], list[str]]:
-        # Whether one producer holds most of the history (`history.skewed`: one small job), asked
-        # beside the logs: only the silver write needs the answer.
-        hot = started(spark, lambda: skewed(facts)) if background else (lambda: False)
+    ) -> tuple[tuple[DataFrame, ...], set[str], list[str], list[str]]:
         segments = keep(segment_files(facts), "segment files")
         logs = keep(
             log_bounds(segments, bronze.files, bronze.partition_state, profile, bronze.quarantine),
@@ -301,15 +299,16 @@ def audit(
             present.add("recreated topics")
         compacted = sorted(counts["compacted"]) if counts is not None else []
         holed = sorted(counts["holed"]) if counts is not None else []
-        return (facts, segments, logs, files, summary(), overlaps), hot, present, compacted, holed
+        return (facts, segments, logs, files, summary(), overlaps), present, compacted, holed
 
     spark = bronze.batches.sparkSession
     facts = keep(file_producers(bronze.batches), "file producers")
     beside = started(spark, lambda: log_facts(facts), background=background, pool="audit-beside")
-    # A producer holding most of the history has its offset ranges scanned in tasks of their own
-    # (`history.split_plan`: one small job over the facts, and where there is such a producer, one
+    # A producer holding most of the history (`history.hot_producers`: one small job over the facts) has
+    # its offset ranges scanned in tasks of their own where it can be cut (`history.split_plan`: one
     # aggregate over its batches), so that every pass over the stored history shares its rows out.
-    split = split_plan(bronze.batches, facts) if background else None
+    hot = hot_producers(facts) if background else []
+    split = split_plan(bronze.batches, hot)
     # The history is stored narrow: keyed by the numeric log and file ids, without the columns that
     # follow from each row alone (`derived`, which each reader adds) or from its log (the per-log facts
     # every producer rule needs, joined by `readable`: no join per rule).
@@ -334,9 +333,7 @@ def audit(
             )
             if background and stored_copies.count() <= BROADCAST_ROWS:
                 copied = F.broadcast(stored_copies)
-    (facts, segments, logs, files, producers, overlaps), hot, present, compacted_topics, holed_topics = (
-        beside()
-    )
+    (facts, segments, logs, files, producers, overlaps), present, compacted_topics, holed_topics = beside()
 
     def readable(rows: DataFrame) -> DataFrame:
         """Rows of the stored history with their derived and log columns, as the rules read them."""
@@ -348,9 +345,9 @@ def audit(
     event_rows = keep(with_log_columns(event_base, logs, files), "history events (logs)")
     if background:
         release(event_base)
-    # The silver write reads every row: spread over the cores when one producer holds most of them and
-    # its rows were not cut into ranges (`split`).
-    silver_rows = readable(spread(stored)) if hot() and split is None else history
+    # The silver write reads every row: spread over the cores when a producer holding most of them was
+    # scanned whole (not cut into ranges by `split`).
+    silver_rows = readable(spread(stored)) if left_whole(hot, split) else history
     silver = history_table(settle(silver_rows, copied))
     if on_silver is not None:
         on_silver(silver)

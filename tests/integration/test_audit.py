@@ -170,10 +170,11 @@ def test_clean_broker_log_with_restarts_epoch_bumps_and_aborts_raises_nothing_ab
 def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_stored(
     spark: Any, broker_out: BrokerOut, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`history.skewed`, `history.split_plan` and `history.spread`: when one producer holds more than a
-    core's share of the history, its offset ranges are scanned in tasks of their own where it can be
-    cut, and otherwise the `sequence_history` rows come through one more shuffle. Either way they must
-    be the very same rows as those of the history scanned and stored as it is."""
+    """`history.hot_producers`, `history.split_plan` and `history.spread`: when one producer holds more
+    than a core's share of the history, its offset ranges are scanned in tasks of their own where it
+    can be cut, and where a hot producer is scanned whole the `sequence_history` rows come through one
+    more shuffle. Either way they must be the very same rows as those of the history scanned and
+    stored as it is."""
     from audit_rules import history, pipeline
 
     def silver(mode: str) -> tuple[list[tuple[Any, ...]], str, Any]:
@@ -182,11 +183,17 @@ def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_st
         monkeypatch.setattr(history, "cores", lambda session: 1 << 40)
         plans: list[Any] = []
 
+        def hot_of(*args: Any, **kwargs: Any) -> Any:
+            hot = history.hot_producers(*args, **kwargs)
+            hot_by_mode[mode] = [(h.log_id, h.producer_id) for h in hot]
+            return hot
+
         def plan_of(*args: Any, **kwargs: Any) -> Any:
             plans.append(None if mode == "spread" else history.split_plan(*args, **kwargs))
             return plans[-1]
 
         monkeypatch.setattr(pipeline, "split_plan", plan_of)
+        monkeypatch.setattr(pipeline, "hot_producers", hot_of)
         handed: list[Any] = []
         out = audit(read_bronze(spark, str(broker_out.out)), load_profile(), on_silver=handed.append)
         # The caller gets the silver frame once, before the findings are planned, to start its write.
@@ -196,6 +203,7 @@ def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_st
         out.release()
         return rows, plan, plans[0]
 
+    hot_by_mode: dict[str, list[tuple[int, int]]] = {}
     spread, spread_plan, _ = silver("spread")
     split, split_plan, cut = silver("split")
     kept, kept_plan, none = silver("kept")
@@ -203,8 +211,10 @@ def test_the_silver_rows_spread_over_the_cores_are_the_rows_of_the_history_as_st
     assert "hashpartitioning(producer_id" not in kept_plan
     # The broker's idempotent producers (one epoch, no marker) are cut; not its transactional ones.
     assert none is None and cut is not None and len(cut.cuts) >= 1, cut
-    # A hot producer cut: the silver write reads the stored rows as they are, already shared out.
-    assert "hashpartitioning(producer_id" not in split_plan
+    # The transactional producers (hot too: every producer is, with so many cores) are scanned whole,
+    # so the silver write is spread all the same.
+    assert hot_by_mode["kept"] == [] and set(cut.cuts) < set(hot_by_mode["split"]), (hot_by_mode, cut)
+    assert "hashpartitioning(producer_id" in split_plan
     # Every producer batch of the broker's logs, once.
     producer_batches = history.producer_batches(read_bronze(spark, str(broker_out.out)).batches).count()
     assert len(spread) == producer_batches > 0

@@ -14,6 +14,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from pyspark.sql import functions as F
 
 from audit_rules import history, pipeline, replay
 from audit_rules.logs import file_producers
@@ -77,29 +78,47 @@ def _batches(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
     return spark.createDataFrame(rows, BATCHES.schema)
 
 
+def _plan(batches: DataFrame) -> history.Split | None:
+    """The plan with no floor on the history's rows (the test's logs are small)."""
+    return history.split_plan(batches, history.hot_producers(file_producers(batches), min_rows=0))
+
+
 def _scan_rows(df: DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
     keys = ("log_id", "producer_id", "base_offset", "position", "file_id")
     return {tuple(r[k] for k in keys): r.asDict() for r in df.collect()}
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(("seed", "through_pandas"), [(1, False), (2, False), (3, True)])
 def test_a_hot_producer_scanned_in_ranges_gives_the_scan_of_the_whole(
-    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, seed: int
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, seed: int, through_pandas: bool
 ) -> None:
     """Every scan column of every row is the one scan's, but for a late batch within the lookback of a
     range's start whose original lies before it: UNDECIDED there (the audit's pass over the stored
     history then finds its copies), where the one scan may have decided. Four ranges per shuffle
-    partition, so that a task scans several ranges of the producer one after the other."""
+    partition, so that a task scans several ranges of the producer one after the other.
+    `through_pandas`: the ranges scanned by the scalar pandas UDF of pyspark 4.0 (no
+    `functions.arrow_udf`), the whole by the Arrow UDF."""
     monkeypatch.setattr(history, "RANGES_PER_PARTITION", 4)
     batches = _batches(spark, _hot_log(seed))
-    plan = history.split_plan(batches, file_producers(batches), min_rows=0)
+    plan = _plan(batches)
     assert plan is not None
     [(log, producer)] = plan.cuts
     assert producer == HOT
     assert len(plan.cuts[log, producer]) == max(2, history.RANGES_PER_PARTITION * len(plan.slots)) - 1
     with session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": ARROW_ROWS}):
         whole = _scan_rows(history.replayed(batches))
-        parts = _scan_rows(history.replayed(batches, split=plan))
+        pandas_scans: list[Any] = []
+        with pytest.MonkeyPatch.context() as patch:
+            if through_pandas:
+                patch.delattr(F, "arrow_udf")
+                scan = history._pandas_scan
+                patch.setattr(history, "_pandas_scan", lambda *a: pandas_scans.append(a) or scan(*a))
+            parts = _scan_rows(history.replayed(batches, split=plan))
+    assert hasattr(F, "arrow_udf")
+    # The range column among the pandas scan's inputs.
+    assert len(pandas_scans) == int(through_pandas) and all(
+        len(a[2]) == len(replay.INPUTS) + 1 for a in pandas_scans
+    )
     assert whole.keys() == parts.keys()
     undecided = 0
     names = [name for name, _ in replay.OUTPUTS]
@@ -125,7 +144,8 @@ def test_a_producer_with_a_marker_is_scanned_whole(spark: SparkSession) -> None:
     """A marker among the hot producer's batches: its running values are more than the plan's
     aggregates, so the plan leaves it whole (no plan when it is the only hot producer)."""
     batches = _batches(spark, _hot_log(3, marker_at=450))
-    assert history.split_plan(batches, file_producers(batches), min_rows=0) is None
+    assert history.hot_producers(file_producers(batches), min_rows=0)
+    assert _plan(batches) is None
 
 
 def test_the_audit_of_a_split_history_finds_what_the_audit_of_the_whole_finds(
@@ -137,20 +157,24 @@ def test_the_audit_of_a_split_history_finds_what_the_audit_of_the_whole_finds(
     bronze = Bronze.from_batches(_batches(spark, rows))
     profile = load_profile("kafka-3.4")
     plans: list[Any] = []
-    floors: list[int] = []
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
-        plans.append(history.split_plan(*args, **kwargs, min_rows=floors[-1]))
+        plans.append(history.split_plan(*args, **kwargs))
         return plans[-1]
 
     monkeypatch.setattr(pipeline, "split_plan", recorded)
     monkeypatch.setattr(history, "RANGES_PER_PARTITION", 3)
     results = []
+    silver_plans: list[str] = []
     for floor in (history.SPREAD_MIN_ROWS, 0):
-        floors.append(floor)
+        monkeypatch.setattr(history, "SPREAD_MIN_ROWS", floor)
         with session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": ARROW_ROWS}):
             out = audit(bronze, profile)
             results.append(sorted((r.asDict() for r in out.findings.collect()), key=repr))
+            silver_plans.append(out.history._jdf.queryExecution().executedPlan().toString())
     assert plans[0] is None and plans[1] is not None
+    # The only hot producer cut: the silver write reads the stored rows as they are, already shared out
+    # (no spread shuffle by producer and offset, `history.spread`).
+    assert not any("hashpartitioning(producer_id" in p for p in silver_plans)
     assert [f["kind"] for f in results[1]], "the log's faults give findings"
     assert results[1] == results[0]
