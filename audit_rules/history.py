@@ -221,16 +221,17 @@ def split_plan(batches: DataFrame, hot: list[Hot]) -> Split | None:
     lap anywhere). Such a producer is one epoch stream, and the rows before an offset leave the scan
     their number of valid batches, their highest last sequence and their first and last valid batch,
     aggregates of each range summed on the driver. Its ranges cut its offsets into equal spans."""
-    bounded = [(h, h.first, h.last) for h in hot if h.first is not None and h.last is not None]
-    if not (bounded := [(h, lo, hi) for h, lo, hi in bounded if hi > lo]):
-        return None
     spark = batches.sparkSession
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
     ranges = max(2, RANGES_PER_PARTITION * partitions)
-    cuts = {
-        (h.log_id, h.producer_id): sorted({lo + (hi - lo + 1) * k // ranges for k in range(1, ranges)})
-        for h, lo, hi in bounded
-    }
+    cuts: dict[tuple[int, int], list[int]] = {}
+    for h in hot:
+        if h.first is None or h.last is None or h.last <= h.first:
+            continue  # a single offset: nothing to cut
+        span = h.last - h.first + 1
+        cuts[(h.log_id, h.producer_id)] = sorted({h.first + span * k // ranges for k in range(1, ranges)})
+    if not cuts:
+        return None
     # One small job: for each shuffle partition, a value whose hash puts a row there.
     candidates = spark.range(0, 64 * partitions).select(F.col("id").cast("int").alias("v"))
     slot_rows = (
@@ -813,10 +814,10 @@ SPREAD_MIN_ROWS = 1_000_000
 
 def spread(stored: DataFrame) -> DataFrame:
     """The stored history (`replayed`) through one shuffle by (producer id, base offset), so that every
-    core reads a share of a hot producer's rows: for the `sequence_history` write of a history
-    whose hot producer (`hot_producers`) was scanned whole (`split_plan` could not cut it), where the hot task
-    then only reads and re-serialises its rows and every core derives and encodes its share. On a
-    balanced history the shuffle would only add its cost."""
+    core reads a share of a hot producer's rows: for the `sequence_history` write of a history one of
+    whose `hot_producers` was scanned whole (`split_plan` could not cut it), where the hot task then
+    only reads and re-serialises its rows and every core derives and encodes its share. On a balanced
+    history the shuffle would only add its cost."""
     return stored.repartition("producer_id", "base_offset")
 
 
