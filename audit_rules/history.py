@@ -11,6 +11,7 @@ aggregates (`split_plan`).
 from __future__ import annotations
 
 import warnings
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,8 +213,8 @@ RANGES_PER_PARTITION = 1
 
 def split_plan(batches: DataFrame, hot: list[Hot]) -> Split | None:
     """The `hot_producers` whose history the scan can cut into offset ranges scanned in parallel, with
-    what the rows before each range leave the scan (one aggregate over their batches): None when
-    none of them can be cut.
+    what the rows before each range leave the scan (one aggregate over their batches, and a pass that
+    picks the few batches the start states name): None when none of them can be cut.
 
     A producer can be cut where its running values are a count, a maximum and its first and last
     valid batches (`replay.split_start`): all its batches of one epoch, none a marker, and its valid
@@ -251,10 +252,10 @@ def split_plan(batches: DataFrame, hot: list[Hot]) -> Split | None:
         )
     )
     valid = F.coalesce(~invalid, F.lit(False))
-    order = [F.col(c) for c in _REPLAY_ORDER[2:]]
+    hot_rows = rows.where(plan._cut())
+    # Fixed-width aggregates only: Spark hashes them (a struct's min or max would make it sort every row).
     aggregates = (
-        rows.where(plan._cut())
-        .withColumn("_range", plan.column())
+        hot_rows.withColumn("_range", plan.column())
         .groupBy("log_id", "producer_id", "_range")
         .agg(
             F.count(F.when(F.col("is_control"), 1)).alias("markers"),
@@ -265,35 +266,17 @@ def split_plan(batches: DataFrame, hot: list[Hot]) -> Split | None:
             F.count(F.when(valid & (F.col("last_sequence") < F.col("base_sequence")), 1)).alias("spans"),
             F.min(F.when(valid, F.col("base_sequence"))).alias("low_sequence"),
             F.max(F.when(valid, F.col("last_sequence"))).alias("max_last"),
-            F.min(
-                F.when(
-                    valid,
-                    F.struct(
-                        *order, F.col("base_offset").alias("offset"), F.col("base_sequence").alias("base")
-                    ),
-                )
-            ).alias("first"),
-            F.max(
-                F.when(
-                    valid,
-                    F.struct(
-                        *order,
-                        F.col("base_offset").alias("offset"),
-                        F.col("producer_epoch").alias("epoch"),
-                        F.col("max_timestamp").alias("timestamp"),
-                        F.col("is_transactional").alias("transactional"),
-                        F.col("base_sequence").alias("base"),
-                        F.col("last_sequence").alias("last"),
-                    ),
-                )
-            ).alias("last"),
+            F.min(F.when(valid, F.col("base_offset"))).alias("first_valid"),
+            F.max(F.when(valid, F.col("base_offset"))).alias("last_valid"),
         )
         .collect()
     )
     by_producer: dict[tuple[int, int], dict[int, Any]] = {}
     for row in aggregates:
         by_producer.setdefault((int(row["log_id"]), int(row["producer_id"])), {})[int(row["_range"])] = row
-    starts: dict[tuple[int, int, int], dict[str, Any] | None] = {}
+    # The producers the scan can cut, and the offsets of the valid batches their start states name: the
+    # first valid batch's, and each range's last.
+    named: dict[tuple[int, int], set[int]] = {}
     for key, per_range in by_producer.items():
         every = list(per_range.values())
         low = [r["low_sequence"] for r in every if r["low_sequence"] is not None]
@@ -304,6 +287,24 @@ def split_plan(batches: DataFrame, hot: list[Hot]) -> Split | None:
             or (low and max(high) - min(low) >= replay.HALF_RANGE)
         ):
             continue  # not a producer the scan can cut
+        with_valid = [r for r in every if r["valid"]]
+        named[key] = {r["last_valid"] for r in with_valid}
+        if with_valid:
+            named[key].add(min(r["first_valid"] for r in with_valid))
+    # Those batches (a few rows; more than one at an offset only where batches overlap), ordered as the
+    # scan orders them.
+    wanted: Column = F.lit(False)
+    for (log, producer), offsets in named.items():
+        if offsets:
+            wanted = wanted | (Split._of(log, producer) & F.col("base_offset").isin(sorted(offsets)))
+    ends: dict[tuple[int, int], list[Any]] = {}
+    if any(named.values()):
+        for row in hot_rows.where(wanted & valid).select(*_REPLAY_ORDER, *_START_FIELDS).collect():
+            ends.setdefault((int(row["log_id"]), int(row["producer_id"])), []).append(row)
+    starts: dict[tuple[int, int, int], dict[str, Any] | None] = {}
+    for key in named:
+        per_range = by_producer[key]
+        batches_at = sorted(ends.get(key, []), key=lambda r: tuple(r[c] for c in _REPLAY_ORDER[2:]))
         prior: dict[str, Any] = {"valid": 0, "first": None, "last": None, "max_last": None}
         for r in range(len(cuts[key]) + 1):
             if r:
@@ -311,15 +312,33 @@ def split_plan(batches: DataFrame, hot: list[Hot]) -> Split | None:
             got = per_range.get(r)
             if got is None or not got["valid"]:
                 continue
+            at = [b for b in batches_at if bisect_right(cuts[key], b["base_offset"]) == r]
             prior["valid"] += got["valid"]
-            prior["first"] = prior["first"] or got["first"].asDict()
-            prior["last"] = got["last"].asDict()
+            if prior["first"] is None:
+                prior["first"] = _start_batch(next(b for b in at if b["base_offset"] == got["first_valid"]))
+            prior["last"] = _start_batch([b for b in at if b["base_offset"] == got["last_valid"]][-1])
             before = prior["max_last"]
             prior["max_last"] = got["max_last"] if before is None else max(before, got["max_last"])
     kept = {key: c for key, c in cuts.items() if (*key, 1) in starts}
     if not kept:
         return None
     return Split(kept, starts, slots)
+
+
+# The columns of a valid batch a range's start state reads (`replay.split_start`).
+_START_FIELDS = ("producer_epoch", "max_timestamp", "is_transactional", "base_sequence", "last_sequence")
+
+
+def _start_batch(row: Any) -> dict[str, Any]:
+    """A valid batch as `replay.split_start` reads it."""
+    return {
+        "offset": row["base_offset"],
+        "epoch": row["producer_epoch"],
+        "timestamp": row["max_timestamp"],
+        "transactional": row["is_transactional"],
+        "base": row["base_sequence"],
+        "last": row["last_sequence"],
+    }
 
 
 def _pandas_scan(body: Any, outputs: StructType, input_types: list[Any]) -> Any:
