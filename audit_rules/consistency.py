@@ -650,7 +650,8 @@ def replica_divergence(
     both, and no election explains it).
 
     `keep(frame, name)` (`pipeline.local_checkpoint`) stores the pairs of logs compared, read three
-    times below; without it each reader computes them again."""
+    times below, and the comparison at each offset, read twice; without it each reader computes them
+    again."""
     # Each replica's cleaner compacts on its own schedule: compacted logs differ without loss.
     replica = F.coalesce("replica", F.lit(""))
     eligible = logs.where(~F.col("compacted") & F.col("cleaned_to").isNull()).select(
@@ -761,8 +762,13 @@ def replica_divergence(
             ).alias(f"{name}_last"),
         ]
 
-    at_offset = placed.groupBy("_pair", "base_offset").agg(
-        F.first("watermarks").alias("watermarks"), *side(True), *side(False)
+    # (Stored: read by both aggregations below, which Spark's column pruning would otherwise plan as two
+    # aggregates of their own, each scanning and shuffling every batch of both logs.)
+    at_offset = keep(
+        placed.groupBy("_pair", "base_offset").agg(
+            F.first("watermarks").alias("watermarks"), *side(True), *side(False)
+        ),
+        "offset comparison",
     )
     rotted = F.col("x_rotted") | F.col("y_rotted")
     differs = F.when(
@@ -773,7 +779,7 @@ def replica_divergence(
         | ~F.col("x_max").eqNullSafe(F.col("y_max"))
     )
     # Without both watermarks, what lies below a batch both logs hold alike, or what one leader epoch
-    # wrote twice. (The offsets' shuffle is one, read by both aggregations.)
+    # wrote twice. (Both aggregations read the comparison stored above.)
     # (A batch of magic 0 or 1, or dump-log text without it, has no leader epoch: -1 on both sides.)
     one_leader = (
         F.col("x_held") & F.col("y_held") & (F.col("x_epoch") >= 0) & (F.col("x_epoch") == F.col("y_epoch"))
