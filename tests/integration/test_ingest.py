@@ -434,6 +434,31 @@ def test_an_audit_of_an_ingest_killed_halfway_is_refused_until_it_is_rerun(
     assert cli_main(["audit", "--output", str(tmp_path), "--no-gx"]) in (0, 1)
 
 
+def test_the_audits_completeness_check_reads_no_data_file_of_a_dump_the_inventory_lists(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The check asks each table only for rows of the (dump, replica) pairs `files` does not list, a
+    condition on the tables' partition columns that Delta answers from its log. With the data files of
+    dump `a`'s batches and records gone it passes, where a scan of the tables fails on the first of
+    them; and dump `b`, taken out of the inventory, is still named, from its own rows."""
+    from jobs.audit import _check_complete, read_bronze
+    from jobs.ingest import UsageError
+
+    ingest(spark, tmp_path, f"a={SMALL}", f"b={SMALL}", records=True)
+    gone = [
+        p for table in ("batches", "records") for p in (tmp_path / table / "dump_id=a").rglob("*.parquet")
+    ]
+    assert gone
+    for data in gone:
+        data.unlink()
+    _check_complete(read_bronze(spark, str(tmp_path)), str(tmp_path))
+    spark.sql(f"DELETE FROM delta.`{tmp_path / 'files'}` WHERE dump_id = 'b'")
+    named = r"did not finish .*: dump 'b' replica 1 \(batches, [a-z_, ]*records\)"
+    with pytest.raises(UsageError, match=named) as raised:
+        _check_complete(read_bronze(spark, str(tmp_path)), str(tmp_path))
+    assert "dump 'a'" not in str(raised.value)
+
+
 def reading_the_inventory_commits_to_it(
     monkeypatch: pytest.MonkeyPatch, output: Path, commit: Callable[[str], None], times: int
 ) -> list[int]:
